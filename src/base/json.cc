@@ -1,0 +1,48 @@
+#include "base/json.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace omni {
+
+namespace {
+
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string_view describe(const Json::parse_error& e) {
+  std::string_view what = e.what();
+  if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != std::string_view::npos) {
+    what.remove_prefix(end + 2);
+  }
+  return what;
+}
+
+}  // namespace
+
+Json parse_json(std::string_view text, std::string_view source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: malformed JSON: {}", source, describe(e));
+  }
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::kNotFound, "{}: cannot open file", path.string());
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+Json read_json_file(const std::filesystem::path& path) {
+  std::string text = read_text_file(path);
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw_error(ErrorCode::kLoadFailed, "{}: malformed JSON: {}", path.string(), describe(e));
+  }
+}
+
+}  // namespace omni
