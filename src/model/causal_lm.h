@@ -1,0 +1,63 @@
+// The contract between an autoregressive stage model and the engine that drives it.
+//
+// The engine (engine/ArEngine) owns scheduling and the *bookkeeping* of the paged KV cache:
+// which block ids belong to which sequence. The model owns the KV *storage*: after
+// init_kv_cache(n) it holds n blocks of kKvBlockSize token slots per layer, and forward()
+// reads and writes exactly the slots the batch's block tables name. One thread (the stage's
+// engine loop) calls every method; a CausalLm is not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace omni::model {
+
+// Tokens per KV block (vLLM's default block size).
+inline constexpr int kKvBlockSize = 16;
+
+// One sequence's part of a forward batch: `query_len` new tokens starting at `query_start` in
+// ForwardBatch::token_ids, appended after `context_len` tokens already in its KV blocks.
+// block_table[i] is the pool block holding token positions [i*kKvBlockSize, (i+1)*kKvBlockSize)
+// and must cover context_len + query_len tokens.
+struct SequenceSlice {
+  int32_t query_start = 0;
+  int32_t query_len = 0;
+  int32_t context_len = 0;
+  std::vector<int32_t> block_table;
+  // Whether this slice produces logits for its last token (false for a prefill chunk that does
+  // not reach the end of the prompt).
+  bool wants_logits = true;
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;  // all slices' new tokens, concatenated
+  std::vector<int32_t> positions;  // position of each token in its sequence
+  std::vector<SequenceSlice> seqs;
+  // When true, logits are returned for every token of every slice (used for --dump-logits and
+  // prompt logprobs), not only for the last token of slices that want them.
+  bool all_logits = false;
+};
+
+struct CausalLmInfo {
+  int vocab_size = 0;
+  int max_position_embeddings = 0;
+  std::vector<int32_t> eos_token_ids;  // from generation_config.json, else config.json
+};
+
+class CausalLm {
+ public:
+  virtual ~CausalLm() = default;
+
+  virtual const CausalLmInfo& info() const = 0;
+  // Bytes of KV storage one block takes over all layers (for sizing the pool from a budget).
+  virtual size_t kv_bytes_per_block() const = 0;
+  // (Re)allocates the KV storage for `num_blocks` blocks; previous contents are discarded.
+  virtual void init_kv_cache(int num_blocks) = 0;
+  // Runs the batch, writes the new tokens' K/V into their slots, and returns logits row-major:
+  // one row of vocab_size floats per slice with wants_logits (in slice order), or per token
+  // when all_logits. Throws omni::Error(kInvalidArgument) for token ids outside the vocabulary.
+  virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+};
+
+}  // namespace omni::model
