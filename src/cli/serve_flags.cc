@@ -756,10 +756,10 @@ ServeFlagParser::ServeFlagParser(CLI::App& app) {
     const std::string group = spec.name == kAttentionEntryFlag ? "" : "Serve";
     switch (spec.kind) {
       case K::kSwitch:
-        binding.option = app.add_flag(names, help)->group(group);
+        binding.option = app.add_flag(names)->description(help)->group(group);
         break;
       case K::kBoolPair:
-        binding.option = app.add_flag(names, help)->group(group);
+        binding.option = app.add_flag(names)->description(help)->group(group);
         binding.negation = app.add_flag(spec.negation)->description("Turn off " + spec.name)->group(group);
         binding.option->excludes(binding.negation);
         break;
