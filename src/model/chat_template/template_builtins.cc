@@ -146,12 +146,6 @@ std::string ascii_case(std::string s, bool upper) {
   return s;
 }
 
-int64_t python_floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
   auto check = [&](const Value& a) {
     const std::string& x = need_string(a, start ? "startswith()" : "endswith()");
