@@ -161,7 +161,7 @@ bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
 Value bound(std::string name, Function f) { return Value::function(std::move(name), std::move(f)); }
 
 Value string_method(const Value& self, const std::string& name) {
-  const std::string s = self.as_string();
+  const std::string& s = self.as_string();
   if (name == "startswith" || name == "endswith") {
     const bool start = name == "startswith";
     return bound(name, [s, start](CallArgs& a) {

@@ -234,7 +234,7 @@ void append_json(const Value& v, bool ensure_ascii, int indent, int depth, std::
   auto newline = [&](int d) {
     if (indent < 0) return;
     out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
   };
   switch (v.kind()) {
     case Value::Kind::kNone:

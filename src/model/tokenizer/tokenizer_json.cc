@@ -9,12 +9,6 @@ namespace {
 // which it stores itself (the DOM gets a null in their place).
 class Reader {
  public:
-  using number_integer_t = Json::number_integer_t;
-  using number_unsigned_t = Json::number_unsigned_t;
-  using number_float_t = Json::number_float_t;
-  using string_t = Json::string_t;
-  using binary_t = Json::binary_t;
-
   Reader(TokenizerJson& out, std::string source) : out_(out), dom_(out.spec), source_(std::move(source)) {}
 
   bool null() {
@@ -23,22 +17,22 @@ class Reader {
   bool boolean(bool v) {
     return value([&] { return dom_.boolean(v); }, "a boolean");
   }
-  bool number_integer(number_integer_t v) {
+  bool number_integer(Json::number_integer_t v) {
     if (mode_ == Mode::kVocab) return vocab_id(v);
     return value([&] { return dom_.number_integer(v); }, "a number");
   }
-  bool number_unsigned(number_unsigned_t v) {
+  bool number_unsigned(Json::number_unsigned_t v) {
     if (mode_ == Mode::kVocab) return vocab_id(static_cast<int64_t>(v));
     return value([&] { return dom_.number_unsigned(v); }, "a number");
   }
-  bool number_float(number_float_t v, const string_t& s) {
+  bool number_float(Json::number_float_t v, const Json::string_t& s) {
     return value([&] { return dom_.number_float(v, s); }, "a number");
   }
-  bool binary(binary_t& v) {
+  bool binary(Json::binary_t& v) {
     return value([&] { return dom_.binary(v); }, "binary data");
   }
 
-  bool string(string_t& s) {
+  bool string(Json::string_t& s) {
     if (mode_ == Mode::kMerges) {
       if (pair_depth_ > 0) {
         pair_.push_back(std::move(s));
@@ -61,7 +55,7 @@ class Reader {
     return dom_.start_object(n);
   }
 
-  bool key(string_t& k) {
+  bool key(Json::string_t& k) {
     if (mode_ == Mode::kVocab) {
       key_ = std::move(k);
       return true;
