@@ -11,7 +11,9 @@
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() { return {}; }
+Command stage_worker_command();  // cli/stage_worker.cc
+
+std::vector<Command> all_commands() { return {stage_worker_command()}; }
 
 int run(int argc, char** argv) {
   CLI::App app{"omnistage — serves multi-stage omni models (text, audio, image) behind an OpenAI-compatible API"};

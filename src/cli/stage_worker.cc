@@ -1,0 +1,26 @@
+// `omnistage stage-worker`: the internal subcommand a stage replica process runs. The head
+// (runtime::Orchestrator) starts it with its launch config; it is hidden from --help because
+// people do not run it by hand.
+#include "runtime/stage_worker.h"
+
+#include "base/json.h"
+#include "cli/command.h"
+
+namespace omni::cli {
+
+Command stage_worker_command() {
+  return {"stage-worker", "Run one stage replica for a head process (internal)", [](CLI::App& sub) {
+            sub.group("");
+            auto head = std::make_shared<std::string>();
+            auto launch_config = std::make_shared<std::string>();
+            sub.add_option("--head", *head, "The head's control endpoint (ipc://… or tcp://host:port)")->required();
+            sub.add_option("--launch-config", *launch_config, "The replica's launch config as JSON")->required();
+            return [head, launch_config]() {
+              auto config = runtime::stage_launch_config_from_json(parse_json(*launch_config, "--launch-config"),
+                                                                   "--launch-config");
+              return runtime::run_stage_worker(*head, config);
+            };
+          }};
+}
+
+}  // namespace omni::cli
