@@ -73,9 +73,8 @@ std::vector<std::vector<std::string>> split_devices_for_replicas(int stage_id, c
   size_t count = devices.size();
   size_t pool = static_cast<size_t>(replicas) * per_replica;
   if (count == pool) {
-    for (int r = 0; r < replicas; ++r) {
-      result[r].assign(devices.begin() + r * per_replica, devices.begin() + (r + 1) * per_replica);
-    }
+    auto slice = static_cast<std::ptrdiff_t>(per_replica);
+    for (int r = 0; r < replicas; ++r) result[r].assign(devices.begin() + r * slice, devices.begin() + (r + 1) * slice);
     return result;
   }
   if (count == static_cast<size_t>(per_replica)) {
@@ -87,7 +86,8 @@ std::vector<std::vector<std::string>> split_devices_for_replicas(int stage_id, c
       }
     }
     for (int r = 0; r < replicas; ++r) {
-      for (const std::string& id : devices) result[r].push_back(std::to_string(r * per_replica + std::stoul(id)));
+      for (const std::string& id : devices)
+        result[r].push_back(std::to_string(static_cast<size_t>(r) * per_replica + std::stoul(id)));
     }
     return result;
   }

@@ -16,12 +16,12 @@
 #include <set>
 #include <thread>
 
+#include "runtime/child_process.h"
 #include "runtime/connector.h"
 #include "runtime/control_channel.h"
 #include "runtime/device_assignment.h"
 #include "runtime/request_plan.h"
 #include "runtime/shm_connector.h"
-#include "runtime/stage_process.h"
 #include "runtime/stage_worker.h"
 
 namespace omni::runtime {

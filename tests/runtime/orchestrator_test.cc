@@ -32,6 +32,7 @@ GenerationRequest request(const std::string& id, std::vector<int32_t> prompt, Js
 
 std::vector<int32_t> echo_tokens(uint64_t seed, int count) {
   std::vector<int32_t> tokens;
+  tokens.reserve(count);
   for (int i = 0; i < count; ++i) tokens.push_back(echo_token(seed, i));
   return tokens;
 }
@@ -43,6 +44,7 @@ std::vector<int32_t> expected_two_stage(const std::vector<int32_t>& prompt, int 
   uint64_t seed0 = echo_seed(prompt, {});
   std::vector<int32_t> stage0 = echo_tokens(seed0, tokens0);
   std::vector<std::vector<uint8_t>> payloads;
+  payloads.reserve(chunks);
   for (int c = 0; c < std::min(chunks, tokens0); ++c) payloads.push_back(echo_payload(seed0, c, payload_bytes));
   std::vector<std::span<const uint8_t>> views(payloads.begin(), payloads.end());
   return echo_tokens(echo_seed(stage0, views), tokens1);
@@ -125,7 +127,7 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
                      echo_stage(1, {0}, true, "audio")};
   OrchestratorOptions options = test_options();
   options.control_endpoint = c.endpoint;
-  options.shm_threshold_bytes = 64 * 1024;
+  options.shm_threshold_bytes = 64u * 1024;
   Orchestrator orchestrator(pipeline, options);
   if (!c.endpoint.empty()) {
     EXPECT_EQ(orchestrator.control_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << orchestrator.control_endpoint();
@@ -153,9 +155,9 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, TwoStageTest,
                          ::testing::Values(TransportCase{"IpcInline", "", 1000},
-                                           TransportCase{"IpcSharedMemory", "", 300 * 1024},
+                                           TransportCase{"IpcSharedMemory", "", 300u * 1024},
                                            TransportCase{"TcpInline", "tcp://127.0.0.1:*", 1000},
-                                           TransportCase{"TcpSharedMemory", "tcp://127.0.0.1:*", 300 * 1024}),
+                                           TransportCase{"TcpSharedMemory", "tcp://127.0.0.1:*", 300u * 1024}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStage) {
@@ -364,6 +366,24 @@ TEST(OrchestratorTest, StageThatExitsMidRequestFailsItWithTheExitCode) {
   // The step delay gave the first output time to leave; what a dying process has not sent is lost.
   EXPECT_EQ(log.tokens("crash").size(), 1u) << "the first token was streamed before the crash";
   EXPECT_FALSE(orchestrator.healthy());
+}
+
+TEST(OrchestratorTest, AStageThatStopsAnsweringFailsAfterTheHeartbeatTimeout) {
+  PipelineSpec pipeline;
+  pipeline.stages = {echo_stage(0, {}, true, "text", {{"max_tokens", 100000}, {"step_delay_ms", 10}})};
+  OrchestratorOptions options = test_options();
+  options.heartbeat_timeout = 500ms;
+  Orchestrator orchestrator(pipeline, options);
+  EventLog log;
+  orchestrator.submit(request("hung", {1}), log.sink("hung"));
+  ASSERT_TRUE(log.wait_any("hung"));
+  ASSERT_EQ(kill(orchestrator.replicas()[0].pid, SIGSTOP), 0);  // alive, but silent
+  ASSERT_TRUE(log.wait_finished("hung"));
+  ASSERT_TRUE(log.last("hung").error.has_value());
+  EXPECT_STREQ(log.last("hung").error->what(), "stage 0 (replica 0) failed: it sent no heartbeat for 0.5s");
+  EXPECT_FALSE(orchestrator.healthy());
+  orchestrator.shutdown();
+  EXPECT_TRUE(child_pids().empty()) << "the silent stage was not killed";
 }
 
 TEST(OrchestratorTest, ShutdownEndsLiveRequestsStopsStagesAndCleansSharedMemory) {

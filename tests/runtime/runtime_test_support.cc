@@ -10,7 +10,7 @@
 
 namespace omni::runtime::testing {
 
-StageSpec echo_stage(int id, std::vector<int> input_sources, bool final_output, std::string type, Json echo) {
+StageSpec echo_stage(int id, std::vector<int> input_sources, bool final_output, std::string type, const Json& echo) {
   StageSpec stage;
   stage.stage_id = id;
   stage.input_sources = std::move(input_sources);

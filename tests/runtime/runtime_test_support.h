@@ -18,7 +18,8 @@
 namespace omni::runtime::testing {
 
 // Stage `id` running the test-echo runner with `echo` merged into its engine args.
-StageSpec echo_stage(int id, std::vector<int> input_sources, bool final_output, std::string type, Json echo = {});
+StageSpec echo_stage(int id, std::vector<int> input_sources, bool final_output, std::string type,
+                     const Json& echo = {});
 
 // Options with the omnistage binary under test and timeouts short enough for tests.
 OrchestratorOptions test_options();

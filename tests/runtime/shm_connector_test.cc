@@ -39,33 +39,33 @@ std::string mapping_of(const void* address) {
 
 class ShmConnectorTest : public ::testing::Test {
  protected:
-  std::string session = "test" + std::to_string(getpid());
-  SharedMemoryConnector connector{{session, 1024}};
-  void TearDown() override { unlink_session_segments(session); }
+  std::string session_ = "test" + std::to_string(getpid());
+  SharedMemoryConnector connector_{{session_, 1024}};
+  void TearDown() override { unlink_session_segments(session_); }
 };
 
 TEST_F(ShmConnectorTest, SmallPayloadsTravelInlineWithoutASegment) {
   auto bytes = pattern(1024, 3);
-  PayloadRef ref = connector.put({"req", 0, 1, 0}, bytes);
+  PayloadRef ref = connector_.put({"req", 0, 1, 0}, bytes);
   EXPECT_TRUE(ref.is_inline());
   EXPECT_EQ(ref.inline_bytes, bytes);
   EXPECT_EQ(ref.size, 1024u);
-  EXPECT_FALSE(segment_exists(connector.segment_name({"req", 0, 1, 0})));
-  PayloadView view = connector.get(ref);
+  EXPECT_FALSE(segment_exists(connector_.segment_name({"req", 0, 1, 0})));
+  PayloadView view = connector_.get(ref);
   EXPECT_EQ(std::vector<uint8_t>(view.bytes().begin(), view.bytes().end()), bytes);
 }
 
 TEST_F(ShmConnectorTest, LargePayloadIsASegmentReadInPlaceAndUnlinkedOnRead) {
   auto bytes = pattern(1025, 9);
   PayloadAddress address{"req-7", 0, 1, 2};
-  PayloadRef ref = connector.put(address, bytes);
+  PayloadRef ref = connector_.put(address, bytes);
   ASSERT_FALSE(ref.is_inline());
   EXPECT_TRUE(ref.inline_bytes.empty());
-  EXPECT_EQ(ref.location, "/omnistage_" + session + "_req-7_0_2@1");
+  EXPECT_EQ(ref.location, "/omnistage_" + session_ + "_req-7_0_2@1");
   EXPECT_EQ(ref.address.key(), "req-7_0_2");
   ASSERT_TRUE(segment_exists(ref.location));
 
-  PayloadView view = connector.get(ref);
+  PayloadView view = connector_.get(ref);
   EXPECT_FALSE(segment_exists(ref.location)) << "the consumer unlinks the name once mapped";
   ASSERT_EQ(view.size(), bytes.size());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), view.bytes().begin()));
@@ -74,7 +74,7 @@ TEST_F(ShmConnectorTest, LargePayloadIsASegmentReadInPlaceAndUnlinkedOnRead) {
       << mapping_of(view.bytes().data());
   // Consumed: a second read fails and names the key.
   try {
-    connector.get(ref);
+    connector_.get(ref);
     FAIL() << "a consumed payload was read twice";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
@@ -83,20 +83,20 @@ TEST_F(ShmConnectorTest, LargePayloadIsASegmentReadInPlaceAndUnlinkedOnRead) {
 }
 
 TEST_F(ShmConnectorTest, DiscardUnlinksAnUnconsumedSegmentAndIsIdempotent) {
-  PayloadRef ref = connector.put({"gone", 1, 2, 0}, pattern(4096, 1));
+  PayloadRef ref = connector_.put({"gone", 1, 2, 0}, pattern(4096, 1));
   ASSERT_TRUE(segment_exists(ref.location));
-  connector.discard(ref);
+  connector_.discard(ref);
   EXPECT_FALSE(segment_exists(ref.location));
-  connector.discard(ref);
-  EXPECT_THROW(connector.get(ref), Error);
+  connector_.discard(ref);
+  EXPECT_THROW(connector_.get(ref), Error);
 }
 
 TEST_F(ShmConnectorTest, SessionSweepRemovesOnlyThisSessionsSegments) {
-  SharedMemoryConnector other({session + "b", 0});
-  PayloadRef mine1 = connector.put({"a", 0, 1, 0}, pattern(2000, 1));
-  PayloadRef mine2 = connector.put({"b", 0, 1, 0}, pattern(2000, 2));
+  SharedMemoryConnector other({session_ + "b", 0});
+  PayloadRef mine1 = connector_.put({"a", 0, 1, 0}, pattern(2000, 1));
+  PayloadRef mine2 = connector_.put({"b", 0, 1, 0}, pattern(2000, 2));
   PayloadRef theirs = other.put({"a", 0, 1, 0}, pattern(2000, 3));
-  EXPECT_EQ(connector.discard_session(), 2u);
+  EXPECT_EQ(connector_.discard_session(), 2u);
   EXPECT_FALSE(segment_exists(mine1.location));
   EXPECT_FALSE(segment_exists(mine2.location));
   EXPECT_TRUE(segment_exists(theirs.location));
@@ -104,15 +104,15 @@ TEST_F(ShmConnectorTest, SessionSweepRemovesOnlyThisSessionsSegments) {
 }
 
 TEST_F(ShmConnectorTest, RequestIdsAreEscapedAndLongOnesStayUniqueWithinNameMax) {
-  EXPECT_EQ(connector.segment_name({"chat/1 x", 0, 1, 0}), "/omnistage_" + session + "_chat%2F1%20x_0_0@1");
+  EXPECT_EQ(connector_.segment_name({"chat/1 x", 0, 1, 0}), "/omnistage_" + session_ + "_chat%2F1%20x_0_0@1");
   std::string long_a(400, 'a');
   std::string long_b = long_a + "b";
-  std::string name_a = connector.segment_name({long_a, 0, 1, 0});
-  std::string name_b = connector.segment_name({long_b, 0, 1, 0});
+  std::string name_a = connector_.segment_name({long_a, 0, 1, 0});
+  std::string name_b = connector_.segment_name({long_b, 0, 1, 0});
   EXPECT_LE(name_a.size(), 250u);
   EXPECT_NE(name_a, name_b);
-  PayloadRef ref = connector.put({long_b, 0, 1, 0}, pattern(5000, 4));
-  EXPECT_EQ(connector.get(ref).size(), 5000u);
+  PayloadRef ref = connector_.put({long_b, 0, 1, 0}, pattern(5000, 4));
+  EXPECT_EQ(connector_.get(ref).size(), 5000u);
 }
 
 TEST_F(ShmConnectorTest, AnotherProcessReadsWhatThisOneWrote) {
@@ -121,22 +121,22 @@ TEST_F(ShmConnectorTest, AnotherProcessReadsWhatThisOneWrote) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    SharedMemoryConnector producer({session, 1024});
+    SharedMemoryConnector producer({session_, 1024});
     PayloadRef ref = producer.put(address, bytes);
     _exit(ref.is_inline() ? 1 : 0);
   }
   int status = 0;
   waitpid(child, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  PayloadRef ref{"SharedMemoryConnector", address, bytes.size(), connector.segment_name(address), {}};
-  PayloadView view = connector.get(ref);
+  PayloadRef ref{"SharedMemoryConnector", address, bytes.size(), connector_.segment_name(address), {}};
+  PayloadView view = connector_.get(ref);
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), view.bytes().begin()));
 }
 
 TEST_F(ShmConnectorTest, AWrongSizeInTheReferenceIsAnError) {
-  PayloadRef ref = connector.put({"size", 0, 1, 0}, pattern(3000, 1));
+  PayloadRef ref = connector_.put({"size", 0, 1, 0}, pattern(3000, 1));
   ref.size = 2999;
-  EXPECT_THROW(connector.get(ref), Error);
+  EXPECT_THROW(connector_.get(ref), Error);
   EXPECT_FALSE(segment_exists(ref.location));
 }
 

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     GenerationRequest request;
     request.request_id = "background";
     request.prompt_token_ids = {1, 2, 3};
-    orchestrator.submit(request, [](ResponseEvent event) {
+    orchestrator.submit(request, [](const ResponseEvent& event) {
       if (event.finished) std::fprintf(stderr, "background request finished\n");
     });
     int signal = signals.wait();

@@ -1,4 +1,4 @@
-#include "runtime/stage_process.h"
+#include "runtime/child_process.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -70,10 +70,12 @@ std::vector<std::string> child_environment(const std::vector<std::string>& chang
 ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::vector<std::string> env_strings = child_environment(env);
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t parent = getpid();
