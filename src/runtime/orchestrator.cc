@@ -160,6 +160,8 @@ class Orchestrator::Loop {
     std::vector<int32_t> prompt;
     std::map<int, StageProgress> stages;  // stages submitted to so far
     std::vector<Edge> held_edges;         // edges whose in-flight count includes this request
+    // async_chunk outputs for a consumer that has not started yet (its edge is full).
+    std::map<int, std::deque<InputChunkMessage>> buffered_chunks;
     int completion_tokens = 0;
   };
 
@@ -444,7 +446,8 @@ class Orchestrator::Loop {
   }
 
   // Sends the request to a replica of `stage_id`; on failure the request ends with the error.
-  void submit_to_stage(Request& request, int stage_id, std::vector<int32_t> prompt, std::vector<PayloadRef> inputs) {
+  void submit_to_stage(Request& request, int stage_id, std::vector<int32_t> prompt, std::vector<PayloadRef> inputs,
+                       bool input_open = false) {
     int index = pick_replica(stage_id);
     if (index < 0) {
       end_request(request.id, Error(ErrorCode::kUnavailable, fmt::format("stage {} has no live replica", stage_id)));
@@ -454,8 +457,12 @@ class Orchestrator::Loop {
     StageProgress& progress = request.stages[stage_id];
     progress.replica = index;
     replica.requests.insert(request.id);
-    SubmitMessage message{request.id, std::move(prompt), request.plan.sampling_params.at(stage_id), std::move(inputs),
-                          request.plan.consumers.at(stage_id)};
+    SubmitMessage message{request.id,
+                          std::move(prompt),
+                          request.plan.sampling_params.at(stage_id),
+                          std::move(inputs),
+                          request.plan.consumers.at(stage_id),
+                          input_open};
     if (!server_->send(replica.identity, message)) {
       replica_failed(replica, "its control connection is gone");
     }
@@ -497,9 +504,12 @@ class Orchestrator::Loop {
       return;
     }
     Request& request = it->second;
+    const std::string id = request.id;
     const std::vector<int> consumers = request.plan.consumers.at(replica.stage_id);
+    std::map<int, std::vector<PayloadRef>> chunk_payloads;  // for async_chunk consumers
     for (PayloadRef& ref : output.payloads) {
       if (std::find(consumers.begin(), consumers.end(), ref.address.to_stage) != consumers.end()) {
+        if (pipeline_.stages[ref.address.to_stage].async_chunk) chunk_payloads[ref.address.to_stage].push_back(ref);
         progress->payloads.push_back(std::move(ref));
       } else {
         discard(ref);
@@ -507,6 +517,7 @@ class Orchestrator::Loop {
     }
     progress->tokens.insert(progress->tokens.end(), output.token_ids.begin(), output.token_ids.end());
     bool finished = output.finish_reason.has_value();
+    std::vector<int32_t> chunk_tokens = output.token_ids;
     if (replica.stage_id == request.plan.final_stage) {
       request.completion_tokens += static_cast<int>(output.token_ids.size());
       ResponseEvent event;
@@ -518,20 +529,53 @@ class Orchestrator::Loop {
       event.completion_tokens = request.completion_tokens;
       deliver(request.sink, std::move(event));
     }
-    if (!finished) return;
-    progress->finished = true;
-    replica.requests.erase(request.id);
-    release_edges_into(request, replica.stage_id);
-    if (replica.stage_id == request.plan.final_stage) {
-      close_request(request.id);
-      return;
+    if (finished) {
+      progress->finished = true;
+      replica.requests.erase(id);
+      release_edges_into(request, replica.stage_id);
+      if (replica.stage_id == request.plan.final_stage) {
+        close_request(id);
+        return;
+      }
     }
-    const std::string id = request.id;
+    // Forwarding can end the request (no live replica), so it is looked up again each time.
     for (int consumer : consumers) {
-      // Forwarding can end the request (no live replica), so look it up again each time.
       auto live = requests_.find(id);
       if (live == requests_.end()) return;
-      if (sources_finished(live->second, consumer)) forward(id, consumer);
+      if (pipeline_.stages[consumer].async_chunk) {
+        stream_chunk(id, consumer, InputChunkMessage{id, chunk_tokens, chunk_payloads[consumer], finished});
+      } else if (finished && sources_finished(live->second, consumer)) {
+        forward(id, consumer);
+      }
+    }
+  }
+
+  // async_chunk: hands one output of the consumer's source to it, starting it on the first one.
+  void stream_chunk(const std::string& id, int stage_id, InputChunkMessage chunk) {
+    Request& request = requests_.at(id);
+    if (auto started = request.stages.find(stage_id); started != request.stages.end()) {
+      if (!started->second.finished) {
+        server_->send(replicas_[stage_id][started->second.replica].identity, std::move(chunk));
+      }
+      return;
+    }
+    auto& buffered = request.buffered_chunks[stage_id];
+    buffered.push_back(std::move(chunk));
+    if (buffered.size() == 1) forward(id, stage_id);
+  }
+
+  // Starts an async_chunk consumer with the chunks that reached the head before it could start.
+  void start_streaming(Request& request, int stage_id) {
+    std::deque<InputChunkMessage> chunks = std::move(request.buffered_chunks[stage_id]);
+    request.buffered_chunks.erase(stage_id);
+    InputChunkMessage& first = chunks.front();
+    const std::string id = request.id;
+    submit_to_stage(request, stage_id, std::move(first.token_ids), std::move(first.payloads), !first.last);
+    chunks.pop_front();
+    for (InputChunkMessage& chunk : chunks) {
+      auto live = requests_.find(id);
+      if (live == requests_.end()) return;
+      stream_chunk(id, stage_id, std::move(chunk));
     }
   }
 
@@ -550,7 +594,8 @@ class Orchestrator::Loop {
     return true;
   }
 
-  // Moves a request whose sources all finished into `stage_id`, or queues it behind a full edge.
+  // Moves a request into `stage_id` (all its sources finished, or for async_chunk its source's
+  // first output arrived), or queues it behind a full edge.
   void forward(const std::string& id, int stage_id) {
     if (!edges_have_room(stage_id)) {
       waiting_[stage_id].push_back(id);
@@ -558,10 +603,16 @@ class Orchestrator::Loop {
     }
     Request& request = requests_.at(id);
     const StageSpec& stage = pipeline_.stages[stage_id];
-    std::vector<PayloadRef> inputs;
     for (int source : stage.input_sources) {
       edges_.at({source, stage_id}).in_flight++;
       request.held_edges.push_back({source, stage_id});
+    }
+    if (stage.async_chunk) {
+      start_streaming(request, stage_id);
+      return;
+    }
+    std::vector<PayloadRef> inputs;
+    for (int source : stage.input_sources) {
       for (const PayloadRef& ref : request.stages.at(source).payloads) {
         if (ref.address.to_stage == stage_id) inputs.push_back(ref);
       }

@@ -11,7 +11,9 @@
 // Routing (full-payload mode): a request enters the entry stage; when a stage finishes a request,
 // each stage on the request's route that lists it in input_sources gets the request once all its
 // sources finished, with the first source's generated tokens as its prompt and every source's
-// payloads (through the edge's connector) as inputs. At most `edge_inflight_limit` requests are
+// payloads (through the edge's connector) as inputs. An async_chunk stage instead starts on its
+// source's first output (tokens and payloads) and receives each later output as an input chunk
+// while the source still generates. At most `edge_inflight_limit` requests are
 // in flight across an edge (submitted to the consumer and not finished); more wait in the head in
 // arrival order, holding only payload references.
 #pragma once

@@ -7,8 +7,8 @@ namespace omni::runtime {
 
 namespace {
 
-constexpr std::array<std::string_view, 9> kTypeNames = {"register", "ready", "init_failed", "submit",  "output",
-                                                        "abort",    "error", "heartbeat",   "shutdown"};
+constexpr std::array<std::string_view, 10> kTypeNames = {"register", "ready", "init_failed", "submit",   "output",
+                                                         "abort",    "error", "heartbeat",   "shutdown", "input_chunk"};
 
 Json to_wire(const PayloadRef& ref) {
   Json json = {{"connector", ref.connector},
@@ -69,7 +69,14 @@ struct Encoder {
                 {"prompt_token_ids", m.prompt_token_ids},
                 {"sampling_params", m.sampling_params},
                 {"inputs", payloads_to_wire(m.inputs)},
-                {"output_stages", m.output_stages}});
+                {"output_stages", m.output_stages},
+                {"input_open", m.input_open}});
+  }
+  void operator()(const InputChunkMessage& m) {
+    out.update({{"request_id", m.request_id},
+                {"token_ids", m.token_ids},
+                {"payloads", payloads_to_wire(m.payloads)},
+                {"last", m.last}});
   }
   void operator()(const OutputMessage& m) {
     out.update({{"request_id", m.request_id},
@@ -101,9 +108,16 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
                              j.at("exit_code").get<int>()};
   }
   if (type == "submit") {
-    return SubmitMessage{j.at("request_id").get<std::string>(), j.at("prompt_token_ids").get<std::vector<int32_t>>(),
-                         j.at("sampling_params"), payloads_from_wire(j.at("inputs")),
-                         j.at("output_stages").get<std::vector<int>>()};
+    return SubmitMessage{j.at("request_id").get<std::string>(),
+                         j.at("prompt_token_ids").get<std::vector<int32_t>>(),
+                         j.at("sampling_params"),
+                         payloads_from_wire(j.at("inputs")),
+                         j.at("output_stages").get<std::vector<int>>(),
+                         j.at("input_open").get<bool>()};
+  }
+  if (type == "input_chunk") {
+    return InputChunkMessage{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),
+                             payloads_from_wire(j.at("payloads")), j.at("last").get<bool>()};
   }
   if (type == "output") {
     OutputMessage m{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),

@@ -5,7 +5,7 @@
 // so a stage on another host speaks it unchanged.
 //
 // Conversation: worker → Register; worker builds its runner; worker → Ready (or InitFailed and
-// exit). Then head → Submit / Abort / Shutdown, worker → Output / Error / Heartbeat.
+// exit). Then head → Submit / InputChunk / Abort / Shutdown, worker → Output / Error / Heartbeat.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,16 @@ struct SubmitMessage {
   Json sampling_params = Json::object();
   std::vector<PayloadRef> inputs;  // payloads from upstream stages, in arrival order
   std::vector<int> output_stages;  // stages that consume this request's payloads from this stage
+  // async_chunk: more input follows in InputChunk messages, the last one marked `last`.
+  bool input_open = false;
+};
+
+// head → worker (async_chunk): the next piece of a request's input from its upstream stage.
+struct InputChunkMessage {
+  std::string request_id;
+  std::vector<int32_t> token_ids;
+  std::vector<PayloadRef> payloads;
+  bool last = false;  // the upstream stage finished; no more input follows
 };
 
 // worker → head: new output of a request since the previous message for it.
@@ -90,7 +100,7 @@ struct HeartbeatMessage {
 struct ShutdownMessage {};
 
 using StageMessage = std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage,
-                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage>;
+                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage>;
 
 // The message's type name on the wire ("register", "submit"…), for logs and errors.
 std::string_view message_type_name(const StageMessage& message);

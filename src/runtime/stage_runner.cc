@@ -31,6 +31,11 @@ Registry& registry() {
 
 }  // namespace
 
+void StageRunner::add_input(const std::string& request_id, StageInputChunk /*chunk*/) {
+  throw_error(ErrorCode::kUnsupported, "request {}: this stage's runner does not take streamed (async_chunk) input",
+              request_id);
+}
+
 void register_stage_runner(const std::string& kind, StageRunnerFactory factory) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

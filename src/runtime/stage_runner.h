@@ -23,6 +23,15 @@ struct StageRequest {
   std::vector<int32_t> prompt_token_ids;
   Json sampling_params = Json::object();
   std::vector<PayloadView> inputs;  // upstream payloads, read in place; held as long as needed
+  // async_chunk: the input goes on in add_input() calls until one marked `last`.
+  bool input_open = false;
+};
+
+// The next piece of a streamed (async_chunk) request input.
+struct StageInputChunk {
+  std::vector<int32_t> token_ids;
+  std::vector<PayloadView> payloads;
+  bool last = false;
 };
 
 struct StageOutput {
@@ -42,10 +51,16 @@ class StageRunner {
   // Queues a request. Throws omni::Error for a request this stage cannot run (bad sampling
   // parameters: kInvalidArgument naming the field); the stage goes on with other requests.
   virtual void add_request(StageRequest request) = 0;
+  // Continues the input of a request added with input_open. Throws omni::Error for input the
+  // request cannot take; the default refuses streamed input (kUnsupported).
+  virtual void add_input(const std::string& request_id, StageInputChunk chunk);
   // Drops a request; unknown ids are ignored. No output for it follows.
   virtual void abort(const std::string& request_id) = 0;
   // Requests added and not yet finished or aborted.
   virtual size_t running_requests() const = 0;
+  // Whether step() can make progress now; false while every request waits for streamed input,
+  // so the worker sleeps instead of spinning.
+  virtual bool can_step() const { return running_requests() > 0; }
   // Runs one step (one token for each running request, for an AR engine) and returns the new
   // outputs. Throws omni::Error only for a failure of the whole stage (fatal).
   virtual std::vector<StageOutput> step() = 0;

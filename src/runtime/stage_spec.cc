@@ -59,6 +59,10 @@ void validate_pipeline(const PipelineSpec& pipeline) {
                     from);
       }
     }
+    if (stage.async_chunk && stage.input_sources.size() != 1) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: async_chunk needs exactly one input source, has {}",
+                  stage.stage_id, stage.input_sources.size());
+    }
     if (stage.input_sources.empty()) ++entry_stages;
     any_final = any_final || stage.final_output;
     if (stage.num_replicas < 1) {
@@ -105,6 +109,7 @@ Json to_json(const StageSpec& stage) {
           {"final_output", stage.final_output},
           {"final_output_type", stage.final_output_type},
           {"input_connectors", connectors},
+          {"async_chunk", stage.async_chunk},
           {"devices", stage.devices},
           {"num_replicas", stage.num_replicas},
           {"engine_args", stage.engine_args},
@@ -119,6 +124,7 @@ StageSpec stage_spec_from_json(const Json& json, std::string_view source) {
   read_field(json, "input_sources", stage.input_sources, source);
   read_field(json, "final_output", stage.final_output, source);
   read_field(json, "final_output_type", stage.final_output_type, source);
+  read_field(json, "async_chunk", stage.async_chunk, source);
   read_field(json, "devices", stage.devices, source);
   read_field(json, "num_replicas", stage.num_replicas, source);
   read_object(json, "engine_args", stage.engine_args, source);

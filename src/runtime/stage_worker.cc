@@ -65,9 +65,9 @@ class Worker {
     while (true) {
       auto now = Clock::now();
       auto idle_wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - now);
-      client_.wait(runner_->running_requests() > 0 ? std::chrono::milliseconds(0)
-                                                   : std::max(idle_wait, std::chrono::milliseconds(0)),
-                   termination_.fd());
+      client_.wait(
+          runner_->can_step() ? std::chrono::milliseconds(0) : std::max(idle_wait, std::chrono::milliseconds(0)),
+          termination_.fd());
       if (int signal = termination_.take()) {
         spdlog::info("stage {} replica {}: signal {}, exiting", config_.stage.stage_id, config_.replica, signal);
         return 0;
@@ -76,7 +76,7 @@ class Worker {
         if (std::holds_alternative<ShutdownMessage>(*message)) return 0;
         handle(*message);
       }
-      if (runner_->running_requests() > 0) {
+      if (runner_->can_step()) {
         std::vector<StageOutput> outputs;
         try {
           outputs = runner_->step();
@@ -109,21 +109,31 @@ class Worker {
 
   void handle(StageMessage& message) {
     if (auto* submit = std::get_if<SubmitMessage>(&message)) {
-      StageRequest request{
-          submit->request_id, std::move(submit->prompt_token_ids), std::move(submit->sampling_params), {}};
+      StageRequest request{submit->request_id,
+                           std::move(submit->prompt_token_ids),
+                           std::move(submit->sampling_params),
+                           {},
+                           submit->input_open};
       try {
-        for (const PayloadRef& ref : submit->inputs) {
-          auto connector = inputs_.find(ref.address.from_stage);
-          if (connector == inputs_.end()) {
-            throw_error(ErrorCode::kInternal, "stage {}: payload {} comes from stage {}, which is not an input source",
-                        config_.stage.stage_id, ref.address.key(), ref.address.from_stage);
-          }
-          request.inputs.push_back(connector->second->get(ref));
-        }
+        request.inputs = read_payloads(submit->inputs);
         routes_[submit->request_id] = RequestRoute{submit->output_stages, 0};
         runner_->add_request(std::move(request));
       } catch (const Error& e) {
         request_error(submit->request_id, e);
+      }
+    } else if (auto* chunk = std::get_if<InputChunkMessage>(&message)) {
+      if (!routes_.count(chunk->request_id)) {  // failed or aborted here already
+        for (const PayloadRef& ref : chunk->payloads) {
+          if (auto it = inputs_.find(ref.address.from_stage); it != inputs_.end()) it->second->discard(ref);
+        }
+        return;
+      }
+      try {
+        runner_->add_input(chunk->request_id,
+                           StageInputChunk{std::move(chunk->token_ids), read_payloads(chunk->payloads), chunk->last});
+      } catch (const Error& e) {
+        runner_->abort(chunk->request_id);
+        request_error(chunk->request_id, e);
       }
     } else if (auto* abort = std::get_if<AbortMessage>(&message)) {
       runner_->abort(abort->request_id);
@@ -132,6 +142,20 @@ class Worker {
       spdlog::warn("stage {} replica {}: unexpected '{}' message from the head; ignored", config_.stage.stage_id,
                    config_.replica, message_type_name(message));
     }
+  }
+
+  std::vector<PayloadView> read_payloads(const std::vector<PayloadRef>& refs) {
+    std::vector<PayloadView> views;
+    views.reserve(refs.size());
+    for (const PayloadRef& ref : refs) {
+      auto connector = inputs_.find(ref.address.from_stage);
+      if (connector == inputs_.end()) {
+        throw_error(ErrorCode::kInternal, "stage {}: payload {} comes from stage {}, which is not an input source",
+                    config_.stage.stage_id, ref.address.key(), ref.address.from_stage);
+      }
+      views.push_back(connector->second->get(ref));
+    }
+    return views;
   }
 
   void send_output(StageOutput& output) {

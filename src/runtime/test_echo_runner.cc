@@ -78,6 +78,7 @@ TestEchoRunner::Options TestEchoRunner::Options::from_engine_args(const Json& ar
   if (!code.empty()) options.fail_init_code = error_code_from_name(code);
   read_option(args, "crash_on_prompt_token", options.crash_on_prompt_token, id);
   read_option(args, "crash_exit_code", options.crash_exit_code, id);
+  read_option(args, "stream_input", options.stream_input, id);
   return options;
 }
 
@@ -102,7 +103,31 @@ void TestEchoRunner::add_request(StageRequest request) {
   running.crash = options_.crash_on_prompt_token >= 0 &&
                   std::find(request.prompt_token_ids.begin(), request.prompt_token_ids.end(),
                             options_.crash_on_prompt_token) != request.prompt_token_ids.end();
+  if (request.input_open && !options_.stream_input) {
+    throw_error(ErrorCode::kUnsupported, "stage {}: test-echo takes streamed input only with stream_input", stage_id_);
+  }
+  if (options_.stream_input) {
+    running.streaming = true;
+    running.input_closed = !request.input_open;
+    running.chunk_seeds.push_back(running.seed);
+  }
   requests_[request.request_id] = running;
+}
+
+void TestEchoRunner::add_input(const std::string& request_id, StageInputChunk chunk) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end() || !it->second.streaming || it->second.input_closed) {
+    throw_error(ErrorCode::kInternal, "stage {}: request {} takes no more input", stage_id_, request_id);
+  }
+  std::vector<std::span<const uint8_t>> payloads;
+  for (const PayloadView& view : chunk.payloads) payloads.push_back(view.bytes());
+  it->second.chunk_seeds.push_back(echo_seed(chunk.token_ids, payloads));
+  it->second.input_closed = chunk.last;
+}
+
+bool TestEchoRunner::can_step() const {
+  return std::any_of(requests_.begin(), requests_.end(),
+                     [](const auto& entry) { return !entry.second.streaming || !entry.second.chunk_seeds.empty(); });
 }
 
 void TestEchoRunner::abort(const std::string& request_id) { requests_.erase(request_id); }
@@ -113,6 +138,26 @@ std::vector<StageOutput> TestEchoRunner::step() {
   for (auto it = requests_.begin(); it != requests_.end();) {
     Running& running = it->second;
     if (running.crash && running.generated == 1) _exit(options_.crash_exit_code);
+    if (running.streaming) {
+      if (running.chunk_seeds.empty()) {
+        ++it;
+        continue;
+      }
+      StageOutput output;
+      output.request_id = it->first;
+      int32_t token = echo_token(running.chunk_seeds.front(), running.generated++);
+      running.chunk_seeds.pop_front();
+      output.token_ids.push_back(token);
+      output.text = std::to_string(token) + " ";
+      if (running.input_closed && running.chunk_seeds.empty()) {
+        output.finish_reason = "stop";
+        it = requests_.erase(it);
+      } else {
+        ++it;
+      }
+      outputs.push_back(std::move(output));
+      continue;
+    }
     StageOutput output;
     output.request_id = it->first;
     int32_t token = echo_token(running.seed, running.generated);

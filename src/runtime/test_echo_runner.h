@@ -14,9 +14,13 @@
 //     (an error code name, default "load_failed")
 //   crash_on_prompt_token, crash_exit_code: the process exits with crash_exit_code (default 70)
 //     on the second step of a request whose prompt contains that token
+//   stream_input: accept streamed (async_chunk) input: the request's first input (prompt and
+//     payloads) and each later chunk yield one token each, echo_token(echo_seed(chunk), k) for
+//     chunk k; the request finishes ("stop") after answering its last chunk (default false)
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <span>
 #include <string_view>
@@ -45,6 +49,7 @@ class TestEchoRunner : public StageRunner {
     ErrorCode fail_init_code = ErrorCode::kLoadFailed;
     int64_t crash_on_prompt_token = -1;
     int crash_exit_code = 70;
+    bool stream_input = false;
     // Throws omni::Error(kInvalidConfig) naming the stage and the mistyped field.
     static Options from_engine_args(const Json& engine_args, const StageRunnerContext& context);
   };
@@ -53,7 +58,9 @@ class TestEchoRunner : public StageRunner {
   TestEchoRunner(Options options, const StageRunnerContext& context);
 
   void add_request(StageRequest request) override;
+  void add_input(const std::string& request_id, StageInputChunk chunk) override;
   void abort(const std::string& request_id) override;
+  bool can_step() const override;
   size_t running_requests() const override { return requests_.size(); }
   std::vector<StageOutput> step() override;
 
@@ -63,6 +70,9 @@ class TestEchoRunner : public StageRunner {
     int max_tokens = 0;
     int generated = 0;
     bool crash = false;
+    bool streaming = false;
+    bool input_closed = true;
+    std::deque<uint64_t> chunk_seeds;  // streamed chunks not answered yet
   };
   Options options_;
   int stage_id_;

@@ -178,6 +178,75 @@ TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStage) {
   EXPECT_EQ(log.tokens("a"), expected_two_stage({5, 6}, 2, 7, 100000, 1));
 }
 
+// async_chunk: stage 1 starts on stage 0's first output and answers each output (one token and
+// its payload chunk) while stage 0 still generates.
+class AsyncChunkTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(AsyncChunkTest, ConsumerStartsOnTheFirstChunkAndSeesEveryChunk) {
+  const int tokens0 = 12;
+  PipelineSpec pipeline;
+  pipeline.stages = {
+      echo_stage(
+          0, {}, false, "latents",
+          {{"max_tokens", tokens0}, {"step_delay_ms", 40}, {"payload_bytes", 100000}, {"payload_chunks", tokens0}}),
+      echo_stage(1, {0}, true, "audio", {{"stream_input", true}})};
+  pipeline.stages[1].async_chunk = true;
+  OrchestratorOptions options = test_options();
+  options.edge_inflight_limit = GetParam();
+  Orchestrator orchestrator(pipeline, options);
+  EventLog log;
+  std::vector<std::string> ids = {"c0", "c1"};
+  for (const std::string& id : ids) orchestrator.submit(request(id, {2, 7}), log.sink(id));
+  // Both stages hold a request at once: the consumer runs while the producer generates.
+  EXPECT_TRUE(eventually([&] {
+    auto replicas = orchestrator.replicas();
+    return replicas[0].running_requests > 0 && replicas[1].running_requests > 0;
+  }));
+  uint64_t seed0 = echo_seed(std::vector<int32_t>{2, 7}, {});
+  std::vector<int32_t> expected;
+  for (int k = 0; k < tokens0; ++k) {
+    std::vector<int32_t> chunk_tokens = {echo_token(seed0, k)};
+    std::vector<uint8_t> payload = echo_payload(seed0, k, 100000);
+    expected.push_back(echo_token(echo_seed(chunk_tokens, {payload}), k));
+  }
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(log.wait_finished(id));
+    ASSERT_FALSE(log.last(id).error.has_value()) << log.last(id).error->what();
+    EXPECT_EQ(log.tokens(id), expected) << id;
+    EXPECT_EQ(log.last(id).finish_reason, "stop");
+  }
+  EXPECT_TRUE(session_segments(orchestrator.session()).empty());
+}
+
+// With an edge limit of 1 the second request's chunks wait in the head and start it later.
+INSTANTIATE_TEST_SUITE_P(EdgeLimits, AsyncChunkTest, ::testing::Values(1, 64));
+
+TEST(OrchestratorTest, AbortReachesAnAsyncChunkConsumerAndItsProducer) {
+  PipelineSpec pipeline;
+  pipeline.stages = {
+      echo_stage(
+          0, {}, false, "latents",
+          {{"max_tokens", 100000}, {"step_delay_ms", 10}, {"payload_bytes", 100000}, {"payload_chunks", 100000}}),
+      echo_stage(1, {0}, true, "audio", {{"stream_input", true}})};
+  pipeline.stages[1].async_chunk = true;
+  Orchestrator orchestrator(pipeline, test_options());
+  EventLog log;
+  orchestrator.submit(request("both", {1}), log.sink("both"));
+  ASSERT_TRUE(log.wait_any("both"));
+  ASSERT_TRUE(eventually([&] {
+    auto replicas = orchestrator.replicas();
+    return replicas[0].running_requests == 1 && replicas[1].running_requests == 1;
+  }));
+  orchestrator.abort("both");
+  ASSERT_TRUE(log.wait_finished("both"));
+  EXPECT_EQ(log.last("both").finish_reason, "abort");
+  EXPECT_TRUE(eventually([&] {
+    auto replicas = orchestrator.replicas();
+    return replicas[0].running_requests == 0 && replicas[1].running_requests == 0;
+  }));
+  EXPECT_TRUE(eventually([&] { return session_segments(orchestrator.session()).empty(); }));
+}
+
 TEST(OrchestratorTest, EdgeInFlightLimitSerialisesTheConsumer) {
   PipelineSpec pipeline;
   pipeline.stages = {echo_stage(0, {}, false, "latents", {{"max_tokens", 1}}),

@@ -102,6 +102,9 @@ TEST(StageSpecTest, ValidateNamesTheStageAndField) {
   p.stages[1].stage_id = 5;
   EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage ids must be 0..2 in order; position 1 holds stage 5");
   p = omni_pipeline();
+  p.stages[0].async_chunk = true;
+  EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage 0: async_chunk needs exactly one input source, has 0");
+  p = omni_pipeline();
   p.stages[0].num_replicas = 0;
   EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage 0: num_replicas must be at least 1, not 0");
   EXPECT_NO_THROW(validate_pipeline(omni_pipeline()));
@@ -112,6 +115,7 @@ TEST(StageSpecTest, JsonRoundTripKeepsEveryField) {
   stage.input_connectors[0] = {"SharedMemoryConnector", Json{{"shm_threshold_bytes", 10}}};
   stage.devices = "1,2";
   stage.num_replicas = 2;
+  stage.async_chunk = true;
   stage.engine_args = {{"runner", "test-echo"}};
   stage.default_sampling_params = {{"temperature", 0.2}};
   stage.sampling_constraints = {{"seed", 4}};

@@ -32,6 +32,21 @@ TEST(StageProtocolTest, SubmitKeepsTokensSamplingAndPayloadReferences) {
   EXPECT_EQ(decoded.inputs[1].inline_bytes, (std::vector<uint8_t>{7, 0, 255}));
 }
 
+TEST(StageProtocolTest, InputChunkAndOpenInputSubmit) {
+  PayloadRef ref{"SharedMemoryConnector", {"r", 0, 1, 4}, 70000, "/omnistage_s_r_0_4@1", {}};
+  auto chunk = round_trip<InputChunkMessage>(InputChunkMessage{"r", {42}, {ref}, true});
+  EXPECT_EQ(chunk.request_id, "r");
+  EXPECT_EQ(chunk.token_ids, std::vector<int32_t>{42});
+  ASSERT_EQ(chunk.payloads.size(), 1u);
+  EXPECT_EQ(chunk.payloads[0].address.chunk, 4);
+  EXPECT_TRUE(chunk.last);
+  EXPECT_FALSE(round_trip<InputChunkMessage>(InputChunkMessage{"r", {}, {}, false}).last);
+  SubmitMessage open{"r", {1}, Json::object(), {}, {}, true};
+  EXPECT_TRUE(round_trip<SubmitMessage>(open).input_open);
+  open.input_open = false;
+  EXPECT_FALSE(round_trip<SubmitMessage>(open).input_open);
+}
+
 TEST(StageProtocolTest, OutputWithAndWithoutFinishReason) {
   auto last = round_trip<OutputMessage>(OutputMessage{"r", {5, 6}, "five six", "stop", {}});
   EXPECT_EQ(last.token_ids, (std::vector<int32_t>{5, 6}));
