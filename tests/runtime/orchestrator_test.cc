@@ -127,7 +127,7 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
                      echo_stage(1, {0}, true, "audio")};
   OrchestratorOptions options = test_options();
   options.control_endpoint = c.endpoint;
-  options.shm_threshold_bytes = 64u * 1024;
+  options.shm_threshold_bytes = uint64_t{64} * 1024;
   Orchestrator orchestrator(pipeline, options);
   if (!c.endpoint.empty()) {
     EXPECT_EQ(orchestrator.control_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << orchestrator.control_endpoint();
@@ -155,9 +155,9 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, TwoStageTest,
                          ::testing::Values(TransportCase{"IpcInline", "", 1000},
-                                           TransportCase{"IpcSharedMemory", "", 300u * 1024},
+                                           TransportCase{"IpcSharedMemory", "", size_t{300} * 1024},
                                            TransportCase{"TcpInline", "tcp://127.0.0.1:*", 1000},
-                                           TransportCase{"TcpSharedMemory", "tcp://127.0.0.1:*", 300u * 1024}),
+                                           TransportCase{"TcpSharedMemory", "tcp://127.0.0.1:*", size_t{300} * 1024}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStage) {
