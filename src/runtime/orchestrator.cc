@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 using Edge = std::pair<int, int>;  // (from stage, to stage)
 
 constexpr std::chrono::milliseconds kLoopTick{50};
+constexpr std::chrono::milliseconds kExitMessageGrace{250};
 
 std::string new_session() {
   std::random_device random;
@@ -185,6 +186,13 @@ class Orchestrator::Loop {
   // ---- thread body ------------------------------------------------------------------------
 
   void run(std::promise<void> started) {
+    // Termination signals are for the process's owner (serve's main thread), never this thread or
+    // the ZeroMQ threads it starts, whose default action would kill the head without cleanup.
+    sigset_t termination;
+    sigemptyset(&termination);
+    sigaddset(&termination, SIGINT);
+    sigaddset(&termination, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &termination, nullptr);
     try {
       server_.emplace(options_.control_endpoint.empty() ? "ipc://@omnistage-" + session_ : options_.control_endpoint);
       {
@@ -241,12 +249,22 @@ class Orchestrator::Loop {
   void wait_until_ready() {
     const auto overall_deadline = Clock::now() + options_.init_timeout;
     while (true) {
+      receive_startup_messages();
       bool all_ready = true;
       for (auto& stage : replicas_) {
         for (Replica& replica : stage) {
           if (replica.phase == Phase::kReady) continue;
           all_ready = false;
-          if (auto status = replica.process->poll()) startup_failure(replica, *status);
+          if (replica.init_failure) startup_failure(replica, replica.process->wait_or_kill(std::chrono::seconds(5)));
+          if (auto status = replica.process->poll()) {
+            // An InitFailed sent just before the exit may still be on its way through the socket.
+            auto deadline = Clock::now() + kExitMessageGrace;
+            while (!replica.init_failure && Clock::now() < deadline) {
+              server_->wait(std::chrono::milliseconds(10), -1);
+              receive_startup_messages();
+            }
+            startup_failure(replica, *status);
+          }
           if (Clock::now() - replica.started > options_.stage_init_timeout) {
             throw_error(ErrorCode::kTimeout, "stage {} (replica {}) was not ready within --stage-init-timeout={}s",
                         replica.stage_id, replica.index, seconds(options_.stage_init_timeout));
@@ -263,19 +281,21 @@ class Orchestrator::Loop {
         if (stopping_) throw_error(ErrorCode::kUnavailable, "shut down while the stages were starting");
       }
       server_->wait(kLoopTick, wake_fd_);
-      while (auto received = server_->receive()) {
-        Replica* replica = find_replica(received->peer);
-        if (!replica) continue;
-        replica->last_heard = Clock::now();
-        if (auto* failed = std::get_if<InitFailedMessage>(&received->message)) {
-          replica->init_failure = *failed;
-          startup_failure(*replica, replica->process->wait_or_kill(std::chrono::seconds(5)));
-        } else if (std::holds_alternative<RegisterMessage>(received->message)) {
-          replica->phase = Phase::kRegistered;
-        } else if (std::holds_alternative<ReadyMessage>(received->message)) {
-          replica->phase = Phase::kReady;
-          spdlog::info("stage {} replica {}: ready", replica->stage_id, replica->index);
-        }
+    }
+  }
+
+  void receive_startup_messages() {
+    while (auto received = server_->receive()) {
+      Replica* replica = find_replica(received->peer);
+      if (!replica) continue;
+      replica->last_heard = Clock::now();
+      if (auto* failed = std::get_if<InitFailedMessage>(&received->message)) {
+        replica->init_failure = *failed;
+      } else if (std::holds_alternative<RegisterMessage>(received->message)) {
+        replica->phase = Phase::kRegistered;
+      } else if (std::holds_alternative<ReadyMessage>(received->message)) {
+        replica->phase = Phase::kReady;
+        spdlog::info("stage {} replica {}: ready", replica->stage_id, replica->index);
       }
     }
   }

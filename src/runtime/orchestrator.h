@@ -4,9 +4,11 @@
 //
 // Ownership and threads: the orchestrator owns its thread, the control socket, the replica
 // processes and every request's routing state. submit(), abort(), healthy() and shutdown() may be
-// called from any thread and only enqueue or read atomics; the orchestrator thread alone talks to
-// stages and calls sinks (one request's events in order, never concurrently). Replica processes
-// are started from that thread and receive SIGKILL if it ends without shutting them down.
+// called from any thread and only enqueue or read state under a short lock (shutdown() also
+// joins the thread); the orchestrator thread alone talks to stages and calls sinks (one request's
+// events in order, never concurrently). Replica processes are started from that thread and receive
+// SIGKILL if it ends without shutting them down. That thread blocks SIGINT and SIGTERM: handling
+// them is the process owner's job (runtime/termination_signals.h, then shutdown()).
 //
 // Routing (full-payload mode): a request enters the entry stage; when a stage finishes a request,
 // each stage on the request's route that lists it in input_sources gets the request once all its
