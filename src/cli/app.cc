@@ -7,11 +7,10 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/stage_worker.h"
 #include "cli/version.h"
 
 namespace omni::cli {
-
-Command stage_worker_command();  // cli/stage_worker.cc
 
 std::vector<Command> all_commands() { return {stage_worker_command()}; }
 

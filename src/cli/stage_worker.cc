@@ -1,10 +1,7 @@
-// `omnistage stage-worker`: the internal subcommand a stage replica process runs. The head
-// (runtime::Orchestrator) starts it with its launch config; it is hidden from --help because
-// people do not run it by hand.
-#include "runtime/stage_worker.h"
+#include "cli/stage_worker.h"
 
 #include "base/json.h"
-#include "cli/command.h"
+#include "runtime/stage_worker.h"
 
 namespace omni::cli {
 
