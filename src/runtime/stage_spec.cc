@@ -59,8 +59,8 @@ void validate_pipeline(const PipelineSpec& pipeline) {
                     from);
       }
     }
-    if (stage.async_chunk && stage.input_sources.size() != 1) {
-      throw_error(ErrorCode::kInvalidConfig, "stage {}: async_chunk needs exactly one input source, has {}",
+    if (stage.async_chunk && stage.input_sources.size() > 1) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: async_chunk needs a single input source, has {}",
                   stage.stage_id, stage.input_sources.size());
     }
     if (stage.input_sources.empty()) ++entry_stages;

@@ -34,7 +34,8 @@ struct StageSpec {
   // SharedMemoryConnector with no extra options (as vLLM-Omni fills in missing edges).
   std::map<int, ConnectorSpec> input_connectors;
   // async_chunk: the stage starts on its source's first output and receives the rest as it is
-  // produced; otherwise it starts once all its sources finished (full-payload mode).
+  // produced; otherwise it starts once all its sources finished (full-payload mode). Meaningless
+  // (and ignored) on the entry stage, so a pipeline-wide async_chunk can be set on every stage.
   bool async_chunk = false;
   // The stage's devices: indices into the launcher's CUDA_VISIBLE_DEVICES (device_assignment.h).
   std::string devices;
@@ -52,8 +53,8 @@ struct PipelineSpec {
 
 // Throws omni::Error(kInvalidConfig) naming the stage and field when: stage ids are not 0..N-1 in
 // order, an input source is unknown, not an earlier stage, or repeated, there is not exactly one
-// entry stage, no stage has final_output, num_replicas < 1, an async_chunk stage has other than one
-// input source, an input connector names a stage that
+// entry stage, no stage has final_output, num_replicas < 1, an async_chunk stage has several input
+// sources, an input connector names a stage that
 // is not an input source, or engine_args/sampling fields are not JSON objects.
 void validate_pipeline(const PipelineSpec& pipeline);
 

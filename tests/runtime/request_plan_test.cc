@@ -102,8 +102,12 @@ TEST(StageSpecTest, ValidateNamesTheStageAndField) {
   p.stages[1].stage_id = 5;
   EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage ids must be 0..2 in order; position 1 holds stage 5");
   p = omni_pipeline();
-  p.stages[0].async_chunk = true;
-  EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage 0: async_chunk needs exactly one input source, has 0");
+  p.stages.push_back({3, {1, 2}, false, "audio"});
+  p.stages[3].async_chunk = true;
+  EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage 3: async_chunk needs a single input source, has 2");
+  p.stages[3].async_chunk = false;
+  p.stages[0].async_chunk = true;  // the entry stage has no input to stream: ignored
+  EXPECT_NO_THROW(validate_pipeline(p));
   p = omni_pipeline();
   p.stages[0].num_replicas = 0;
   EXPECT_EQ(error_of([&] { validate_pipeline(p); }), "stage 0: num_replicas must be at least 1, not 0");
