@@ -10,13 +10,14 @@
 #include "cli/config_command.h"
 #include "cli/generate.h"
 #include "cli/serve.h"
+#include "cli/stage_worker.h"
 #include "cli/tokenize.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
 std::vector<Command> all_commands() {
-  return {serve_command(), config_command(), generate_command(), tokenize_command()};
+  return {serve_command(), config_command(), generate_command(), tokenize_command(), stage_worker_command()};
 }
 
 namespace {

@@ -1,0 +1,87 @@
+// The head of a pipeline: starts one child process per stage replica (`omnistage stage-worker`),
+// routes each request through the stages its output modalities need, and streams the final
+// stage's output to the request's EventSink. Implements ServingBackend for the HTTP server.
+//
+// Ownership and threads: the orchestrator owns its thread, the control socket, the replica
+// processes and every request's routing state. submit(), abort(), healthy() and shutdown() may be
+// called from any thread and only enqueue or read state under a short lock (shutdown() also
+// joins the thread); the orchestrator thread alone talks to stages and calls sinks (one request's
+// events in order, never concurrently). Replica processes are started from that thread and receive
+// SIGKILL if it ends without shutting them down. That thread blocks SIGINT and SIGTERM: handling
+// them is the process owner's job (runtime/termination_signals.h, then shutdown()).
+//
+// Routing (full-payload mode): a request enters the entry stage; when a stage finishes a request,
+// each stage on the request's route that lists it in input_sources gets the request once all its
+// sources finished, with the first source's generated tokens as its prompt and every source's
+// payloads (through the edge's connector) as inputs. An async_chunk stage instead starts on its
+// source's first output (tokens and payloads) and receives each later output as an input chunk
+// while the source still generates. At most `edge_inflight_limit` requests are
+// in flight across an edge (submitted to the consumer and not finished); more wait in the head in
+// arrival order, holding only payload references.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/serving_backend.h"
+#include "runtime/stage_spec.h"
+
+namespace omni::runtime {
+
+struct OrchestratorOptions {
+  // The omnistage binary the replicas run (its `stage-worker` subcommand).
+  std::string worker_program = "/proc/self/exe";
+  // Where the head's control socket binds: empty for a private abstract IPC socket, or e.g.
+  // "tcp://127.0.0.1:*" (any free port) for the TCP transport that remote stages use.
+  std::string control_endpoint;
+  std::chrono::milliseconds stage_init_timeout{300'000};  // --stage-init-timeout
+  std::chrono::milliseconds init_timeout{600'000};        // --init-timeout
+  uint64_t shm_threshold_bytes = 65536;                   // --shm-threshold-bytes
+  int edge_inflight_limit = 64;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{30'000};  // a ready replica silent this long has failed
+  std::chrono::milliseconds shutdown_grace{5000};       // then SIGKILL
+};
+
+class Orchestrator final : public ServingBackend {
+ public:
+  // Validates the pipeline and connectors, starts every replica and returns once all are ready.
+  // Throws omni::Error: kInvalidConfig for the pipeline or a connector; a stage's own error code
+  // and message ("stage 1 (replica 0) failed to start: …") when it fails to initialise; kTimeout
+  // naming the stage and the flag when a stage is not ready in time; kUnavailable when a stage
+  // process dies before it is ready. After a throw no replica process is left.
+  Orchestrator(PipelineSpec pipeline, OrchestratorOptions options);
+  ~Orchestrator() override;
+
+  void submit(GenerationRequest request, EventSink sink) override;
+  void abort(const std::string& request_id) override;
+  bool healthy() const override;
+
+  // Ends every live request (an error event, kUnavailable), asks the replicas to exit, kills those
+  // still running after shutdown_grace, and removes this session's shared-memory segments.
+  // Idempotent; blocks until done. Must not be called from an EventSink.
+  void shutdown();
+
+  struct ReplicaInfo {
+    int stage_id = 0;
+    int replica = 0;
+    pid_t pid = -1;
+    bool failed = false;
+    int64_t running_requests = 0;  // as of the replica's last heartbeat
+  };
+  std::vector<ReplicaInfo> replicas() const;
+  // The endpoint replicas connect to, and the prefix of this head's shared-memory segments.
+  std::string control_endpoint() const;
+  std::string session() const;
+
+ private:
+  class Loop;
+  std::unique_ptr<Loop> loop_;
+};
+
+}  // namespace omni::runtime

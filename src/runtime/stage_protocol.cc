@@ -1,0 +1,184 @@
+#include "runtime/stage_protocol.h"
+
+#include <algorithm>
+#include <array>
+
+namespace omni::runtime {
+
+namespace {
+
+constexpr std::array<std::string_view, 10> kTypeNames = {"register", "ready", "init_failed", "submit",   "output",
+                                                         "abort",    "error", "heartbeat",   "shutdown", "input_chunk"};
+
+Json to_wire(const PayloadRef& ref) {
+  Json json = {{"connector", ref.connector},
+               {"request_id", ref.address.request_id},
+               {"from_stage", ref.address.from_stage},
+               {"to_stage", ref.address.to_stage},
+               {"chunk", ref.address.chunk},
+               {"size", ref.size},
+               {"location", ref.location}};
+  if (ref.is_inline()) json["bytes"] = Json::binary(ref.inline_bytes);
+  return json;
+}
+
+PayloadRef payload_from_wire(const Json& json) {
+  PayloadRef ref;
+  ref.connector = json.at("connector").get<std::string>();
+  ref.address.request_id = json.at("request_id").get<std::string>();
+  ref.address.from_stage = json.at("from_stage").get<int>();
+  ref.address.to_stage = json.at("to_stage").get<int>();
+  ref.address.chunk = json.at("chunk").get<int>();
+  ref.size = json.at("size").get<uint64_t>();
+  ref.location = json.at("location").get<std::string>();
+  if (auto it = json.find("bytes"); it != json.end()) {
+    const auto& bytes = it->get_binary();
+    ref.inline_bytes.assign(bytes.begin(), bytes.end());
+  }
+  return ref;
+}
+
+Json payloads_to_wire(const std::vector<PayloadRef>& refs) {
+  Json array = Json::array();
+  for (const PayloadRef& ref : refs) array.push_back(to_wire(ref));
+  return array;
+}
+
+std::vector<PayloadRef> payloads_from_wire(const Json& array) {
+  std::vector<PayloadRef> refs;
+  for (const Json& json : array) refs.push_back(payload_from_wire(json));
+  return refs;
+}
+
+struct Encoder {
+  Json& out;
+  void operator()(const RegisterMessage& m) {
+    out.update(
+        {{"stage_id", m.stage_id}, {"replica", m.replica}, {"pid", m.pid}, {"host", m.host}, {"devices", m.devices}});
+  }
+  void operator()(const ReadyMessage& m) { out.update({{"stage_id", m.stage_id}, {"replica", m.replica}}); }
+  void operator()(const InitFailedMessage& m) {
+    out.update({{"stage_id", m.stage_id},
+                {"replica", m.replica},
+                {"code", error_code_name(m.code)},
+                {"message", m.message},
+                {"exit_code", m.exit_code}});
+  }
+  void operator()(const SubmitMessage& m) {
+    out.update({{"request_id", m.request_id},
+                {"prompt_token_ids", m.prompt_token_ids},
+                {"sampling_params", m.sampling_params},
+                {"inputs", payloads_to_wire(m.inputs)},
+                {"output_stages", m.output_stages},
+                {"input_open", m.input_open}});
+  }
+  void operator()(const InputChunkMessage& m) {
+    out.update({{"request_id", m.request_id},
+                {"token_ids", m.token_ids},
+                {"payloads", payloads_to_wire(m.payloads)},
+                {"last", m.last}});
+  }
+  void operator()(const OutputMessage& m) {
+    out.update({{"request_id", m.request_id},
+                {"token_ids", m.token_ids},
+                {"text", m.text},
+                {"payloads", payloads_to_wire(m.payloads)}});
+    if (m.finish_reason) out["finish_reason"] = *m.finish_reason;
+  }
+  void operator()(const AbortMessage& m) { out["request_id"] = m.request_id; }
+  void operator()(const ErrorMessage& m) {
+    out.update(
+        {{"request_id", m.request_id}, {"code", error_code_name(m.code)}, {"message", m.message}, {"fatal", m.fatal}});
+  }
+  void operator()(const HeartbeatMessage& m) {
+    out.update({{"stage_id", m.stage_id}, {"replica", m.replica}, {"running_requests", m.running_requests}});
+  }
+  void operator()(const ShutdownMessage&) {}
+};
+
+StageMessage decode_fields(std::string_view type, const Json& j) {
+  if (type == "register") {
+    return RegisterMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(), j.at("pid").get<int64_t>(),
+                           j.at("host").get<std::string>(), j.at("devices").get<std::string>()};
+  }
+  if (type == "ready") return ReadyMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>()};
+  if (type == "init_failed") {
+    return InitFailedMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(),
+                             error_code_from_name(j.at("code").get<std::string>()), j.at("message").get<std::string>(),
+                             j.at("exit_code").get<int>()};
+  }
+  if (type == "submit") {
+    return SubmitMessage{j.at("request_id").get<std::string>(),
+                         j.at("prompt_token_ids").get<std::vector<int32_t>>(),
+                         j.at("sampling_params"),
+                         payloads_from_wire(j.at("inputs")),
+                         j.at("output_stages").get<std::vector<int>>(),
+                         j.at("input_open").get<bool>()};
+  }
+  if (type == "input_chunk") {
+    return InputChunkMessage{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),
+                             payloads_from_wire(j.at("payloads")), j.at("last").get<bool>()};
+  }
+  if (type == "output") {
+    OutputMessage m{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),
+                    j.at("text").get<std::string>(), std::nullopt, payloads_from_wire(j.at("payloads"))};
+    if (auto it = j.find("finish_reason"); it != j.end()) m.finish_reason = it->get<std::string>();
+    return m;
+  }
+  if (type == "abort") return AbortMessage{j.at("request_id").get<std::string>()};
+  if (type == "error") {
+    return ErrorMessage{j.at("request_id").get<std::string>(), error_code_from_name(j.at("code").get<std::string>()),
+                        j.at("message").get<std::string>(), j.at("fatal").get<bool>()};
+  }
+  if (type == "heartbeat") {
+    return HeartbeatMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(),
+                            j.at("running_requests").get<int64_t>()};
+  }
+  return ShutdownMessage{};
+}
+
+}  // namespace
+
+std::string_view message_type_name(const StageMessage& message) { return kTypeNames[message.index()]; }
+
+ErrorCode error_code_from_name(std::string_view name) {
+  for (int i = static_cast<int>(ErrorCode::kInvalidArgument); i <= static_cast<int>(ErrorCode::kInternal); ++i) {
+    if (error_code_name(static_cast<ErrorCode>(i)) == name) return static_cast<ErrorCode>(i);
+  }
+  return ErrorCode::kInternal;
+}
+
+std::string encode_message(const StageMessage& message) {
+  Json json = {{"v", kProtocolVersion}, {"type", message_type_name(message)}};
+  std::visit(Encoder{json}, message);
+  std::string bytes;
+  Json::to_msgpack(json, bytes);
+  return bytes;
+}
+
+StageMessage decode_message(std::string_view bytes, std::string_view peer) {
+  Json json;
+  try {
+    json = Json::from_msgpack(bytes.begin(), bytes.end());
+  } catch (const Json::exception& e) {
+    throw_error(ErrorCode::kInternal, "control message from {} is not MessagePack: {}", peer, e.what());
+  }
+  if (!json.is_object() || !json.contains("v") || !json.contains("type")) {
+    throw_error(ErrorCode::kInternal, "control message from {} has no protocol version or type", peer);
+  }
+  if (json["v"] != kProtocolVersion) {
+    throw_error(ErrorCode::kInternal, "{} speaks control protocol version {}, this process speaks version {}", peer,
+                json["v"].dump(), kProtocolVersion);
+  }
+  std::string type = json["type"].is_string() ? json["type"].get<std::string>() : json["type"].dump();
+  if (std::find(kTypeNames.begin(), kTypeNames.end(), type) == kTypeNames.end()) {
+    throw_error(ErrorCode::kInternal, "control message from {} has the unknown type '{}'", peer, type);
+  }
+  try {
+    return decode_fields(type, json);
+  } catch (const Json::exception& e) {
+    throw_error(ErrorCode::kInternal, "'{}' message from {} is malformed: {}", type, peer, e.what());
+  }
+}
+
+}  // namespace omni::runtime

@@ -1,0 +1,116 @@
+// The control protocol between the head (Orchestrator) and a stage replica process (StageWorker).
+// Each message is one ZeroMQ frame: a MessagePack map with the protocol version "v", the message
+// type "type" and the fields below. Bulk payloads travel by reference (payload.h); only payloads
+// under the inline threshold ride inside a message. The same bytes work over ipc:// and tcp://,
+// so a stage on another host speaks it unchanged.
+//
+// Conversation: worker → Register; worker builds its runner; worker → Ready (or InitFailed and
+// exit). Then head → Submit / InputChunk / Abort / Shutdown, worker → Output / Error / Heartbeat.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "runtime/payload.h"
+
+namespace omni::runtime {
+
+// Bumped on any incompatible change; a peer speaking another version is refused with both named.
+inline constexpr int kProtocolVersion = 1;
+
+// worker → head, first message, before the runner is built.
+struct RegisterMessage {
+  int stage_id = 0;
+  int replica = 0;
+  int64_t pid = 0;
+  std::string host;
+  std::string devices;  // the CUDA_VISIBLE_DEVICES the process runs with; empty for none
+};
+
+// worker → head: the runner is built and the replica accepts requests.
+struct ReadyMessage {
+  int stage_id = 0;
+  int replica = 0;
+};
+
+// worker → head: building the runner failed; the worker exits with `exit_code` right after.
+struct InitFailedMessage {
+  int stage_id = 0;
+  int replica = 0;
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  int exit_code = 1;
+};
+
+// head → worker: run a request on this stage.
+struct SubmitMessage {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  Json sampling_params = Json::object();
+  std::vector<PayloadRef> inputs;  // payloads from upstream stages, in arrival order
+  std::vector<int> output_stages;  // stages that consume this request's payloads from this stage
+  // async_chunk: more input follows in InputChunk messages, the last one marked `last`.
+  bool input_open = false;
+};
+
+// head → worker (async_chunk): the next piece of a request's input from its upstream stage.
+struct InputChunkMessage {
+  std::string request_id;
+  std::vector<int32_t> token_ids;
+  std::vector<PayloadRef> payloads;
+  bool last = false;  // the upstream stage finished; no more input follows
+};
+
+// worker → head: new output of a request since the previous message for it.
+struct OutputMessage {
+  std::string request_id;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::optional<std::string> finish_reason;  // set on the request's last output at this stage
+  std::vector<PayloadRef> payloads;          // one per (chunk, consumer stage)
+};
+
+// head → worker: drop a request and everything it holds.
+struct AbortMessage {
+  std::string request_id;
+};
+
+// worker → head: a request failed (request_id set) or the stage cannot go on (fatal).
+struct ErrorMessage {
+  std::string request_id;  // empty for a stage-wide error
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  bool fatal = false;
+};
+
+// worker → head, periodically: the replica is alive.
+struct HeartbeatMessage {
+  int stage_id = 0;
+  int replica = 0;
+  int64_t running_requests = 0;
+};
+
+// head → worker: finish now (drop all requests) and exit 0.
+struct ShutdownMessage {};
+
+using StageMessage = std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage,
+                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage>;
+
+// The message's type name on the wire ("register", "submit"…), for logs and errors.
+std::string_view message_type_name(const StageMessage& message);
+
+std::string encode_message(const StageMessage& message);
+// Throws omni::Error(kInternal) naming `peer` for bytes that are not a message of this protocol
+// version (a different version is named in the message).
+StageMessage decode_message(std::string_view bytes, std::string_view peer);
+
+// The inverse of error_code_name(); unknown names map to kInternal.
+ErrorCode error_code_from_name(std::string_view name);
+
+}  // namespace omni::runtime

@@ -1,0 +1,87 @@
+// What a stage worker runs: one StageRunner owns the stage's engine and its requests. The worker
+// loop (stage_worker.h) is its only caller, from one thread; a runner never sees sockets or
+// processes. The production runner is the engine's ArEngine over the stage's model; runner kinds
+// are registered by name and chosen by the stage's engine_args["runner"].
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "runtime/payload.h"
+#include "runtime/stage_spec.h"
+
+namespace omni::runtime {
+
+struct StageRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  Json sampling_params = Json::object();
+  std::vector<PayloadView> inputs;  // upstream payloads, read in place; held as long as needed
+  // async_chunk: the input goes on in add_input() calls until one marked `last`.
+  bool input_open = false;
+};
+
+// The next piece of a streamed (async_chunk) request input.
+struct StageInputChunk {
+  std::vector<int32_t> token_ids;
+  std::vector<PayloadView> payloads;
+  bool last = false;
+};
+
+struct StageOutput {
+  std::string request_id;
+  std::vector<int32_t> token_ids;  // new since the previous output of this request
+  std::string text;
+  std::optional<std::string> finish_reason;  // set once, on the request's last output
+  // Bulk data for the downstream stages (one chunk); the worker hands it to the edge connectors.
+  std::optional<std::vector<uint8_t>> payload;
+  std::optional<Error> error;  // the request failed; it is finished
+};
+
+class StageRunner {
+ public:
+  virtual ~StageRunner() = default;
+
+  // Queues a request. Throws omni::Error for a request this stage cannot run (bad sampling
+  // parameters: kInvalidArgument naming the field); the stage goes on with other requests.
+  virtual void add_request(StageRequest request) = 0;
+  // Continues the input of a request added with input_open. Throws omni::Error for input the
+  // request cannot take; the default refuses streamed input (kUnsupported).
+  virtual void add_input(const std::string& request_id, StageInputChunk chunk);
+  // Drops a request; unknown ids are ignored. No output for it follows.
+  virtual void abort(const std::string& request_id) = 0;
+  // Requests added and not yet finished or aborted.
+  virtual size_t running_requests() const = 0;
+  // Whether step() can make progress now; false while every request waits for streamed input,
+  // so the worker sleeps instead of spinning.
+  virtual bool can_step() const { return running_requests() > 0; }
+  // Runs one step (one token for each running request, for an AR engine) and returns the new
+  // outputs. Throws omni::Error only for a failure of the whole stage (fatal).
+  virtual std::vector<StageOutput> step() = 0;
+};
+
+// What a runner factory gets besides the engine args.
+struct StageRunnerContext {
+  int stage_id = 0;
+  int replica = 0;
+  std::string devices;  // the CUDA_VISIBLE_DEVICES the process was started with
+};
+
+// Builds a runner from the stage's engine args; throws omni::Error (kLoadFailed, kInvalidConfig…)
+// naming what could not be loaded. This is the stage's initialisation.
+using StageRunnerFactory =
+    std::function<std::unique_ptr<StageRunner>(const Json& engine_args, const StageRunnerContext& context)>;
+
+void register_stage_runner(const std::string& kind, StageRunnerFactory factory);
+// The runner engine_args["runner"] names; kInvalidConfig naming the stage, the kind and the
+// registered kinds when it is missing or unknown.
+std::unique_ptr<StageRunner> make_stage_runner(const Json& engine_args, const StageRunnerContext& context);
+std::vector<std::string> stage_runner_kinds();
+
+}  // namespace omni::runtime

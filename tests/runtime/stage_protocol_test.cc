@@ -1,0 +1,121 @@
+#include "runtime/stage_protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace omni::runtime {
+namespace {
+
+template <typename T>
+T round_trip(const StageMessage& message) {
+  StageMessage decoded = decode_message(encode_message(message), "test peer");
+  EXPECT_TRUE(std::holds_alternative<T>(decoded)) << message_type_name(decoded);
+  return std::get<T>(decoded);
+}
+
+TEST(StageProtocolTest, SubmitKeepsTokensSamplingAndPayloadReferences) {
+  PayloadRef shm{"SharedMemoryConnector", {"req-1", 0, 1, 2}, 100000, "/omnistage_s_req-1_0_2@1", {}};
+  PayloadRef inline_ref{"SharedMemoryConnector", {"req-1", 0, 1, 3}, 3, "", {7, 0, 255}};
+  SubmitMessage submit{
+      "req-1", {1, -2, 151643}, Json{{"temperature", 0.5}, {"max_tokens", 9}}, {shm, inline_ref}, {2, 3}};
+  auto decoded = round_trip<SubmitMessage>(submit);
+  EXPECT_EQ(decoded.request_id, "req-1");
+  EXPECT_EQ(decoded.prompt_token_ids, (std::vector<int32_t>{1, -2, 151643}));
+  EXPECT_EQ(decoded.sampling_params, submit.sampling_params);
+  EXPECT_EQ(decoded.output_stages, (std::vector<int>{2, 3}));
+  ASSERT_EQ(decoded.inputs.size(), 2u);
+  EXPECT_EQ(decoded.inputs[0].location, shm.location);
+  EXPECT_EQ(decoded.inputs[0].size, 100000u);
+  EXPECT_FALSE(decoded.inputs[0].is_inline());
+  EXPECT_EQ(decoded.inputs[0].address.key(), "req-1_0_2");
+  EXPECT_EQ(decoded.inputs[1].address.to_stage, 1);
+  EXPECT_TRUE(decoded.inputs[1].is_inline());
+  EXPECT_EQ(decoded.inputs[1].inline_bytes, (std::vector<uint8_t>{7, 0, 255}));
+}
+
+TEST(StageProtocolTest, InputChunkAndOpenInputSubmit) {
+  PayloadRef ref{"SharedMemoryConnector", {"r", 0, 1, 4}, 70000, "/omnistage_s_r_0_4@1", {}};
+  auto chunk = round_trip<InputChunkMessage>(InputChunkMessage{"r", {42}, {ref}, true});
+  EXPECT_EQ(chunk.request_id, "r");
+  EXPECT_EQ(chunk.token_ids, std::vector<int32_t>{42});
+  ASSERT_EQ(chunk.payloads.size(), 1u);
+  EXPECT_EQ(chunk.payloads[0].address.chunk, 4);
+  EXPECT_TRUE(chunk.last);
+  EXPECT_FALSE(round_trip<InputChunkMessage>(InputChunkMessage{"r", {}, {}, false}).last);
+  SubmitMessage open{"r", {1}, Json::object(), {}, {}, true};
+  EXPECT_TRUE(round_trip<SubmitMessage>(open).input_open);
+  open.input_open = false;
+  EXPECT_FALSE(round_trip<SubmitMessage>(open).input_open);
+}
+
+TEST(StageProtocolTest, OutputWithAndWithoutFinishReason) {
+  auto last = round_trip<OutputMessage>(OutputMessage{"r", {5, 6}, "five six", "stop", {}});
+  EXPECT_EQ(last.token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(last.text, "five six");
+  EXPECT_EQ(last.finish_reason, "stop");
+  auto delta = round_trip<OutputMessage>(OutputMessage{"r", {7}, "", std::nullopt, {}});
+  EXPECT_FALSE(delta.finish_reason.has_value());
+}
+
+TEST(StageProtocolTest, HandshakeAndErrorMessagesKeepTheirFields) {
+  auto reg = round_trip<RegisterMessage>(RegisterMessage{2, 1, 4242, "node-a", "3,4"});
+  EXPECT_EQ(reg.stage_id, 2);
+  EXPECT_EQ(reg.replica, 1);
+  EXPECT_EQ(reg.pid, 4242);
+  EXPECT_EQ(reg.host, "node-a");
+  EXPECT_EQ(reg.devices, "3,4");
+  auto failed = round_trip<InitFailedMessage>(
+      InitFailedMessage{1, 0, ErrorCode::kLoadFailed, "model.safetensors: truncated", 65});
+  EXPECT_EQ(failed.code, ErrorCode::kLoadFailed);
+  EXPECT_EQ(failed.message, "model.safetensors: truncated");
+  EXPECT_EQ(failed.exit_code, 65);
+  auto error = round_trip<ErrorMessage>(ErrorMessage{"", ErrorCode::kInternal, "CUDA out of memory", true});
+  EXPECT_TRUE(error.fatal);
+  EXPECT_EQ(error.code, ErrorCode::kInternal);
+  EXPECT_EQ(round_trip<AbortMessage>(AbortMessage{"r9"}).request_id, "r9");
+  EXPECT_EQ(round_trip<HeartbeatMessage>(HeartbeatMessage{0, 0, 17}).running_requests, 17);
+  round_trip<ShutdownMessage>(ShutdownMessage{});
+  round_trip<ReadyMessage>(ReadyMessage{3, 0});
+}
+
+TEST(StageProtocolTest, AnotherProtocolVersionIsRefusedNamingBoth) {
+  Json message = {{"v", kProtocolVersion + 1}, {"type", "abort"}, {"request_id", "x"}};
+  std::string bytes;
+  Json::to_msgpack(message, bytes);
+  try {
+    decode_message(bytes, "stage1.replica0");
+    FAIL() << "a different version was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage1.replica0 speaks control protocol version 2, this process speaks "
+                                         "version 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(StageProtocolTest, GarbageAndMissingFieldsAreErrorsNamingThePeer) {
+  EXPECT_THROW(decode_message("\xc1 not msgpack", "peer-x"), Error);
+  Json message = {{"v", kProtocolVersion}, {"type", "submit"}, {"request_id", "x"}};
+  std::string bytes;
+  Json::to_msgpack(message, bytes);
+  try {
+    decode_message(bytes, "peer-y");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'submit' message from peer-y is malformed"), std::string::npos) << e.what();
+  }
+  Json unknown = {{"v", kProtocolVersion}, {"type", "teleport"}};
+  bytes.clear();
+  Json::to_msgpack(unknown, bytes);
+  EXPECT_THROW(decode_message(bytes, "peer-z"), Error);
+}
+
+TEST(StageProtocolTest, ErrorCodeNamesRoundTrip) {
+  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kLoadFailed, ErrorCode::kUnavailable,
+                         ErrorCode::kTimeout, ErrorCode::kInternal}) {
+    EXPECT_EQ(error_code_from_name(error_code_name(code)), code);
+  }
+  EXPECT_EQ(error_code_from_name("no_such_code"), ErrorCode::kInternal);
+}
+
+}  // namespace
+}  // namespace omni::runtime
