@@ -20,7 +20,8 @@ bool valid_metric_name(const std::string& name) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
@@ -167,9 +168,9 @@ MetricsRegistry::Entry& MetricsRegistry::find_or_add(MetricType type, const std:
     auto same = [&](const auto& family) {
       return family->help_ == help && family->label_names_ == label_names && family->bounds_ == bounds;
     };
-    bool matches = entry.type == type && ((entry.counters && same(entry.counters)) ||
-                                          (entry.gauges && same(entry.gauges)) ||
-                                          (entry.histograms && same(entry.histograms)));
+    bool matches =
+        entry.type == type && ((entry.counters && same(entry.counters)) || (entry.gauges && same(entry.gauges)) ||
+                               (entry.histograms && same(entry.histograms)));
     if (!matches) {
       throw_error(ErrorCode::kInvalidArgument,
                   "metric {} is already registered with a different type, help, labels or buckets", name);
@@ -238,7 +239,8 @@ std::string MetricsRegistry::render_prometheus() const {
                              label_block(family.label_names_, labels, "le", format_value(snap.bounds[i])),
                              snap.cumulative_counts[i]);
         }
-        out += fmt::format("{}_bucket{} {}\n", name, label_block(family.label_names_, labels, "le", "+Inf"), snap.count);
+        out +=
+            fmt::format("{}_bucket{} {}\n", name, label_block(family.label_names_, labels, "le", "+Inf"), snap.count);
         out += fmt::format("{}_sum{} {}\n", name, label_block(family.label_names_, labels), format_value(snap.sum));
         out += fmt::format("{}_count{} {}\n", name, label_block(family.label_names_, labels), snap.count);
       }

@@ -78,7 +78,10 @@ class MetricFamily {
  private:
   friend class MetricsRegistry;
   MetricFamily(std::string name, std::string help, std::vector<std::string> label_names, std::vector<double> bounds)
-      : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)), bounds_(std::move(bounds)) {}
+      : name_(std::move(name)),
+        help_(std::move(help)),
+        label_names_(std::move(label_names)),
+        bounds_(std::move(bounds)) {}
 
   std::string name_;
   std::string help_;

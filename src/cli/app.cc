@@ -6,12 +6,13 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "cli/bench_serve.h"
 #include "cli/command.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() { return {}; }
+std::vector<Command> all_commands() { return {bench_command()}; }
 
 int run(int argc, char** argv) {
   CLI::App app{"omnistage — serves multi-stage omni models (text, audio, image) behind an OpenAI-compatible API"};

@@ -26,12 +26,12 @@ struct ApiServer::Impl {
         served_names(options.served_model_names.empty() ? std::vector<std::string>{options.model_path}
                                                         : options.served_model_names),
         metrics(registry, served_names.empty() ? "" : served_names.front()),
-        context{backend,  renderer, served_names, options.model_path, options.max_model_len, options.version,
-                metrics},
-        http(HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
-                               std::chrono::seconds(60), options.drain_timeout},
-             [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
-             transport_error_response) {
+        context{backend, renderer, served_names, options.model_path, options.max_model_len, options.version, metrics},
+        http(
+            HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
+                              std::chrono::seconds(60), options.drain_timeout},
+            [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
+            transport_error_response) {
     add_info_routes(router, context, registry);
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
@@ -44,10 +44,9 @@ struct ApiServer::Impl {
       constexpr std::string_view kBearer = "Bearer ";
       bool ok = authorization.starts_with(kBearer) && same_key(authorization.substr(kBearer.size()), *options.api_key);
       if (!ok) {
-        HttpResponse response =
-            error_response(401, error_code_name(ErrorCode::kUnauthorized),
-                           authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                                                 : "invalid API key");
+        HttpResponse response = error_response(
+            401, error_code_name(ErrorCode::kUnauthorized),
+            authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key");
         response.headers.emplace_back("WWW-Authenticate", "Bearer");
         responder->respond(std::move(response));
         return;

@@ -74,8 +74,8 @@ struct ChatCompletion {
   std::optional<Error> error;
 
   Json chunk(Json choices) const {
-    Json out = {{"id", id},         {"object", "chat.completion.chunk"}, {"created", created},
-                {"model", model},   {"choices", std::move(choices)},     {"modality", "text"}};
+    Json out = {{"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+                {"model", model}, {"choices", std::move(choices)},     {"modality", "text"}};
     if (include_usage) out["usage"] = continuous_usage ? usage_json(prompt_tokens, completion_tokens) : Json(nullptr);
     return out;
   }
@@ -105,7 +105,8 @@ struct ChatCompletion {
     if (event.text.empty() && !event.finish_reason) return;
     Json delta = Json::object();
     if (!event.text.empty()) delta["content"] = event.text;
-    Json entry = {{"index", event.index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    Json entry = {
+        {"index", event.index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
     if (event.finish_reason) entry["finish_reason"] = *event.finish_reason;
     responder->write(sse_event(chunk(Json::array({std::move(entry)}))));
   }
@@ -148,7 +149,8 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   check_messages(body);
   chat->stream = fields.boolean("stream").value_or(false);
   if (const Json* options = fields.object("stream_options")) {
-    if (!chat->stream) throw_invalid_field("stream_options", "'stream_options' can only be given when 'stream' is true");
+    if (!chat->stream)
+      throw_invalid_field("stream_options", "'stream_options' can only be given when 'stream' is true");
     FieldReader option_fields(*options, "stream_options.");
     chat->include_usage = option_fields.boolean("include_usage").value_or(false);
     chat->continuous_usage = option_fields.boolean("continuous_usage_stats").value_or(false);
@@ -158,7 +160,8 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   generation.output_modalities = read_modalities(fields);
   generation.sampling_params_list = read_sampling_params_list(fields);
   generation.prompt_token_ids = context.require_renderer("/v1/chat/completions").render_chat(body);
-  if (generation.prompt_token_ids.empty()) throw_invalid_field("messages", "the chat template rendered an empty prompt");
+  if (generation.prompt_token_ids.empty())
+    throw_invalid_field("messages", "the chat template rendered an empty prompt");
   if (auto keep = generation.sampling_params.find("truncate_prompt_tokens"); keep != generation.sampling_params.end()) {
     auto& ids = generation.prompt_token_ids;
     size_t limit = keep->get<size_t>();

@@ -81,7 +81,7 @@ struct Completion {
   bool include_usage = false;
   bool continuous_usage = false;
   int64_t n = 1;
-  std::vector<std::string> echo;  // per prompt: the prompt text to put before the output, when echo
+  std::vector<std::string> echo;   // per prompt: the prompt text to put before the output, when echo
   std::vector<std::string> texts;  // per choice
   std::vector<bool> echoed;        // per choice (streaming)
   std::vector<std::optional<std::string>> finish_reasons;
@@ -100,7 +100,10 @@ struct Completion {
   }
 
   Json chunk(Json choices) const {
-    Json out = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+    Json out = {{"id", id},
+                {"object", "text_completion"},
+                {"created", created},
+                {"model", model},
                 {"choices", std::move(choices)}};
     if (include_usage) out["usage"] = continuous_usage ? usage() : Json(nullptr);
     return out;
@@ -185,13 +188,14 @@ void handle_completion(const ServingContext& context, HttpRequest& request, std:
   if (auto keep = sampling.find("truncate_prompt_tokens"); keep != sampling.end()) {
     size_t limit = keep->get<size_t>();
     for (Prompt& prompt : prompts) {
-      if (prompt.token_ids.size() > limit) prompt.token_ids.erase(prompt.token_ids.begin(), prompt.token_ids.end() - limit);
+      if (prompt.token_ids.size() > limit)
+        prompt.token_ids.erase(prompt.token_ids.begin(), prompt.token_ids.end() - limit);
     }
   }
   if (echo) {
     for (const Prompt& prompt : prompts) {
-      completion->echo.push_back(prompt.text ? *prompt.text
-                                             : context.require_renderer("'echo' of token ids").decode(prompt.token_ids, false));
+      completion->echo.push_back(
+          prompt.text ? *prompt.text : context.require_renderer("'echo' of token ids").decode(prompt.token_ids, false));
     }
   }
 

@@ -9,8 +9,7 @@ namespace omni::server {
 GenerationRun::GenerationRun(const ServingContext& context, std::shared_ptr<Responder> responder, Callbacks callbacks)
     : context_(context), responder_(std::move(responder)), callbacks_(std::move(callbacks)) {}
 
-std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& context,
-                                                    std::shared_ptr<Responder> responder,
+std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& context, std::shared_ptr<Responder> responder,
                                                     std::vector<runtime::GenerationRequest> requests,
                                                     Callbacks callbacks) {
   auto run = std::make_shared<GenerationRun>(context, responder, std::move(callbacks));
@@ -91,7 +90,8 @@ void GenerationRun::deliver(size_t index, const runtime::ResponseEvent& event, C
   } catch (const std::exception& e) {
     // Formatting must not take the connection's executor down; the client sees the stream end.
     spdlog::error("http: formatting the output of request {} failed: {}", progress.request_id, e.what());
-    responder_->respond(error_response(500, error_code_name(ErrorCode::kInternal), "internal error while formatting the response"));
+    responder_->respond(
+        error_response(500, error_code_name(ErrorCode::kInternal), "internal error while formatting the response"));
     responder_->end_stream();
     abort_all();
   }

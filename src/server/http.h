@@ -15,9 +15,9 @@ namespace omni::server {
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string method;  // as sent: "GET", "POST"…
-  std::string path;    // the target without its query string
-  std::string query;   // after '?', undecoded; empty when absent
+  std::string method;   // as sent: "GET", "POST"…
+  std::string path;     // the target without its query string
+  std::string query;    // after '?', undecoded; empty when absent
   HttpHeaders headers;  // names lower-cased, in arrival order
   std::string body;
 

@@ -8,6 +8,7 @@
 // one write queue.
 #include "server/http_server.h"
 
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -15,9 +16,8 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <array>
 #include <condition_variable>
-#include <deque>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -254,8 +254,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::header_limit) {
       return answer_transport_error(431, fmt::format("request headers exceed {} bytes", kHeaderLimit));
     }
-    if (ec.category() == http::make_error_code(http::error::bad_target).category() && ec != http::error::end_of_stream &&
-        ec != http::error::partial_message) {
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
       return answer_transport_error(400, fmt::format("malformed HTTP request: {}", ec.message()));
     }
     close();  // end of stream, reset, keep-alive timeout
@@ -313,9 +313,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void watch() {
     if (watching_ || closed_ || client_gone_ || buffer_.size() > kPipelineLimit) return;
     watching_ = true;
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
-      self->on_watch(ec, n);
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_watch(ec, n); });
   }
 
   void on_watch(beast::error_code ec, size_t n) {
@@ -394,12 +393,12 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
 
   uint64_t exchange_id_ = 0;
-  bool in_exchange_ = false;       // a request was read and its answer is not fully written
+  bool in_exchange_ = false;  // a request was read and its answer is not fully written
   bool keep_alive_ = true;
-  bool chunked_ = true;            // HTTP/1.1 client: streams are chunked
+  bool chunked_ = true;  // HTTP/1.1 client: streams are chunked
   bool response_started_ = false;
-  bool response_done_ = false;     // the handler finished its answer (bytes may still be queued)
-  bool disconnected_ = false;      // on_disconnect callbacks fired for this exchange
+  bool response_done_ = false;  // the handler finished its answer (bytes may still be queued)
+  bool disconnected_ = false;   // on_disconnect callbacks fired for this exchange
   bool client_gone_ = false;
   bool closed_ = false;
   bool watching_ = false;
@@ -495,7 +494,8 @@ void HttpServer::start() {
   }
   beast::error_code ec;
   auto address = net::ip::make_address(impl.options.host, ec);
-  if (ec) throw_error(ErrorCode::kInvalidArgument, "--host {}: not an IP address ({})", impl.options.host, ec.message());
+  if (ec)
+    throw_error(ErrorCode::kInvalidArgument, "--host {}: not an IP address ({})", impl.options.host, ec.message());
   tcp::endpoint endpoint(address, impl.options.port);
   auto fail = [&](const char* what) {
     throw_error(ErrorCode::kUnavailable, "cannot listen on {}:{}: {} failed: {}", impl.options.host, impl.options.port,
@@ -523,10 +523,15 @@ void HttpServer::stop() {
   if (!impl.running) return;
   impl.running = false;
   impl.stopping = true;
-  net::post(impl.acceptor.get_executor(), [impl = impl_] {
+  // Closed on its strand (an accept may be in flight) and waited for, so that no connection is
+  // accepted once stop() has moved on.
+  std::promise<void> closed;
+  net::post(impl.acceptor.get_executor(), [impl = impl_, &closed] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    closed.set_value();
   });
+  closed.get_future().wait();
   for (auto& session : impl.live_sessions()) {
     net::post(session->executor(), [session] { session->on_server_stopping(); });
   }

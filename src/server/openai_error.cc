@@ -2,8 +2,7 @@
 
 namespace omni::server {
 
-Json error_json(int status, std::string_view type, std::string_view message,
-                const std::optional<std::string>& param) {
+Json error_json(int status, std::string_view type, std::string_view message, const std::optional<std::string>& param) {
   Json error = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
   if (param) error["param"] = *param;
   return {{"error", std::move(error)}};

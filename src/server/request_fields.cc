@@ -21,7 +21,8 @@ Json parse_request_body(std::string_view body) {
   } catch (const Error& e) {
     throw InvalidField("body", e.what());
   }
-  if (!json.is_object()) throw_invalid_field("body", "the request body must be a JSON object, got {}", json.type_name());
+  if (!json.is_object())
+    throw_invalid_field("body", "the request body must be a JSON object, got {}", json.type_name());
   return json;
 }
 
@@ -36,7 +37,8 @@ bool FieldReader::has(std::string_view name) const { return get(name) != nullptr
 std::optional<bool> FieldReader::boolean(std::string_view name) const {
   const Json* value = get(name);
   if (!value) return std::nullopt;
-  if (!value->is_boolean()) throw_invalid_field(path(name), "'{}' must be a boolean, got {}", path(name), brief(*value));
+  if (!value->is_boolean())
+    throw_invalid_field(path(name), "'{}' must be a boolean, got {}", path(name), brief(*value));
   return value->get<bool>();
 }
 

@@ -36,7 +36,8 @@ void Router::dispatch(HttpRequest& request, const std::shared_ptr<Responder>& re
     responder->respond(error_response(e));
   } catch (const std::exception& e) {
     spdlog::error("http: {} {}: unexpected failure: {}", request.method, request.path, e.what());
-    responder->respond(error_response(500, error_code_name(ErrorCode::kInternal), fmt::format("internal error: {}", e.what())));
+    responder->respond(
+        error_response(500, error_code_name(ErrorCode::kInternal), fmt::format("internal error: {}", e.what())));
   }
 }
 

@@ -51,8 +51,8 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
     params["logit_bias"] = *bias;
   }
   // Structured-output constraints are checked by the engine that applies them.
-  for (const char* name : {"response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice",
-                           "guided_grammar"}) {
+  for (const char* name :
+       {"response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
     auto it = body.find(name);
     if (it != body.end() && !it->is_null()) params[name] = *it;
   }

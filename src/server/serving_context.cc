@@ -32,8 +32,8 @@ void ServingContext::check_token_ids(const std::vector<int32_t>& token_ids, cons
   int32_t vocab = renderer->vocab_size();
   for (size_t i = 0; i < token_ids.size(); ++i) {
     if (token_ids[i] < 0 || token_ids[i] >= vocab) {
-      throw_invalid_field(field, "token id {} at position {} of '{}' is outside the vocabulary [0, {})", token_ids[i], i,
-                          field, vocab);
+      throw_invalid_field(field, "token id {} at position {} of '{}' is outside the vocabulary [0, {})", token_ids[i],
+                          i, field, vocab);
     }
   }
 }

@@ -22,10 +22,8 @@ void handle_tokenize(const ServingContext& context, HttpRequest& request, Respon
   } else {
     throw_invalid_field("prompt", "/tokenize needs 'prompt' (text) or 'messages' (a chat)");
   }
-  Json response = {{"count", tokens.size()},
-                   {"max_model_len", context.max_model_len},
-                   {"tokens", tokens},
-                   {"token_strs", nullptr}};
+  Json response = {
+      {"count", tokens.size()}, {"max_model_len", context.max_model_len}, {"tokens", tokens}, {"token_strs", nullptr}};
   if (fields.boolean("return_token_strs").value_or(false)) {
     Json strs = Json::array();
     for (int32_t token : tokens) strs.push_back(renderer.token_text(token));

@@ -56,7 +56,8 @@ TEST_F(HttpApiTest, CompletionWithTokenIds) {
   EXPECT_EQ(json["model"], kModelName);
   EXPECT_TRUE(json["created"].is_number_integer());
   ASSERT_EQ(json["choices"].size(), 1u);
-  EXPECT_EQ(json["choices"][0], Json({{"index", 0}, {"text", "abcde"}, {"logprobs", nullptr}, {"finish_reason", "length"}}));
+  EXPECT_EQ(json["choices"][0],
+            Json({{"index", 0}, {"text", "abcde"}, {"logprobs", nullptr}, {"finish_reason", "length"}}));
   EXPECT_EQ(json["usage"], Json({{"prompt_tokens", 3}, {"completion_tokens", 5}, {"total_tokens", 8}}));
 
   auto submitted = backend_->submitted();
@@ -84,10 +85,9 @@ TEST_F(HttpApiTest, CompletionWithTextPromptsEchoAndSeveralPrompts) {
 
 TEST_F(HttpApiTest, CompletionStreamIsFramedAsSseWithUsageLast) {
   start();
-  CurlReply reply = post("/v1/completions", {{"prompt", {1, 2}},
-                                             {"max_tokens", 4},
-                                             {"stream", true},
-                                             {"stream_options", {{"include_usage", true}}}});
+  CurlReply reply =
+      post("/v1/completions",
+           {{"prompt", {1, 2}}, {"max_tokens", 4}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
   ASSERT_EQ(reply.status, 200);
   EXPECT_TRUE(reply.has_header("Content-Type: text/event-stream"));
   EXPECT_TRUE(reply.has_header("Transfer-Encoding: chunked"));
@@ -126,7 +126,8 @@ TEST_F(HttpApiTest, ChatCompletion) {
   EXPECT_EQ(json["choices"][0]["message"], Json({{"role", "assistant"}, {"content", "abc"}}));
   EXPECT_EQ(json["choices"][0]["finish_reason"], "length");
   int64_t prompt_len = ByteRenderer::chat_text(request).size();
-  EXPECT_EQ(json["usage"], Json({{"prompt_tokens", prompt_len}, {"completion_tokens", 3}, {"total_tokens", prompt_len + 3}}));
+  EXPECT_EQ(json["usage"],
+            Json({{"prompt_tokens", prompt_len}, {"completion_tokens", 3}, {"total_tokens", prompt_len + 3}}));
   EXPECT_EQ(backend_->submitted().back().prompt_token_ids, renderer_.render_chat(request));
 }
 
@@ -177,19 +178,19 @@ TEST_F(HttpApiTest, SamplingFieldsModalitiesAndStageParamsArePassedThrough) {
   ASSERT_EQ(post("/v1/chat/completions", request).status, 200);
   runtime::GenerationRequest submitted = backend_->submitted().back();
   EXPECT_EQ(submitted.sampling_params, Json({{"temperature", 0.5},
-                                              {"top_p", 0.9},
-                                              {"top_k", 20},
-                                              {"min_p", 0.05},
-                                              {"repetition_penalty", 1.1},
-                                              {"seed", 7},
-                                              {"min_tokens", 2},
-                                              {"max_tokens", 4},
-                                              {"ignore_eos", true},
-                                              {"stop", {"END"}},
-                                              {"stop_token_ids", {151645}},
-                                              {"include_stop_str_in_output", true},
-                                              {"skip_special_tokens", false},
-                                              {"logprobs", 3}}));
+                                             {"top_p", 0.9},
+                                             {"top_k", 20},
+                                             {"min_p", 0.05},
+                                             {"repetition_penalty", 1.1},
+                                             {"seed", 7},
+                                             {"min_tokens", 2},
+                                             {"max_tokens", 4},
+                                             {"ignore_eos", true},
+                                             {"stop", {"END"}},
+                                             {"stop_token_ids", {151645}},
+                                             {"include_stop_str_in_output", true},
+                                             {"skip_special_tokens", false},
+                                             {"logprobs", 3}}));
   EXPECT_EQ(submitted.output_modalities, (std::vector<std::string>{"text", "audio"}));
   ASSERT_EQ(submitted.sampling_params_list.size(), 2u);
   EXPECT_EQ(submitted.sampling_params_list[1], Json({{"temperature", 0.9}, {"top_k", 50}}));
@@ -235,9 +236,9 @@ TEST_F(HttpApiTest, ErrorsAreOpenAiShapedAndLeaveTheServerHealthy) {
   expect_error(post("/v1/chat/completions", {{"messages", {{{"content", "x"}}}}}), 400, "messages[0].role");
   expect_error(post("/v1/chat/completions", {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}), 400,
                "messages[0].role");
-  expect_error(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                                             {"top_logprobs", 2}}),
-               400, "top_logprobs");
+  expect_error(
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}), 400,
+      "top_logprobs");
   CurlReply unknown_model = post("/v1/completions", {{"model", "gpt-9"}, {"prompt", {1}}});
   expect_error(unknown_model, 404, nullptr);
   EXPECT_NE(unknown_model.json()["error"]["message"].get<std::string>().find("gpt-9"), std::string::npos);
@@ -310,7 +311,8 @@ TEST_F(HttpApiTest, KeepAliveReusesTheConnection) {
   pipelined.send(request + request);
   std::string answers = pipelined.read_until("\"total_tokens\":3}}", 5s);
   answers = pipelined.read_until("\"total_tokens\":3}}", 5s, answers.find("\"total_tokens\":3}}") + 1);
-  EXPECT_EQ(answers.find("HTTP/1.1 200 OK", answers.find("HTTP/1.1 200 OK") + 1) == std::string::npos, false) << answers;
+  EXPECT_EQ(answers.find("HTTP/1.1 200 OK", answers.find("HTTP/1.1 200 OK") + 1) == std::string::npos, false)
+      << answers;
 }
 
 TEST_F(HttpApiTest, ClientDisconnectMidStreamAbortsTheRequest) {
@@ -339,7 +341,8 @@ TEST_F(HttpApiTest, ClientDisconnectMidStreamAbortsTheRequest) {
 
   std::string metrics = get("/metrics").body;
   EXPECT_EQ(metric_value(metrics, "vllm:num_requests_running{model_name=\"test-model\"}"), 0);
-  EXPECT_EQ(metric_value(metrics, "vllm:request_success_total{model_name=\"test-model\",finished_reason=\"abort\"}"), 2);
+  EXPECT_EQ(metric_value(metrics, "vllm:request_success_total{model_name=\"test-model\",finished_reason=\"abort\"}"),
+            2);
 }
 
 TEST_F(HttpApiTest, MetricsCountRequestsAndTokens) {

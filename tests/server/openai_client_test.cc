@@ -45,7 +45,8 @@ TEST_F(OpenAiClientTest, ModelsCompletionsChatStreamingUsageConcurrencyAndErrors
   EXPECT_EQ(out["completion_stream"]["text"], "abcde");
   EXPECT_EQ(out["completion_stream"]["chunks"], 6);  // five tokens and the usage chunk
   // "hello" and the byte tokenizer's BOS.
-  EXPECT_EQ(out["completion_stream"]["usage"], Json({{"prompt_tokens", 6}, {"completion_tokens", 5}, {"total_tokens", 11}}));
+  EXPECT_EQ(out["completion_stream"]["usage"],
+            Json({{"prompt_tokens", 6}, {"completion_tokens", 5}, {"total_tokens", 11}}));
 
   int64_t chat_prompt = ByteRenderer::chat_text({{"messages", {{{"role", "user"}, {"content", "hi there"}}}}}).size();
   EXPECT_EQ(out["chat"]["object"], "chat.completion");

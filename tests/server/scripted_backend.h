@@ -34,7 +34,7 @@ class ScriptedBackend : public runtime::ServingBackend {
 
   // Failure injection, for the requests submitted afterwards.
   void set_healthy(bool healthy);
-  void fail_submits(std::optional<Error> error);  // submit() throws it
+  void fail_submits(std::optional<Error> error);                   // submit() throws it
   void fail_after_tokens(int tokens, std::optional<Error> error);  // an error event after `tokens` tokens
 
   // Observations.
