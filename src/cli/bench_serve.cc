@@ -259,7 +259,8 @@ Command bench_command() {
               if (!serve->parsed()) throw_error(ErrorCode::kInvalidArgument, "bench: choose a benchmark (serve)");
               return run_bench_serve(*flags);
             };
-          }};
+          },
+          nullptr};
 }
 
 }  // namespace omni::cli
