@@ -15,9 +15,7 @@
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() {
-  return {serve_command(), config_command(), generate_command(), bench_command()};
-}
+std::vector<Command> all_commands() { return {serve_command(), config_command(), generate_command(), bench_command()}; }
 
 namespace {
 

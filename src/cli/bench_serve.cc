@@ -200,7 +200,8 @@ int run_bench_serve(const BenchServeFlags& flags) {
 }  // namespace
 
 Command bench_command() {
-  return {"bench", "Benchmark a running server (bench serve)", [](CLI::App& bench) -> std::function<int()> {
+  return {"bench", "Benchmark a running server (bench serve)",
+          [](CLI::App& bench) -> std::function<int()> {
             bench.require_subcommand(1);
             auto flags = std::make_shared<BenchServeFlags>();
             CLI::App* serve = bench.add_subcommand(

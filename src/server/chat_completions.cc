@@ -159,7 +159,8 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   generation.sampling_params = sampling_params_from_request(body, SamplingEndpoint::kChatCompletions);
   generation.output_modalities = read_modalities(fields);
   generation.sampling_params_list = read_sampling_params_list(fields);
-  generation.prompt_token_ids = context.require_renderer("/v1/chat/completions").render_chat(body);
+  generation.prompt_token_ids =
+      context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
   if (auto keep = generation.sampling_params.find("truncate_prompt_tokens"); keep != generation.sampling_params.end()) {

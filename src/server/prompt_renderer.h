@@ -29,8 +29,9 @@ class PromptRenderer {
   // Renders a chat request through the model's chat template and tokenizes the result. Reads the
   // request fields that shape the prompt: messages, add_generation_prompt (default true),
   // continue_final_message, chat_template_kwargs, tools, documents; `add_special_tokens`
-  // (default false: the template already writes them).
-  virtual std::vector<int32_t> render_chat(const Json& request) const = 0;
+  // (default false: the template already writes them). The request keeps its keys in the order
+  // the client sent them, because templates print tool schemas and arguments in that order.
+  virtual std::vector<int32_t> render_chat(const OrderedJson& request) const = 0;
   // Token ids at or above this are outside the vocabulary.
   virtual int32_t vocab_size() const = 0;
 };

@@ -16,7 +16,7 @@ void handle_tokenize(const ServingContext& context, HttpRequest& request, Respon
   std::vector<int32_t> tokens;
   if (fields.has("messages")) {
     if (!fields.array("messages")) throw_invalid_field("messages", "'messages' must be a list");
-    tokens = renderer.render_chat(body);
+    tokens = renderer.render_chat(OrderedJson::parse(request.body));
   } else if (auto prompt = fields.string("prompt")) {
     tokens = renderer.encode(*prompt, fields.boolean("add_special_tokens").value_or(true));
   } else {

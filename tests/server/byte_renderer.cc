@@ -29,22 +29,22 @@ std::string ByteRenderer::token_text(int32_t token_id) const {
   return "<tok" + std::to_string(token_id) + ">";
 }
 
-std::string ByteRenderer::chat_text(const Json& request) {
+std::string ByteRenderer::chat_text(const OrderedJson& request) {
   std::string text;
-  const Json& messages = request.at("messages");
+  const OrderedJson& messages = request.at("messages");
   for (size_t i = 0; i < messages.size(); ++i) {
-    const Json& message = messages[i];
+    const OrderedJson& message = messages[i];
     std::string role = message.at("role").get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
       server::throw_invalid_field("messages[" + std::to_string(i) + "].role",
                                   "unknown role '{}' (allowed: system, user, assistant, tool)", role);
     }
     std::string content;
-    const Json& c = message.value("content", Json());
+    const OrderedJson& c = message.value("content", OrderedJson());
     if (c.is_string()) {
       content = c.get<std::string>();
     } else if (c.is_array()) {
-      for (const Json& part : c) {
+      for (const OrderedJson& part : c) {
         if (part.value("type", "") == "text") content += part.value("text", "");
       }
     }
@@ -54,6 +54,8 @@ std::string ByteRenderer::chat_text(const Json& request) {
   return text;
 }
 
-std::vector<int32_t> ByteRenderer::render_chat(const Json& request) const { return encode(chat_text(request), false); }
+std::vector<int32_t> ByteRenderer::render_chat(const OrderedJson& request) const {
+  return encode(chat_text(request), false);
+}
 
 }  // namespace omni::testing

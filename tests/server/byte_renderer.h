@@ -15,11 +15,11 @@ class ByteRenderer : public server::PromptRenderer {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const override;
   std::string token_text(int32_t token_id) const override;
-  std::vector<int32_t> render_chat(const Json& request) const override;
+  std::vector<int32_t> render_chat(const OrderedJson& request) const override;
   int32_t vocab_size() const override { return vocab_size_; }
 
   // The text render_chat tokenizes, for tests to compute the expected prompt length.
-  static std::string chat_text(const Json& request);
+  static std::string chat_text(const OrderedJson& request);
 
  private:
   int32_t vocab_size_;

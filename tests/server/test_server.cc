@@ -125,7 +125,8 @@ void ServerTest::start(ScriptedBackendOptions backend_options,
   options.max_body_bytes = 64 * 1024;
   options.drain_timeout = std::chrono::milliseconds(500);
   if (adjust) adjust(options);
-  server_ = std::make_unique<server::ApiServer>(options, *backend_, &renderer_, metrics_);
+  server_ = std::make_unique<server::ApiServer>(options, *backend_,
+                                                renderer_override_ ? renderer_override_ : &renderer_, metrics_);
   server_->start();
 }
 

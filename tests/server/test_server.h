@@ -69,6 +69,8 @@ class ServerTest : public ::testing::Test {
 
   std::unique_ptr<ScriptedBackend> backend_;
   ByteRenderer renderer_;
+  // When set before start(), the server renders prompts with this instead of renderer_.
+  const server::PromptRenderer* renderer_override_ = nullptr;
   MetricsRegistry metrics_;
   std::unique_ptr<server::ApiServer> server_;
 };
