@@ -4,22 +4,29 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "base/metrics.h"
 #include "server/api_server.h"
 #include "server/byte_renderer.h"
 #include "server/scripted_backend.h"
 
+namespace {
+
+volatile std::sig_atomic_t stop_requested = 0;
+void on_signal(int) { stop_requested = 1; }
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s PORT [TOKEN_DELAY_US] [IO_THREADS]\n", argv[0]);
     return 64;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: only sigwait sees them
+  // A handler rather than sigwait: libraries linked in (OpenBLAS) start threads before main,
+  // which would otherwise receive the signal with its default action.
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
 
   omni::testing::ScriptedBackendOptions backend_options;
   if (argc > 2) backend_options.token_delay = std::chrono::microseconds(std::atoi(argv[2]));
@@ -36,8 +43,7 @@ int main(int argc, char** argv) {
   server.start();
   std::printf("scripted_server listening on 127.0.0.1:%u\n", server.port());
   std::fflush(stdout);
-  int signal = 0;
-  sigwait(&signals, &signal);
+  while (!stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   server.stop();
   return 0;
 }
