@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "cli/bench_serve.h"
 #include "cli/command.h"
 #include "cli/config_command.h"
 #include "cli/generate.h"
@@ -17,7 +18,8 @@
 namespace omni::cli {
 
 std::vector<Command> all_commands() {
-  return {serve_command(), config_command(), generate_command(), tokenize_command(), stage_worker_command()};
+  return {serve_command(),    config_command(),       generate_command(),
+          tokenize_command(), stage_worker_command(), bench_command()};
 }
 
 namespace {

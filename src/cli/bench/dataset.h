@@ -1,0 +1,52 @@
+// The prompts of `omnistage bench serve`, turned into OpenAI request bodies: a random dataset
+// (token-id or text prompts of a chosen length) or a JSONL file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "cli/bench/load_runner.h"
+
+namespace omni::cli::bench {
+
+enum class PromptFormat { kTokenIds, kText };
+
+struct RandomDatasetOptions {
+  int input_len = 1024;
+  int output_len = 128;
+  double range_ratio = 0.0;  // lengths uniform in [len * (1 - r), len * (1 + r)]
+  int vocab_size = 32000;    // token ids are drawn from [0, vocab_size)
+  PromptFormat format = PromptFormat::kTokenIds;
+};
+
+// One prompt before it becomes a request body.
+struct DatasetEntry {
+  Json prompt;  // a string, a list of token ids, or (chat) a list of messages
+  bool is_chat_messages = false;
+  int prompt_len = 0;  // tokens when known (token ids), else words
+  int output_len = 0;
+};
+
+std::vector<DatasetEntry> random_dataset(const RandomDatasetOptions& options, int num_prompts, uint64_t seed);
+
+// One JSON object per line: {"prompt": "text" | [token ids]} or {"messages": [...]}, with an
+// optional "output_len" (else `default_output_len`). Lines are reused in order when num_prompts
+// exceeds them. Errors name the file and line.
+std::vector<DatasetEntry> jsonl_dataset(const std::filesystem::path& path, int num_prompts, int default_output_len);
+
+struct RequestShape {
+  std::string model;
+  bool chat = false;  // /v1/chat/completions
+  bool ignore_eos = false;
+  Json extra_body = Json::object();  // merged over the generated fields
+};
+
+// The streaming request body for `entry`. Throws Error(kInvalidArgument) for a token-id prompt to
+// the chat endpoint.
+BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape);
+
+}  // namespace omni::cli::bench

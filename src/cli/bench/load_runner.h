@@ -1,0 +1,63 @@
+// The load generator of `omnistage bench serve`: sends prepared OpenAI requests to a server with
+// streaming on, on one thread with many keep-alive connections (Asio), at a Poisson request
+// rate and under a concurrency limit, and times every streamed chunk.
+//
+// Threads: run_load() blocks the calling thread, which it uses as the only I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace omni::cli::bench {
+
+struct BenchRequest {
+  std::string body;    // the JSON request body, with "stream": true
+  int prompt_len = 0;  // tokens when known; the server's usage.prompt_tokens wins
+  int expected_output_len = 0;
+};
+
+struct RequestOutcome {
+  bool success = false;
+  std::string error;          // why it failed: HTTP status and body, connection error, error event
+  double start_s = 0;         // send time, seconds after the benchmark started
+  double ttft_s = 0;          // first chunk with output text
+  double latency_s = 0;       // until the stream ended
+  std::vector<double> itl_s;  // gaps between successive chunks with output text
+  int prompt_len = 0;
+  int output_tokens = 0;  // usage.completion_tokens, else the number of chunks with text
+  std::string generated_text;
+};
+
+struct Target {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  std::string path_prefix;  // from --base-url, e.g. "" or "/proxy"
+  std::string api_key;      // sent as Authorization: Bearer when not empty
+};
+
+struct LoadOptions {
+  Target target;
+  std::string endpoint = "/v1/completions";
+  bool chat = false;        // parse chat deltas rather than completion text
+  double request_rate = 0;  // requests per second; <= 0 or infinity: all at once
+  std::optional<int> max_concurrency;
+  uint64_t seed = 0;
+  double request_timeout_s = 600;  // per read or write
+};
+
+struct LoadResult {
+  std::vector<RequestOutcome> outcomes;  // in request order
+  double duration_s = 0;
+  int max_concurrent = 0;  // requests in flight at the same time, at most
+};
+
+LoadResult run_load(const LoadOptions& options, const std::vector<BenchRequest>& requests);
+
+// GET `path` on the target; the status and body. Throws omni::Error(kUnavailable) naming the
+// address when the server cannot be reached.
+std::pair<int, std::string> http_get(const Target& target, const std::string& path, double timeout_s = 30);
+
+}  // namespace omni::cli::bench

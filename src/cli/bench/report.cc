@@ -1,0 +1,139 @@
+#include "cli/bench/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+namespace omni::cli::bench {
+namespace {
+
+std::string percentile_name(double pct) {
+  // 99 -> "p99", 99.9 -> "p99.9"
+  return fmt::format("p{}", pct);
+}
+
+void add_stats(Json& report, const std::string& metric, const std::vector<double>& seconds,
+               const std::vector<double>& percentiles) {
+  std::vector<double> ms;
+  for (double s : seconds) ms.push_back(s * 1000.0);
+  double mean = 0;
+  for (double v : ms) mean += v;
+  mean = ms.empty() ? 0 : mean / ms.size();
+  double var = 0;
+  for (double v : ms) var += (v - mean) * (v - mean);
+  double stddev = ms.empty() ? 0 : std::sqrt(var / ms.size());
+  report["mean_" + metric + "_ms"] = mean;
+  report["median_" + metric + "_ms"] = percentile(ms, 50);
+  report["std_" + metric + "_ms"] = stddev;
+  for (double pct : percentiles) report[percentile_name(pct) + "_" + metric + "_ms"] = percentile(ms, pct);
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double pct) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  double rank = pct / 100.0 * (values.size() - 1);
+  size_t low = static_cast<size_t>(std::floor(rank));
+  size_t high = std::min(values.size() - 1, low + 1);
+  return values[low] + (values[high] - values[low]) * (rank - low);
+}
+
+Json make_report(const ReportContext& context, const LoadResult& result) {
+  std::vector<double> ttfts, tpots, itls, latencies;
+  Json input_lens = Json::array(), output_lens = Json::array(), ttft_list = Json::array(), itl_lists = Json::array(),
+       texts = Json::array(), errors = Json::array();
+  int completed = 0;
+  int64_t total_input = 0, total_output = 0;
+  for (const RequestOutcome& outcome : result.outcomes) {
+    input_lens.push_back(outcome.prompt_len);
+    output_lens.push_back(outcome.success ? outcome.output_tokens : 0);
+    ttft_list.push_back(outcome.success ? outcome.ttft_s : 0.0);
+    itl_lists.push_back(outcome.itl_s);
+    texts.push_back(outcome.generated_text);
+    errors.push_back(outcome.error);
+    if (!outcome.success) continue;
+    ++completed;
+    total_input += outcome.prompt_len;
+    total_output += outcome.output_tokens;
+    ttfts.push_back(outcome.ttft_s);
+    latencies.push_back(outcome.latency_s);
+    if (outcome.output_tokens > 1) tpots.push_back((outcome.latency_s - outcome.ttft_s) / (outcome.output_tokens - 1));
+    itls.insert(itls.end(), outcome.itl_s.begin(), outcome.itl_s.end());
+  }
+  double duration = result.duration_s > 0 ? result.duration_s : 1e-9;
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::localtime(&now));
+  bool infinite_rate = !(context.request_rate > 0) || std::isinf(context.request_rate);
+
+  Json report = {{"date", date},
+                 {"backend", "openai"},
+                 {"base_url", context.base_url},
+                 {"endpoint", context.endpoint},
+                 {"model_id", context.model},
+                 {"num_prompts", context.num_prompts},
+                 {"request_rate", infinite_rate ? Json("inf") : Json(context.request_rate)},
+                 {"max_concurrency", context.max_concurrency ? Json(*context.max_concurrency) : Json(nullptr)},
+                 {"max_concurrent_requests", result.max_concurrent},
+                 {"duration", result.duration_s},
+                 {"completed", completed},
+                 {"failed", static_cast<int>(result.outcomes.size()) - completed},
+                 {"total_input_tokens", total_input},
+                 {"total_output_tokens", total_output},
+                 {"request_throughput", completed / duration},
+                 {"output_throughput", total_output / duration},
+                 {"total_token_throughput", (total_input + total_output) / duration}};
+  add_stats(report, "ttft", ttfts, context.percentiles);
+  add_stats(report, "tpot", tpots, context.percentiles);
+  add_stats(report, "itl", itls, context.percentiles);
+  add_stats(report, "e2el", latencies, context.percentiles);
+  report["input_lens"] = std::move(input_lens);
+  report["output_lens"] = std::move(output_lens);
+  report["ttfts"] = std::move(ttft_list);
+  report["itls"] = std::move(itl_lists);
+  report["generated_texts"] = std::move(texts);
+  report["errors"] = std::move(errors);
+  return report;
+}
+
+std::string format_report(const Json& r, const std::vector<double>& percentiles) {
+  std::string out = fmt::format("{:=^50}\n", " Serving Benchmark Result ");
+  auto line = [&](const std::string& label, const std::string& value) {
+    out += fmt::format("{:<40}{:>10}\n", label, value);
+  };
+  auto num = [](double v) { return fmt::format("{:.2f}", v); };
+  line("Successful requests:", std::to_string(r["completed"].get<int>()));
+  line("Failed requests:", std::to_string(r["failed"].get<int>()));
+  if (!r["max_concurrency"].is_null())
+    line("Maximum request concurrency:", std::to_string(r["max_concurrency"].get<int>()));
+  line("Benchmark duration (s):", num(r["duration"]));
+  line("Total input tokens:", std::to_string(r["total_input_tokens"].get<int64_t>()));
+  line("Total generated tokens:", std::to_string(r["total_output_tokens"].get<int64_t>()));
+  line("Request throughput (req/s):", num(r["request_throughput"]));
+  line("Output token throughput (tok/s):", num(r["output_throughput"]));
+  line("Total token throughput (tok/s):", num(r["total_token_throughput"]));
+  struct Section {
+    const char* key;
+    const char* title;
+    const char* label;
+  };
+  for (const Section& s :
+       {Section{"ttft", "Time to First Token", "TTFT"},
+        Section{"tpot", "Time per Output Token (excl. 1st token)", "TPOT"},
+        Section{"itl", "Inter-token Latency", "ITL"}, Section{"e2el", "End-to-end Latency", "E2EL"}}) {
+    out += fmt::format("{:-^50}\n", std::string(" ") + s.title + " ");
+    line(fmt::format("Mean {} (ms):", s.label), num(r[fmt::format("mean_{}_ms", s.key)]));
+    line(fmt::format("Median {} (ms):", s.label), num(r[fmt::format("median_{}_ms", s.key)]));
+    for (double pct : percentiles) {
+      line(fmt::format("P{} {} (ms):", pct, s.label), num(r[fmt::format("p{}_{}_ms", pct, s.key)]));
+    }
+  }
+  out += std::string(50, '=') + "\n";
+  return out;
+}
+
+}  // namespace omni::cli::bench

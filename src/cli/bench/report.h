@@ -1,0 +1,34 @@
+// The results of `omnistage bench serve`, under the names `vllm bench serve` uses in its result
+// JSON (completed, request_throughput, mean_ttft_ms, p99_itl_ms…), so that tooling reads both.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "cli/bench/load_runner.h"
+
+namespace omni::cli::bench {
+
+// Linear interpolation between closest ranks, as numpy.percentile; 0 for no values.
+double percentile(std::vector<double> values, double pct);
+
+struct ReportContext {
+  std::string base_url;
+  std::string endpoint;
+  std::string model;
+  int num_prompts = 0;
+  double request_rate = 0;  // <= 0 or infinity: "inf"
+  std::optional<int> max_concurrency;
+  std::vector<double> percentiles = {99};  // --metric-percentiles
+};
+
+// Summary numbers plus the per-request arrays (input_lens, output_lens, ttfts, itls, errors…).
+// TPOT per request is (latency - ttft) / (output_tokens - 1), over requests with more than one
+// output token; ITL pools every gap of every request. Times are in milliseconds.
+Json make_report(const ReportContext& context, const LoadResult& result);
+
+// The human-readable table printed after a run.
+std::string format_report(const Json& report, const std::vector<double>& percentiles);
+
+}  // namespace omni::cli::bench

@@ -1,0 +1,267 @@
+#include "cli/bench_serve.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "cli/bench/dataset.h"
+#include "cli/bench/load_runner.h"
+#include "cli/bench/report.h"
+
+namespace omni::cli {
+namespace {
+
+struct BenchServeFlags {
+  std::string base_url;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string endpoint = "/v1/completions";
+  std::string model;
+  std::string api_key;
+  std::string dataset_name;
+  std::string dataset_path;
+  int num_prompts = 1000;
+  std::optional<int> max_concurrency;
+  double request_rate = std::numeric_limits<double>::infinity();
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  int random_input_len = 1024;
+  int random_output_len = 128;
+  double random_range_ratio = 0.0;
+  int random_vocab_size = 32000;
+  std::string prompt_format;
+  int custom_output_len = 256;
+  std::string result_file;
+  std::string metric_percentiles = "99";
+  std::string extra_request_body;
+  double request_timeout = 600;
+};
+
+// http://host[:port][/prefix] -> target.
+bench::Target parse_base_url(const std::string& url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.rfind(kScheme, 0) != 0) {
+    throw_error(ErrorCode::kInvalidArgument, "--base-url {}: only http:// URLs are supported", url);
+  }
+  std::string rest = url.substr(kScheme.size());
+  bench::Target target;
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) target.path_prefix = rest.substr(slash);
+  while (!target.path_prefix.empty() && target.path_prefix.back() == '/') target.path_prefix.pop_back();
+  size_t colon = authority.rfind(':');
+  target.host = authority.substr(0, colon);
+  target.port = 80;
+  if (colon != std::string::npos) {
+    std::string port = authority.substr(colon + 1);
+    char* end = nullptr;
+    long value = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end || value < 1 || value > 65535) {
+      throw_error(ErrorCode::kInvalidArgument, "--base-url {}: '{}' is not a port", url, port);
+    }
+    target.port = static_cast<uint16_t>(value);
+  }
+  if (target.host.empty()) throw_error(ErrorCode::kInvalidArgument, "--base-url {}: no host", url);
+  return target;
+}
+
+std::vector<double> parse_percentiles(const std::string& text) {
+  std::vector<double> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    double value = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end || value <= 0 || value >= 100) {
+      throw_error(ErrorCode::kInvalidArgument, "--metric-percentiles {}: '{}' is not a percentile in (0, 100)", text,
+                  item);
+    }
+    out.push_back(value);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+int run_bench_serve(const BenchServeFlags& flags) {
+  bench::LoadOptions load;
+  load.target = flags.base_url.empty() ? bench::Target{flags.host, static_cast<uint16_t>(flags.port), "", ""}
+                                       : parse_base_url(flags.base_url);
+  load.target.api_key = flags.api_key;
+  if (load.target.api_key.empty()) {
+    if (const char* key = std::getenv("OPENAI_API_KEY")) load.target.api_key = key;
+  }
+  if (flags.endpoint != "/v1/completions" && flags.endpoint != "/v1/chat/completions") {
+    throw_error(ErrorCode::kInvalidArgument, "--endpoint {}: allowed values are /v1/completions, /v1/chat/completions",
+                flags.endpoint);
+  }
+  if (flags.num_prompts < 1) throw_error(ErrorCode::kInvalidArgument, "--num-prompts must be at least 1");
+  if (flags.max_concurrency && *flags.max_concurrency < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "--max-concurrency must be at least 1");
+  }
+  if (!(flags.request_rate > 0)) {
+    throw_error(ErrorCode::kInvalidArgument, "--request-rate must be positive (or inf), got {}", flags.request_rate);
+  }
+  load.endpoint = flags.endpoint;
+  load.chat = flags.endpoint == "/v1/chat/completions";
+  load.request_rate = flags.request_rate;
+  load.max_concurrency = flags.max_concurrency;
+  load.seed = flags.seed;
+  load.request_timeout_s = flags.request_timeout;
+  std::vector<double> percentiles = parse_percentiles(flags.metric_percentiles);
+  std::string base_url = flags.base_url.empty() ? fmt::format("http://{}:{}", flags.host, flags.port) : flags.base_url;
+
+  std::string model = flags.model;
+  if (model.empty()) {
+    auto [status, body] = bench::http_get(load.target, "/v1/models");
+    Json models = Json::parse(body, nullptr, false);
+    if (status != 200 || models.is_discarded() || !models.contains("data") || models["data"].empty()) {
+      throw_error(ErrorCode::kUnavailable, "{}/v1/models answered {} {}; pass --model", base_url, status,
+                  body.substr(0, 200));
+    }
+    model = models["data"][0].value("id", "");
+  }
+
+  std::string dataset =
+      flags.dataset_name.empty() ? (flags.dataset_path.empty() ? "random" : "custom") : flags.dataset_name;
+  std::vector<bench::DatasetEntry> entries;
+  if (dataset == "random") {
+    bench::RandomDatasetOptions random;
+    random.input_len = flags.random_input_len;
+    random.output_len = flags.random_output_len;
+    random.range_ratio = flags.random_range_ratio;
+    random.vocab_size = flags.random_vocab_size;
+    std::string format = flags.prompt_format.empty() ? (load.chat ? "text" : "token-ids") : flags.prompt_format;
+    random.format = format == "text" ? bench::PromptFormat::kText : bench::PromptFormat::kTokenIds;
+    entries = bench::random_dataset(random, flags.num_prompts, flags.seed);
+  } else if (dataset == "custom") {
+    if (flags.dataset_path.empty())
+      throw_error(ErrorCode::kInvalidArgument, "--dataset-name custom needs --dataset-path");
+    entries = bench::jsonl_dataset(flags.dataset_path, flags.num_prompts, flags.custom_output_len);
+  } else {
+    throw_error(ErrorCode::kInvalidArgument, "--dataset-name {}: allowed values are random, custom", dataset);
+  }
+
+  bench::RequestShape shape;
+  shape.model = model;
+  shape.chat = load.chat;
+  shape.ignore_eos = flags.ignore_eos;
+  if (!flags.extra_request_body.empty()) {
+    shape.extra_body = parse_json(flags.extra_request_body, "--extra-request-body");
+    if (!shape.extra_body.is_object()) {
+      throw_error(ErrorCode::kInvalidArgument, "--extra-request-body must be a JSON object");
+    }
+  }
+  std::vector<bench::BenchRequest> requests;
+  for (const auto& entry : entries) requests.push_back(bench::make_request(entry, shape));
+
+  // One request first, as vllm bench serve does: a misconfigured run fails in a second with the
+  // server's own error rather than after num_prompts failures.
+  std::printf("Starting initial single prompt test run...\n");
+  std::fflush(stdout);
+  bench::LoadOptions probe = load;
+  probe.request_rate = 0;
+  bench::LoadResult initial = bench::run_load(probe, {requests.front()});
+  if (!initial.outcomes.front().success) {
+    throw_error(ErrorCode::kUnavailable, "the initial test request to {}{} failed: {}", base_url, flags.endpoint,
+                initial.outcomes.front().error);
+  }
+  std::printf("Initial test run completed. Starting main benchmark run...\n");
+  std::printf("Traffic request rate: %s\nMaximum request concurrency: %s\n",
+              std::isinf(flags.request_rate) ? "inf" : fmt::format("{}", flags.request_rate).c_str(),
+              flags.max_concurrency ? std::to_string(*flags.max_concurrency).c_str() : "None");
+  std::fflush(stdout);
+
+  bench::LoadResult result = bench::run_load(load, requests);
+  bench::ReportContext context{base_url,           flags.endpoint,        model,      flags.num_prompts,
+                               flags.request_rate, flags.max_concurrency, percentiles};
+  Json report = bench::make_report(context, result);
+  std::fputs(bench::format_report(report, percentiles).c_str(), stdout);
+  for (const bench::RequestOutcome& outcome : result.outcomes) {
+    if (!outcome.success) {
+      std::fprintf(stderr, "first failed request: %s\n", outcome.error.c_str());
+      break;
+    }
+  }
+  if (!flags.result_file.empty()) {
+    std::ofstream out(flags.result_file);
+    if (!out) throw_error(ErrorCode::kInvalidArgument, "--result-file {}: cannot write the file", flags.result_file);
+    out << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command bench_command() {
+  return {"bench", "Benchmark a running server (bench serve)",
+          [](CLI::App& bench) -> std::function<int()> {
+            bench.require_subcommand(1);
+            auto flags = std::make_shared<BenchServeFlags>();
+            CLI::App* serve = bench.add_subcommand(
+                "serve",
+                "Load an OpenAI-compatible server with streaming requests and report throughput and latency "
+                "(the counterpart of `vllm bench serve`)");
+            serve->add_option("--base-url", flags->base_url,
+                              "Server URL, e.g. http://127.0.0.1:8000 (overrides --host/--port)");
+            serve->add_option("--host", flags->host, "Server host")->capture_default_str();
+            serve->add_option("--port", flags->port, "Server port")->capture_default_str();
+            serve->add_option("--endpoint", flags->endpoint, "/v1/completions or /v1/chat/completions")
+                ->capture_default_str();
+            serve->add_option("--model", flags->model, "Model name to request (default: the server's first model)");
+            serve->add_option("--api-key", flags->api_key, "API key (default: $OPENAI_API_KEY)");
+            serve->add_option("--dataset-name", flags->dataset_name,
+                              "random or custom (JSONL; default when --dataset-path is given)");
+            serve->add_option("--dataset-path", flags->dataset_path,
+                              "JSONL file: one {\"prompt\": text | [token ids]} or {\"messages\": [...]} per line, "
+                              "optional \"output_len\"");
+            serve->add_option("--num-prompts", flags->num_prompts, "Number of requests")->capture_default_str();
+            serve->add_option("--max-concurrency", flags->max_concurrency,
+                              "Most requests in flight at once (default: no limit)");
+            serve->add_option("--request-rate", flags->request_rate,
+                              "Requests per second, Poisson arrivals (default inf: all at once)");
+            serve->add_option("--seed", flags->seed, "Seed for prompts and arrival times")->capture_default_str();
+            serve->add_flag("--ignore-eos", flags->ignore_eos, "Ask the server to ignore EOS (exact output lengths)");
+            serve
+                ->add_option("--random-input-len", flags->random_input_len, "Prompt length (tokens, or words for text)")
+                ->capture_default_str();
+            serve->add_option("--random-output-len", flags->random_output_len, "max_tokens per request")
+                ->capture_default_str();
+            serve
+                ->add_option("--random-range-ratio", flags->random_range_ratio,
+                             "Lengths vary uniformly within this ratio around the given lengths")
+                ->capture_default_str();
+            serve->add_option("--random-vocab-size", flags->random_vocab_size, "Token ids are drawn from [0, this)")
+                ->capture_default_str();
+            serve
+                ->add_option("--prompt-format", flags->prompt_format,
+                             "token-ids or text (default: token-ids for completions, text for chat)")
+                ->check(CLI::IsMember({"token-ids", "text"}));
+            serve
+                ->add_option("--custom-output-len", flags->custom_output_len,
+                             "max_tokens for JSONL lines without output_len")
+                ->capture_default_str();
+            serve->add_option("--result-file", flags->result_file, "Write the results as JSON to this file");
+            serve
+                ->add_option("--metric-percentiles", flags->metric_percentiles,
+                             "Comma-separated percentiles to report, e.g. 50,90,99")
+                ->capture_default_str();
+            serve->add_option("--extra-request-body", flags->extra_request_body,
+                              "JSON object merged into every request body");
+            serve->add_option("--request-timeout", flags->request_timeout, "Seconds a read or write may take")
+                ->capture_default_str();
+            return [flags, serve] {
+              if (!serve->parsed()) throw_error(ErrorCode::kInvalidArgument, "bench: choose a benchmark (serve)");
+              return run_bench_serve(*flags);
+            };
+          },
+          nullptr};
+}
+
+}  // namespace omni::cli

@@ -1,0 +1,83 @@
+#include "server/api_server.h"
+
+#include "server/http_server.h"
+#include "server/openai_error.h"
+#include "server/routes.h"
+#include "server/serving_context.h"
+
+namespace omni::server {
+namespace {
+
+// Compares without an early exit so the time taken does not reveal how much of a key matched.
+bool same_key(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i % (expected.empty() ? 1 : expected.size())]);
+  }
+  return diff == 0 && !expected.empty();
+}
+
+}  // namespace
+
+struct ApiServer::Impl {
+  Impl(ApiServerOptions opts, runtime::ServingBackend& backend, const PromptRenderer* renderer,
+       MetricsRegistry& registry)
+      : options(std::move(opts)),
+        served_names(options.served_model_names.empty() ? std::vector<std::string>{options.model_path}
+                                                        : options.served_model_names),
+        metrics(registry, served_names.empty() ? "" : served_names.front()),
+        context{backend, renderer, served_names, options.model_path, options.max_model_len, options.version, metrics},
+        http(
+            HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
+                              std::chrono::seconds(60), options.drain_timeout},
+            [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
+            transport_error_response) {
+    add_info_routes(router, context, registry);
+    add_completion_routes(router, context);
+    add_chat_completion_routes(router, context);
+    add_tokenize_routes(router, context);
+  }
+
+  void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    if (options.api_key && request.path.starts_with("/v1")) {
+      std::string_view authorization = request.header("authorization");
+      constexpr std::string_view kBearer = "Bearer ";
+      bool ok = authorization.starts_with(kBearer) && same_key(authorization.substr(kBearer.size()), *options.api_key);
+      if (!ok) {
+        HttpResponse response = error_response(
+            401, error_code_name(ErrorCode::kUnauthorized),
+            authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key");
+        response.headers.emplace_back("WWW-Authenticate", "Bearer");
+        responder->respond(std::move(response));
+        return;
+      }
+    }
+    router.dispatch(request, responder);
+  }
+
+  ApiServerOptions options;
+  std::vector<std::string> served_names;
+  RequestMetrics metrics;
+  ServingContext context;
+  Router router;
+  HttpServer http;
+};
+
+ApiServer::ApiServer(ApiServerOptions options, runtime::ServingBackend& backend, const PromptRenderer* renderer,
+                     MetricsRegistry& metrics) {
+  if (options.served_model_names.empty() && options.model_path.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "the API server needs a model path or --served-model-name");
+  }
+  for (const auto& name : options.served_model_names) {
+    if (name.empty()) throw_error(ErrorCode::kInvalidArgument, "--served-model-name: a name cannot be empty");
+  }
+  impl_ = std::make_unique<Impl>(std::move(options), backend, renderer, metrics);
+}
+
+ApiServer::~ApiServer() { stop(); }
+
+void ApiServer::start() { impl_->http.start(); }
+uint16_t ApiServer::port() const { return impl_->http.port(); }
+void ApiServer::stop() { impl_->http.stop(); }
+
+}  // namespace omni::server

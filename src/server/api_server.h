@@ -1,0 +1,55 @@
+// The OpenAI-compatible API server: the HTTP transport, the routing table with every route
+// family, API-key checks, and the request metrics, in front of one ServingBackend.
+//
+// Ownership: the backend, the renderer and the metrics registry are the caller's and must
+// outlive the ApiServer. Threads: construct, start() and stop() from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/metrics.h"
+#include "runtime/serving_backend.h"
+#include "server/prompt_renderer.h"
+
+namespace omni::server {
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";  // --host
+  uint16_t port = 8000;            // --port; 0 picks a free port
+  // --api-key: when set, every /v1 route needs `Authorization: Bearer <key>` (as in vLLM,
+  // /health, /version, /metrics, /tokenize and /detokenize stay open).
+  std::optional<std::string> api_key;
+  // --served-model-name; empty means the model path, as in vLLM.
+  std::vector<std::string> served_model_names;
+  std::string model_path;
+  int max_model_len = 0;
+  std::string version;  // what GET /version reports
+  int io_threads = 4;
+  size_t max_body_bytes = 32 * 1024 * 1024;
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
+};
+
+class ApiServer {
+ public:
+  // Throws Error(kInvalidArgument) when there is no model name to serve under.
+  ApiServer(ApiServerOptions options, runtime::ServingBackend& backend, const PromptRenderer* renderer,
+            MetricsRegistry& metrics);
+  ~ApiServer();
+
+  // Listens; throws Error(kUnavailable) naming host:port when it cannot.
+  void start();
+  uint16_t port() const;
+  // Graceful stop (see HttpServer::stop): in-flight streams finish or are aborted.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace omni::server

@@ -1,0 +1,55 @@
+// The HTTP/1.1 transport: an asynchronous keep-alive server on Boost.Asio/Beast with N I/O threads.
+// It parses requests, enforces the body limit, hands each request to one HttpHandler and writes
+// what the handler answers (whole responses or chunked streams). It knows nothing of routes or
+// of the OpenAI protocol.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/http.h"
+
+namespace omni::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0 picks a free port; port() tells which
+  int io_threads = 4;
+  size_t max_body_bytes = 32 * 1024 * 1024;
+  // An idle keep-alive connection is closed after this long without a new request.
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};
+  // stop() lets in-flight exchanges finish for this long, then aborts them.
+  std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
+};
+
+// Renders a transport-level failure (413 body too large, 400 unparsable request, 500 handler
+// threw) in the protocol's error shape.
+using HttpErrorRenderer = std::function<HttpResponse(int status, const std::string& message)>;
+
+// Threads: start() and stop() from one controlling thread; the handler runs on the I/O threads.
+// Errors: start() throws omni::Error(kUnavailable) naming host:port when it cannot listen.
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer);
+  ~HttpServer();  // stop()s if still running
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void start();
+  uint16_t port() const;
+  // Graceful: stops accepting, closes idle connections, lets in-flight exchanges finish within
+  // drain_timeout, then fires their on_disconnect callbacks (handlers abort their work and end
+  // their streams), waits briefly for that, closes every connection and joins the I/O threads.
+  void stop();
+
+  struct Impl;  // defined in http_server.cc, shared with the connections
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace omni::server

@@ -1,0 +1,45 @@
+#include "server/openai_format.h"
+#include "server/routes.h"
+
+namespace omni::server {
+void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics) {
+  router.add("GET", "/health", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
+    if (context.backend.healthy()) {
+      responder->respond(json_response({{"status", "healthy"}}));
+    } else {
+      responder->respond(json_response(
+          {{"status", "unhealthy"},
+           {"error", {{"message", "a stage of the pipeline has failed"}, {"type", "unavailable"}, {"code", 503}}}},
+          503));
+    }
+  });
+
+  // One card per served name, all for the same checkpoint, as vLLM lists them.
+  router.add("GET", "/v1/models", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
+    int64_t created = unix_seconds();
+    Json data = Json::array();
+    for (const std::string& name : context.served_model_names) {
+      data.push_back({{"id", name},
+                      {"object", "model"},
+                      {"created", created},
+                      {"owned_by", "omnistage"},
+                      {"root", context.model_path},
+                      {"parent", nullptr},
+                      {"max_model_len", context.max_model_len}});
+    }
+    responder->respond(json_response({{"object", "list"}, {"data", std::move(data)}}));
+  });
+
+  router.add("GET", "/version", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
+    responder->respond(json_response({{"version", context.version}}));
+  });
+
+  router.add("GET", "/metrics", [&metrics](HttpRequest&, std::shared_ptr<Responder> responder) {
+    HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = metrics.render_prometheus();
+    responder->respond(std::move(response));
+  });
+}
+
+}  // namespace omni::server

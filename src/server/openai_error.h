@@ -1,0 +1,47 @@
+// OpenAI-shaped error responses: {"error": {"message", "type", "param", "code"}}.
+//
+// A route handler reports a bad request by throwing omni::Error; InvalidField is the omni::Error
+// for a problem with one request field, which the response names in `param`. The router turns
+// either into an HttpResponse with http_status(); nothing else throws past a handler.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "server/http.h"
+
+namespace omni::server {
+
+// A missing or invalid request field (kInvalidArgument, HTTP 400). `field` is the path of the
+// field in the request body ("temperature", "messages[2].content").
+class InvalidField : public Error {
+ public:
+  InvalidField(std::string field, const std::string& message)
+      : Error(ErrorCode::kInvalidArgument, message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+template <typename... Args>
+[[noreturn]] void throw_invalid_field(std::string field, fmt::format_string<Args...> format, Args&&... args) {
+  throw InvalidField(std::move(field), fmt::format(format, std::forward<Args>(args)...));
+}
+
+// The error object (without the HTTP framing), e.g. for an SSE `data:` line mid-stream.
+Json error_json(int status, std::string_view type, std::string_view message,
+                const std::optional<std::string>& param = std::nullopt);
+Json error_json(const Error& error);
+
+HttpResponse error_response(int status, std::string_view type, std::string_view message,
+                            const std::optional<std::string>& param = std::nullopt);
+// Status from error.http_status(), type from error_code_name(), param from InvalidField.
+HttpResponse error_response(const Error& error);
+// For failures the transport finds (413, 431, 400 unparsable): the type follows the status.
+HttpResponse transport_error_response(int status, const std::string& message);
+
+}  // namespace omni::server

@@ -1,0 +1,44 @@
+#include "server/router.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "server/openai_error.h"
+
+namespace omni::server {
+
+void Router::add(const std::string& method, const std::string& path, HttpHandler handler) {
+  routes_[path][method] = std::move(handler);
+}
+
+void Router::dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const {
+  auto path = routes_.find(request.path);
+  if (path == routes_.end()) {
+    responder->respond(error_response(404, error_code_name(ErrorCode::kNotFound),
+                                      fmt::format("no route {} {}", request.method, request.path)));
+    return;
+  }
+  auto route = path->second.find(request.method);
+  if (route == path->second.end()) {
+    std::string allowed;
+    for (const auto& [method, handler] : path->second) allowed += (allowed.empty() ? "" : ", ") + method;
+    HttpResponse response = error_response(
+        405, "method_not_allowed",
+        fmt::format("method {} is not allowed on {}; allowed: {}", request.method, request.path, allowed));
+    response.headers.emplace_back("Allow", allowed);
+    responder->respond(std::move(response));
+    return;
+  }
+  try {
+    route->second(request, responder);
+  } catch (const Error& e) {
+    if (e.http_status() >= 500) spdlog::error("http: {} {}: {}", request.method, request.path, e.what());
+    responder->respond(error_response(e));
+  } catch (const std::exception& e) {
+    spdlog::error("http: {} {}: unexpected failure: {}", request.method, request.path, e.what());
+    responder->respond(
+        error_response(500, error_code_name(ErrorCode::kInternal), fmt::format("internal error: {}", e.what())));
+  }
+}
+
+}  // namespace omni::server

@@ -1,0 +1,22 @@
+// The route families of the OpenAI-compatible API, one file each. Each add_* registers its
+// routes; handlers capture `context`, which must outlive the router.
+#pragma once
+
+#include <functional>
+
+#include "base/metrics.h"
+#include "server/router.h"
+#include "server/serving_context.h"
+
+namespace omni::server {
+
+// GET /health, /v1/models, /version, /metrics (info_routes.cc).
+void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics);
+// POST /v1/completions (completions.cc).
+void add_completion_routes(Router& router, const ServingContext& context);
+// POST /v1/chat/completions (chat_completions.cc).
+void add_chat_completion_routes(Router& router, const ServingContext& context);
+// POST /tokenize, /detokenize (tokenize.cc).
+void add_tokenize_routes(Router& router, const ServingContext& context);
+
+}  // namespace omni::server

@@ -1,0 +1,82 @@
+#include "server/sampling_params.h"
+
+#include <limits>
+
+#include "server/openai_error.h"
+#include "server/request_fields.h"
+
+namespace omni::server {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kDefaultCompletionMaxTokens = 16;
+
+}  // namespace
+
+Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
+  FieldReader fields(body);
+  Json params = Json::object();
+  auto put = [&](const char* name, auto value) {
+    if (value) params[name] = *value;
+  };
+
+  put("n", fields.integer("n", 1));
+  put("temperature", fields.number("temperature", 0.0, kInf));
+  put("top_p", fields.number("top_p", 0.0, 1.0, /*min_exclusive=*/true));
+  put("top_k", fields.integer("top_k", -1));
+  put("min_p", fields.number("min_p", 0.0, 1.0));
+  put("presence_penalty", fields.number("presence_penalty", -2.0, 2.0));
+  put("frequency_penalty", fields.number("frequency_penalty", -2.0, 2.0));
+  put("repetition_penalty", fields.number("repetition_penalty", 0.0, kInf, /*min_exclusive=*/true));
+  put("length_penalty", fields.number("length_penalty", -kInf, kInf));
+  put("seed", fields.integer("seed"));
+  put("min_tokens", fields.integer("min_tokens", 0));
+  put("stop", fields.strings("stop"));
+  put("stop_token_ids", fields.integers("stop_token_ids"));
+  put("bad_words", fields.strings("bad_words"));
+  put("allowed_token_ids", fields.integers("allowed_token_ids"));
+  put("ignore_eos", fields.boolean("ignore_eos"));
+  put("include_stop_str_in_output", fields.boolean("include_stop_str_in_output"));
+  put("skip_special_tokens", fields.boolean("skip_special_tokens"));
+  put("spaces_between_special_tokens", fields.boolean("spaces_between_special_tokens"));
+  put("prompt_logprobs", fields.integer("prompt_logprobs", 0));
+  put("truncate_prompt_tokens", fields.integer("truncate_prompt_tokens", 1));
+  if (const Json* bias = fields.object("logit_bias")) {
+    for (const auto& [token, value] : bias->items()) {
+      if (!value.is_number()) {
+        throw_invalid_field("logit_bias", "'logit_bias' values must be numbers, got {} for token {}", value.dump(),
+                            token);
+      }
+    }
+    params["logit_bias"] = *bias;
+  }
+  // Structured-output constraints are checked by the engine that applies them.
+  for (const char* name :
+       {"response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
+    auto it = body.find(name);
+    if (it != body.end() && !it->is_null()) params[name] = *it;
+  }
+
+  if (endpoint == SamplingEndpoint::kCompletions) {
+    params["max_tokens"] = fields.integer("max_tokens", 1).value_or(kDefaultCompletionMaxTokens);
+    put("best_of", fields.integer("best_of", 1));
+    put("logprobs", fields.integer("logprobs", 0));
+  } else {
+    auto max_tokens = fields.integer("max_completion_tokens", 1);
+    if (!max_tokens) max_tokens = fields.integer("max_tokens", 1);
+    put("max_tokens", max_tokens);
+    auto logprobs = fields.boolean("logprobs");
+    auto top_logprobs = fields.integer("top_logprobs", 0, 20);
+    if (top_logprobs && !logprobs.value_or(false)) {
+      throw_invalid_field("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    }
+    if (logprobs.value_or(false)) params["logprobs"] = top_logprobs.value_or(0);
+  }
+  if (params.contains("best_of") && params["best_of"].get<int64_t>() < params.value("n", int64_t{1})) {
+    throw_invalid_field("best_of", "'best_of' ({}) must be at least 'n' ({})", params["best_of"].get<int64_t>(),
+                        params.value("n", int64_t{1}));
+  }
+  return params;
+}
+
+}  // namespace omni::server

@@ -1,0 +1,19 @@
+// The sampling fields of /v1/completions and /v1/chat/completions requests — OpenAI's and the
+// extra ones vLLM accepts — validated for type and range here, so that the error names the field,
+// and passed on to the engine under vLLM's SamplingParams names.
+#pragma once
+
+#include "base/json.h"
+
+namespace omni::server {
+
+enum class SamplingEndpoint { kCompletions, kChatCompletions };
+
+// Fields absent from the request are absent from the result (the engine applies its defaults),
+// except where the endpoint's own default differs: /v1/completions' max_tokens is 16, as in
+// OpenAI's and vLLM's API. For chat, `max_completion_tokens` wins over `max_tokens`, and
+// `logprobs: true` with `top_logprobs: k` becomes `logprobs: k` (a count, as in completions).
+// Throws InvalidField naming the first bad field.
+Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint);
+
+}  // namespace omni::server

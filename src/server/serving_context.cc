@@ -1,0 +1,46 @@
+#include "server/serving_context.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "server/openai_error.h"
+
+namespace omni::server {
+
+std::string ServingContext::resolve_model(const Json& body) const {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return served_model_names.front();
+  if (!it->is_string()) throw_invalid_field("model", "'model' must be a string, got {}", it->dump());
+  const std::string& name = it->get_ref<const std::string&>();
+  if (std::find(served_model_names.begin(), served_model_names.end(), name) == served_model_names.end()) {
+    std::string served;
+    for (const auto& served_name : served_model_names) served += (served.empty() ? "" : ", ") + served_name;
+    throw_error(ErrorCode::kNotFound, "The model `{}` does not exist. This server serves: {}", name, served);
+  }
+  return name;
+}
+
+const PromptRenderer& ServingContext::require_renderer(std::string_view what) const {
+  if (!renderer) throw_error(ErrorCode::kUnsupported, "{} needs a tokenizer, and this server runs without one", what);
+  return *renderer;
+}
+
+void ServingContext::check_token_ids(const std::vector<int32_t>& token_ids, const std::string& field) const {
+  if (!renderer) return;
+  int32_t vocab = renderer->vocab_size();
+  for (size_t i = 0; i < token_ids.size(); ++i) {
+    if (token_ids[i] < 0 || token_ids[i] >= vocab) {
+      throw_invalid_field(field, "token id {} at position {} of '{}' is outside the vocabulary [0, {})", token_ids[i],
+                          i, field, vocab);
+    }
+  }
+}
+
+std::string random_request_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+}
+
+}  // namespace omni::server

@@ -1,0 +1,39 @@
+// What the OpenAI route handlers share: the backend, the tokenizer/template, the served model's
+// identity and the request metrics. Owned by ApiServer; read-only after construction.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "runtime/serving_backend.h"
+#include "server/prompt_renderer.h"
+#include "server/request_metrics.h"
+
+namespace omni::server {
+
+struct ServingContext {
+  runtime::ServingBackend& backend;
+  // Null when the server runs without a tokenizer: text prompts and chat are then refused and
+  // only token-id prompts are served.
+  const PromptRenderer* renderer;
+  std::vector<std::string> served_model_names;  // the first is the name responses report
+  std::string model_path;
+  int max_model_len;
+  std::string version;
+  RequestMetrics& metrics;
+
+  // The served name the request asks for: its `model` field when that is one of the served
+  // names, the first served name when the field is absent. Throws Error(kNotFound) for a model
+  // this server does not serve (404), naming it and the served names.
+  std::string resolve_model(const Json& body) const;
+  // The renderer, or Error(kUnsupported) naming `what` needs it when there is none.
+  const PromptRenderer& require_renderer(std::string_view what) const;
+  // Throws InvalidField(field) when a token id is outside [0, vocab_size).
+  void check_token_ids(const std::vector<int32_t>& token_ids, const std::string& field) const;
+};
+
+// "cmpl-" + 32 random hex digits, like vLLM's request ids.
+std::string random_request_id(std::string_view prefix);
+
+}  // namespace omni::server

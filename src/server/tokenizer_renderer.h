@@ -1,0 +1,39 @@
+// The PromptRenderer of a real model: its Tokenizer and chat template (model/tokenizer,
+// model/chat_template), rendering chat requests the way vLLM's OpenAI server does.
+//
+// Threads: immutable after load(); every method may run on many threads at once.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "model/chat_template/chat_template.h"
+#include "model/tokenizer/tokenizer.h"
+#include "server/prompt_renderer.h"
+
+namespace omni::server {
+
+class TokenizerRenderer : public PromptRenderer {
+ public:
+  // Loads the tokenizer and the chat template of a model directory. A model without a chat
+  // template still serves /v1/completions; its chat requests fail with a 400 that says so.
+  // Throws what Tokenizer::load and ChatTemplate::load throw (kNotFound, kLoadFailed).
+  static std::unique_ptr<TokenizerRenderer> load(const std::filesystem::path& model_dir);
+  TokenizerRenderer(std::unique_ptr<model::Tokenizer> tokenizer, std::optional<model::ChatTemplate> chat_template);
+
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
+  std::string decode(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const override;
+  std::string token_text(int32_t token_id) const override;
+  // vLLM's fields: add_generation_prompt (default true), continue_final_message (the prompt ends
+  // inside the last message, which must then not get a generation prompt), chat_template_kwargs,
+  // tools, add_special_tokens (default false).
+  std::vector<int32_t> render_chat(const OrderedJson& request) const override;
+  int32_t vocab_size() const override { return tokenizer_->vocab_size(); }
+
+ private:
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::optional<model::ChatTemplate> chat_template_;
+};
+
+}  // namespace omni::server

@@ -1,0 +1,182 @@
+#include "server/scripted_backend.h"
+
+#include <algorithm>
+
+namespace omni::testing {
+
+ScriptedBackend::ScriptedBackend(ScriptedBackendOptions options) : options_(options) {
+  worker_ = std::thread([this] { loop(); });
+}
+
+ScriptedBackend::~ScriptedBackend() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+void ScriptedBackend::submit(runtime::GenerationRequest request, runtime::EventSink sink) {
+  std::lock_guard lock(mutex_);
+  if (submit_error_) throw *submit_error_;
+  if (live_.count(request.request_id)) {
+    throw_error(ErrorCode::kInvalidArgument, "request id {} is already live", request.request_id);
+  }
+  Live live;
+  live.sink = std::move(sink);
+  const Json& params = request.sampling_params;
+  live.has_max_tokens = params.contains("max_tokens");
+  live.max_tokens = live.has_max_tokens ? params["max_tokens"].get<int>() : options_.default_output_tokens;
+  live.n = params.value("n", 1);
+  live.fail = fail_error_;
+  live.fail_after = fail_after_;
+  live.due = std::chrono::steady_clock::now() + options_.first_token_delay;
+  live.request = request;
+  submitted_.push_back(request);
+  std::string id = request.request_id;
+  live_.emplace(id, std::move(live));
+  peak_ = std::max(peak_, static_cast<int>(live_.size()) + (stepping_id_ ? 1 : 0));
+  changed_.notify_all();
+}
+
+void ScriptedBackend::abort(const std::string& request_id) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(request_id);
+  if (it == live_.end()) {
+    if (stepping_id_ == request_id) {
+      aborted_.push_back(request_id);
+      stepping_aborted_ = true;
+    }
+    return;
+  }
+  aborted_.push_back(request_id);
+  it->second.aborted = true;
+  it->second.due = std::chrono::steady_clock::now();
+  changed_.notify_all();
+}
+
+bool ScriptedBackend::healthy() const {
+  std::lock_guard lock(mutex_);
+  return healthy_;
+}
+
+void ScriptedBackend::set_healthy(bool healthy) {
+  std::lock_guard lock(mutex_);
+  healthy_ = healthy;
+}
+
+void ScriptedBackend::fail_submits(std::optional<Error> error) {
+  std::lock_guard lock(mutex_);
+  submit_error_ = std::move(error);
+}
+
+void ScriptedBackend::fail_after_tokens(int tokens, std::optional<Error> error) {
+  std::lock_guard lock(mutex_);
+  fail_after_ = tokens;
+  fail_error_ = std::move(error);
+}
+
+std::vector<runtime::GenerationRequest> ScriptedBackend::submitted() const {
+  std::lock_guard lock(mutex_);
+  return submitted_;
+}
+
+std::vector<std::string> ScriptedBackend::aborted() const {
+  std::lock_guard lock(mutex_);
+  return aborted_;
+}
+
+int ScriptedBackend::live_requests() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(live_.size()) + (stepping_id_ ? 1 : 0);
+}
+
+int ScriptedBackend::peak_live_requests() const {
+  std::lock_guard lock(mutex_);
+  return peak_;
+}
+
+bool ScriptedBackend::wait_idle(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return live_.empty() && !stepping_id_; });
+}
+
+bool ScriptedBackend::step(Live& live) {
+  int prompt_tokens = static_cast<int>(live.request.prompt_token_ids.size());
+  auto base = [&] {
+    runtime::ResponseEvent event;
+    event.prompt_tokens = prompt_tokens;
+    event.completion_tokens = live.emitted * live.n;
+    return event;
+  };
+  if (live.aborted) {
+    runtime::ResponseEvent event = base();
+    event.finish_reason = "abort";
+    event.finished = true;
+    live.sink(std::move(event));
+    return true;
+  }
+  if (live.fail && live.emitted >= live.fail_after) {
+    runtime::ResponseEvent event = base();
+    event.error = live.fail;
+    event.finished = true;
+    live.sink(std::move(event));
+    return true;
+  }
+  ++live.emitted;
+  bool last = live.emitted >= live.max_tokens;
+  for (int choice = 0; choice < live.n; ++choice) {
+    runtime::ResponseEvent event = base();
+    event.completion_tokens = (live.emitted - 1) * live.n + choice + 1;
+    event.index = choice;
+    int32_t token = 'a' + (live.emitted - 1) % 26;
+    event.token_ids = {token};
+    event.text = std::string(1, static_cast<char>(token));
+    if (last) {
+      event.finish_reason = live.has_max_tokens ? "length" : "stop";
+      event.finished = choice == live.n - 1;
+    }
+    live.sink(std::move(event));
+  }
+  return last;
+}
+
+void ScriptedBackend::loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    if (live_.empty()) {
+      changed_.wait(lock);
+      continue;
+    }
+    auto next = std::min_element(live_.begin(), live_.end(),
+                                 [](const auto& a, const auto& b) { return a.second.due < b.second.due; });
+    auto now = std::chrono::steady_clock::now();
+    if (next->second.due > now) {
+      changed_.wait_until(lock, next->second.due);
+      continue;
+    }
+    // Sinks run without the lock, as a real backend's would, so the server may call abort().
+    Live live = std::move(next->second);
+    std::string id = next->first;
+    live_.erase(next);
+    stepping_id_ = id;
+    stepping_aborted_ = false;
+    lock.unlock();
+    bool finished = step(live);
+    lock.lock();
+    if (!finished) {
+      live.due = std::chrono::steady_clock::now() + options_.token_delay;
+      // An abort that arrived during the step: the next step ends the request.
+      if (stepping_aborted_) {
+        live.aborted = true;
+        live.due = std::chrono::steady_clock::now();
+      }
+      live_.emplace(id, std::move(live));
+    }
+    stepping_id_.reset();
+    changed_.notify_all();
+  }
+}
+
+}  // namespace omni::testing
