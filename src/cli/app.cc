@@ -72,6 +72,7 @@ int run(int argc, char** argv) {
   try {
     std::vector<std::string> args = rewrite_arguments(commands, argc, argv);
     std::vector<char*> pointers;
+    pointers.reserve(args.size());
     for (std::string& arg : args) pointers.push_back(arg.data());
     app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::CallForHelp& e) {

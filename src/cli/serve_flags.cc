@@ -770,7 +770,11 @@ ServeFlagParser::ServeFlagParser(CLI::App& app) {
       default:
         binding.option = app.add_option(names, *binding.text, help)
                              ->group(group)
-                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                             ->type_name(spec.kind == K::kInt     ? "INT"
+                                         : spec.kind == K::kFloat ? "FLOAT"
+                                         : spec.kind == K::kJson  ? "JSON"
+                                                                  : "TEXT");
         break;
     }
     if (const std::string text = default_text(spec); !text.empty()) binding.option->default_str(text);
@@ -842,12 +846,12 @@ config::ConfigEnvironment config_environment() {
 }
 
 config::EffectiveConfig build_config(const ServeFlags& flags) {
-  static const config::PipelineRegistry registry = [] {
+  static const config::PipelineRegistry kRegistry = [] {
     config::PipelineRegistry r;
     model::register_all_pipelines(r);
     return r;
   }();
-  return config::build_effective_config(registry, config_inputs(flags), config_environment());
+  return config::build_effective_config(kRegistry, config_inputs(flags), config_environment());
 }
 
 }  // namespace omni::cli

@@ -381,7 +381,9 @@ void apply_platform(RawDeploy& deploy, const std::string& platform) {
 std::string stage_where(const RawStage& stage, const std::string& key) {
   auto it = stage.sources.find(key);
   if (it == stage.sources.end()) {
+    // A deep-merged key has sources only for its members ("default_sampling_params.top_k").
     it = stage.sources.lower_bound(key + ".");
+    if (it != stage.sources.end() && it->first.rfind(key + ".", 0) != 0) it = stage.sources.end();
   }
   std::string file = it != stage.sources.end() ? it->second.file : std::string("deploy config");
   return fmt::format("{}: stage {}", file, stage.stage_id);
@@ -663,8 +665,7 @@ std::string read_deploy_file(const fs::path& path) {
   return read_text_file(path);
 }
 
-fs::path resolve_deploy_path(const std::string& argument, const fs::path& bundled_dir,
-                             const DeployFileReader& reader) {
+fs::path resolve_deploy_path(const std::string& argument, const fs::path& bundled_dir, const DeployFileReader& reader) {
   std::error_code ec;
   fs::path given = fs::absolute(fs::path(argument), ec).lexically_normal();
   if (readable(given, reader)) return given;

@@ -45,8 +45,8 @@ DeployConfig load_deploy(const PipelineRegistry& registry, const CliConfigInputs
                          const ConfigEnvironment& environment, PipelineResolution& resolution) {
   DeployLoadOptions options{environment.bundled_deploy_dir, environment.platform, environment.reader};
   if (!cli.deploy_config.empty()) {
-    DeployConfig deploy =
-        load_deploy_config(resolve_deploy_path(cli.deploy_config, environment.bundled_deploy_dir, environment.reader), options);
+    DeployConfig deploy = load_deploy_config(
+        resolve_deploy_path(cli.deploy_config, environment.bundled_deploy_dir, environment.reader), options);
     resolution = resolve_pipeline(registry, cli.model, deploy.pipeline);
     return deploy;
   }

@@ -450,3 +450,28 @@ TEST(EffectiveConfigTest, JsonReportHasTheDocumentedShape) {
 
 }  // namespace
 }  // namespace omni::config
+
+namespace omni::config {
+namespace {
+
+// Every bundled deploy YAML must merge and validate for its pipeline on every platform.
+TEST(BundledDeployTest, EveryPipelineValidatesOnEveryPlatform) {
+  const std::vector<std::string> models = {"Qwen/Qwen3-0.6B", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+                                           "Qwen/Qwen3-Omni-30B-A3B-Instruct", "Qwen/Qwen3-Omni-30B-A3B-Thinking",
+                                           "Qwen/Qwen2.5-Omni-7B"};
+  for (const std::string& model : models) {
+    for (std::string_view platform : kPlatformNames) {
+      CliConfigInputs inputs;
+      inputs.model = model;
+      EffectiveConfig config;
+      ASSERT_NO_THROW(config = build_effective_config(testing::real_registry(), inputs,
+                                                      testing::environment(std::string(platform))))
+          << model << " on " << platform;
+      EXPECT_EQ(config.stages.size(), config.pipeline->stages.size());
+      for (const auto& stage : config.stages) EXPECT_TRUE(stage.devices.has_value()) << model << " " << platform;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace omni::config
