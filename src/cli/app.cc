@@ -7,11 +7,12 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/generate.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() { return {}; }
+std::vector<Command> all_commands() { return {generate_command()}; }
 
 int run(int argc, char** argv) {
   CLI::App app{"omnistage — serves multi-stage omni models (text, audio, image) behind an OpenAI-compatible API"};

@@ -1,0 +1,69 @@
+// The decoder-LM fields of a Hugging Face config.json, read from either schema found in the wild:
+// transformers 4.x (`rope_theta`, `rope_scaling`, `torch_dtype`) and 5.x (`rope_parameters`,
+// `dtype`). Errors are omni::Error(kLoadFailed) naming the file and the field.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+
+namespace omni::model {
+
+struct RopeConfig {
+  float theta = 10000.0f;
+  // Multimodal RoPE (Qwen2-VL/Omni families); empty section = plain 1-D RoPE.
+  std::vector<int> mrope_section;
+  bool mrope_interleaved = false;
+};
+
+struct TextModelConfig {
+  std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
+  std::string model_type;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;  // explicit, else hidden_size / num_attention_heads
+  int intermediate_size = 0;
+  float rms_norm_eps = 1e-6f;
+  std::string hidden_act = "silu";
+  int max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  std::string dtype;  // on-disk torch dtype name ("bfloat16"); empty when the config omits it
+  RopeConfig rope;
+  // Per layer: 0 for full attention, else the sliding window (keys j > i - window are seen).
+  std::vector<int> sliding_window;
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+};
+
+// Reads the decoder fields from a config object; `source` names it in errors (a file path, or
+// "config.json: thinker_config.text_config" for a nested one).
+TextModelConfig parse_text_model_config(const Json& config, const std::string& source);
+
+// Reads `dir`/config.json.
+TextModelConfig read_text_model_config(const std::filesystem::path& dir);
+
+// generation_config.json: the defaults a checkpoint ships for sampling and stopping.
+struct GenerationDefaults {
+  std::vector<int32_t> eos_token_ids;
+  std::optional<bool> do_sample;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<int> max_new_tokens;
+};
+
+// Reads `dir`/generation_config.json; a checkpoint without one gets empty defaults.
+GenerationDefaults read_generation_defaults(const std::filesystem::path& dir);
+
+// A token id or a list of them (both spellings of eos_token_id); `source` names the field.
+std::vector<int32_t> parse_token_ids(const Json& value, const std::string& source);
+
+}  // namespace omni::model

@@ -1,0 +1,46 @@
+// Which C++ implementation serves a checkpoint: Hugging Face `architectures` names mapped to
+// factories. Each model family registers its architectures through an explicit function
+// (qwen3::register_family…) called from register_model_families(); there are no static
+// initializers, because the linker drops unreferenced objects of static libraries.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "model/causal_lm.h"
+
+namespace omni::model {
+
+// Builds the model in `dir`, whose parsed config.json is `config` ("source" for error messages
+// is dir/config.json). Throws omni::Error like the loaders it calls.
+using CausalLmFactory = std::function<std::unique_ptr<CausalLm>(const std::filesystem::path& dir, const Json& config)>;
+
+// Registration happens before the registry is shared; afterwards const access is thread-safe.
+class ModelRegistry {
+ public:
+  // A second registration of one architecture is kInternal (two families claiming it).
+  void add_causal_lm(const std::string& architecture, CausalLmFactory factory);
+  bool has_causal_lm(const std::string& architecture) const;
+  std::vector<std::string> causal_lm_architectures() const;
+
+  // Reads dir/config.json and builds the model of its architectures[0]. kNotFound when the
+  // folder or config.json is missing; kUnsupported naming the architecture and the registered
+  // ones when no family serves it.
+  std::unique_ptr<CausalLm> create_causal_lm(const std::filesystem::path& dir) const;
+
+ private:
+  std::map<std::string, CausalLmFactory> causal_lms_;
+};
+
+// Registers every model family built into omnistage.
+void register_model_families(ModelRegistry& registry);
+
+// A registry with every built-in family, built on first use (thread-safe).
+const ModelRegistry& builtin_model_registry();
+
+}  // namespace omni::model

@@ -1,0 +1,176 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/error.h"
+#include "base/json.h"
+
+namespace omni::model {
+namespace {
+
+using tensor::DType;
+
+bool parse_dtype(const std::string& name, DType& out) {
+  static const std::map<std::string, DType> kTypes = {
+      {"F32", DType::kF32}, {"BF16", DType::kBF16}, {"F16", DType::kF16}, {"I32", DType::kI32}, {"I64", DType::kI64}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) return false;
+  out = it->second;
+  return true;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+  const std::string where = path.string();
+  int fd = ::open(where.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_error(ErrorCode::kNotFound, "{}: cannot open: {}", where, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw_error(ErrorCode::kLoadFailed, "{}: cannot stat: {}", where, std::strerror(errno));
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    throw_error(ErrorCode::kLoadFailed, "{}: {} bytes is too short for a safetensors file", where, size_);
+  }
+  mapping_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (mapping_ == MAP_FAILED) {
+    mapping_ = nullptr;
+    throw_error(ErrorCode::kLoadFailed, "{}: mmap failed: {}", where, std::strerror(errno));
+  }
+  try {
+    const auto* bytes = static_cast<const unsigned char*>(mapping_);
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+    if (header_len > size_ - 8) {
+      throw_error(ErrorCode::kLoadFailed, "{}: header length {} runs past the end of the file ({} bytes)", where,
+                  header_len, size_);
+    }
+    const Json header = parse_json(std::string_view(reinterpret_cast<const char*>(bytes + 8), header_len), where);
+    if (!header.is_object()) throw_error(ErrorCode::kLoadFailed, "{}: header is not a JSON object", where);
+    const unsigned char* data = bytes + 8 + header_len;
+    const size_t data_size = size_ - 8 - header_len;
+    for (const auto& [name, info] : header.items()) {
+      if (name == "__metadata__") continue;
+      SafetensorsEntry e;
+      try {
+        const std::string dtype = info.at("dtype").get<std::string>();
+        if (!parse_dtype(dtype, e.dtype)) {
+          throw_error(ErrorCode::kLoadFailed, "{}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64)",
+                      where, name, dtype);
+        }
+        e.shape = info.at("shape").get<tensor::Shape>();
+        const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
+        const uint64_t want = static_cast<uint64_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
+        if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+            offsets[1] - offsets[0] != want) {
+          throw_error(ErrorCode::kLoadFailed,
+                      "{}: tensor '{}' has data_offsets that do not fit its shape {} or the file", where, name,
+                      tensor::shape_to_string(e.shape));
+        }
+        e.data = data + offsets[0];
+      } catch (const Json::exception& ex) {
+        throw_error(ErrorCode::kLoadFailed, "{}: tensor '{}' has a malformed header entry: {}", where, name, ex.what());
+      }
+      entries_.emplace(name, std::move(e));
+    }
+  } catch (...) {
+    ::munmap(mapping_, size_);
+    mapping_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (mapping_) ::munmap(mapping_, size_);
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
+  Checkpoint c;
+  c.dir_ = dir;
+  const auto index_path = dir / "model.safetensors.index.json";
+  if (std::filesystem::exists(index_path)) {
+    const Json index = read_json_file(index_path);
+    if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
+      throw_error(ErrorCode::kLoadFailed, "{}: no 'weight_map' object", index_path.string());
+    }
+    std::map<std::string, size_t> shard_index;
+    for (const auto& [name, shard] : index["weight_map"].items()) {
+      if (!shard.is_string()) {
+        throw_error(ErrorCode::kLoadFailed, "{}: weight_map entry '{}' is not a file name", index_path.string(), name);
+      }
+      const std::string file = shard.get<std::string>();
+      auto [it, added] = shard_index.emplace(file, c.files_.size());
+      if (added) c.files_.push_back(std::make_shared<SafetensorsFile>(dir / file));
+      if (!c.files_[it->second]->find(name)) {
+        throw_error(ErrorCode::kLoadFailed, "{}: names tensor '{}' in {}, which does not hold it", index_path.string(),
+                    name, file);
+      }
+      c.file_of_[name] = it->second;
+    }
+    return c;
+  }
+  const auto single = dir / "model.safetensors";
+  if (!std::filesystem::exists(single)) {
+    throw_error(ErrorCode::kNotFound, "{}: no model.safetensors or model.safetensors.index.json", dir.string());
+  }
+  c.files_.push_back(std::make_shared<SafetensorsFile>(single));
+  for (const auto& [name, entry] : c.files_[0]->entries()) c.file_of_[name] = 0;
+  return c;
+}
+
+bool Checkpoint::contains(const std::string& name) const { return file_of_.count(name) != 0; }
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, index] : file_of_) names.push_back(name);
+  return names;
+}
+
+const SafetensorsEntry& Checkpoint::entry(const std::string& name, const tensor::Shape& expected,
+                                          const SafetensorsFile** file) const {
+  auto it = file_of_.find(name);
+  if (it == file_of_.end()) {
+    throw_error(ErrorCode::kLoadFailed, "checkpoint {}: tensor '{}' is missing (expected shape {})", dir_.string(),
+                name, tensor::shape_to_string(expected));
+  }
+  *file = files_[it->second].get();
+  const SafetensorsEntry& e = *(*file)->find(name);
+  if (e.shape != expected) {
+    throw_error(ErrorCode::kLoadFailed, "checkpoint {}: tensor '{}' has shape {} in {}, expected {}", dir_.string(),
+                name, tensor::shape_to_string(e.shape), (*file)->path().filename().string(),
+                tensor::shape_to_string(expected));
+  }
+  if (e.dtype != DType::kF32 && e.dtype != DType::kBF16 && e.dtype != DType::kF16) {
+    throw_error(ErrorCode::kLoadFailed, "checkpoint {}: tensor '{}' is {}, expected a floating type", dir_.string(),
+                name, tensor::dtype_name(e.dtype));
+  }
+  return e;
+}
+
+void Checkpoint::load_f32_into(const std::string& name, const tensor::Shape& expected, float* dst) const {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry& e = entry(name, expected, &file);
+  tensor::convert_to_f32(e.dtype, e.data, dst, static_cast<size_t>(tensor::shape_numel(e.shape)));
+}
+
+tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape& expected) const {
+  tensor::Tensor t = tensor::Tensor::empty(expected, DType::kF32);
+  load_f32_into(name, expected, t.data<float>());
+  return t;
+}
+
+}  // namespace omni::model

@@ -1,0 +1,71 @@
+// Reading Hugging Face checkpoints in the safetensors format, memory-mapped.
+//
+// A SafetensorsFile maps one file read-only and indexes its header; a Checkpoint is a model
+// folder holding either `model.safetensors` or shards listed by `model.safetensors.index.json`.
+// Tensors come out as float32 CPU tensors whatever their on-disk type (F32, BF16, F16).
+// Both classes are immutable after opening and safe to read from several threads. Errors are
+// omni::Error: kNotFound for a missing file, kLoadFailed for anything malformed, missing or
+// mis-shaped, always naming the file and the tensor.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace omni::model {
+
+struct SafetensorsEntry {
+  tensor::DType dtype = tensor::DType::kF32;
+  tensor::Shape shape;
+  const void* data = nullptr;  // into the mapping; valid while the file is open
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // nullptr when the file has no tensor of that name.
+  const SafetensorsEntry* find(const std::string& name) const;
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+
+ private:
+  std::filesystem::path path_;
+  void* mapping_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+};
+
+class Checkpoint {
+ public:
+  // Opens `dir`/model.safetensors.index.json when present (every shard it names), else
+  // `dir`/model.safetensors.
+  static Checkpoint open(const std::filesystem::path& dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  bool contains(const std::string& name) const;
+  std::vector<std::string> tensor_names() const;
+
+  // The tensor as float32, checked against `expected` ("tensor 'x' is missing" / "has shape
+  // [a] in FILE, expected [b]").
+  tensor::Tensor load_f32(const std::string& name, const tensor::Shape& expected) const;
+  // Same, converted into `dst`, which holds shape_numel(expected) floats.
+  void load_f32_into(const std::string& name, const tensor::Shape& expected, float* dst) const;
+
+ private:
+  const SafetensorsEntry& entry(const std::string& name, const tensor::Shape& expected,
+                                const SafetensorsFile** file) const;
+
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> file_of_;  // tensor name -> index into files_
+};
+
+}  // namespace omni::model

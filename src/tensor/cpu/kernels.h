@@ -1,0 +1,24 @@
+// The CPU implementations behind ops.h. Called only by the dispatchers in tensor/ops.cc, which
+// have already validated shapes, dtypes and devices; these functions assume valid arguments.
+#pragma once
+
+#include "tensor/ops.h"
+
+namespace omni::tensor::cpu {
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
+void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
+void silu_and_mul(const Tensor& x, Tensor& out);
+void gelu(const Tensor& x, ops::GeluApproximation approximation, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void softmax(const Tensor& x, Tensor& out);
+void argmax(const Tensor& x, Tensor& out);
+void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
+
+}  // namespace omni::tensor::cpu

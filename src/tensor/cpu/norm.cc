@@ -1,0 +1,26 @@
+#include <cmath>
+
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/thread_pool.h"
+
+namespace omni::tensor::cpu {
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  const int64_t d = x.dim(-1);
+  const int64_t rows = x.numel() / d;
+  const float* in = x.data<float>();
+  const float* w = weight.data<float>();
+  float* o = out.data<float>();
+  parallel_for(rows, std::max<int64_t>(1, 4096 / d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = in + r * d;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < d; ++i) sum += row[i] * row[i];
+      const float inv = 1.0f / std::sqrt(sum / static_cast<float>(d) + eps);
+      float* dst = o + r * d;
+      for (int64_t i = 0; i < d; ++i) dst[i] = (row[i] * inv) * w[i];
+    }
+  });
+}
+
+}  // namespace omni::tensor::cpu

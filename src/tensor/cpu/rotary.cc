@@ -1,0 +1,66 @@
+#include <cmath>
+#include <vector>
+
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/thread_pool.h"
+
+namespace omni::tensor::cpu {
+namespace {
+
+// Which position stream (0 = t, 1 = h, 2 = w) drives frequency slot `slot`.
+int stream_of_slot(const ops::RopeSpec& spec, int slot) {
+  const auto& s = spec.mrope_section;
+  switch (spec.layout) {
+    case ops::RopeLayout::kNeox:
+      return 0;
+    case ops::RopeLayout::kMropeSectioned:
+      if (slot < s[0]) return 0;
+      if (slot < s[0] + s[1]) return 1;
+      if (slot < s[0] + s[1] + s[2]) return 2;
+      return 0;
+    case ops::RopeLayout::kMropeInterleaved:
+      if (slot % 3 == 1 && slot < 3 * s[1]) return 1;
+      if (slot % 3 == 2 && slot < 3 * s[2]) return 2;
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec) {
+  const int64_t tokens = x.dim(0);
+  const int64_t heads = x.dim(1);
+  const int head_dim = static_cast<int>(x.dim(2));
+  const int half = head_dim / 2;
+  std::vector<float> inv_freq(half);
+  std::vector<int> stream(half);
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0f / std::pow(spec.theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    stream[i] = stream_of_slot(spec, i);
+  }
+  const int32_t* pos = positions.data<int32_t>();
+  const int64_t stream_stride = positions.rank() == 2 ? tokens : 0;
+  float* data = x.data<float>();
+  parallel_for(tokens, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> cos_t(half), sin_t(half);
+    for (int64_t t = begin; t < end; ++t) {
+      for (int i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(pos[stream[i] * stream_stride + t]) * inv_freq[i];
+        cos_t[i] = std::cos(angle);
+        sin_t[i] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = data + (t * heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float x1 = v[i];
+          const float x2 = v[i + half];
+          v[i] = x1 * cos_t[i] - x2 * sin_t[i];
+          v[i + half] = x2 * cos_t[i] + x1 * sin_t[i];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace omni::tensor::cpu

@@ -1,0 +1,129 @@
+// `omnistage generate` end to end: the real binary on the tiny reference checkpoints.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "support/subprocess.h"
+#include "tensor/npy.h"
+
+namespace omni {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_process;
+
+const fs::path kModel = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen/qwen3_gqa2_tied_bf16_v5";
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+class GenerateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ref_ = read_json_file(kModel / "reference.json");
+    prompt_ = ref_["prompts"][2].get<std::vector<int32_t>>();
+    greedy_ = ref_["greedy_continuations"][2].get<std::vector<int32_t>>();
+    tmp_ = fs::temp_directory_path() / ("omni_generate_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(tmp_);
+  }
+  void TearDown() override { fs::remove_all(tmp_); }
+
+  testing::ProcessResult generate(const fs::path& model, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {OMNISTAGE_BINARY, "generate",           "--model",
+                                     model.string(),   "--prompt-token-ids", join_ids(prompt_)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_process(argv);
+  }
+
+  Json ref_;
+  std::vector<int32_t> prompt_, greedy_;
+  fs::path tmp_;
+};
+
+TEST_F(GenerateTest, GreedyJsonOutputMatchesTransformersAndLogitsAreDumped) {
+  const fs::path npy = tmp_ / "logits.npy";
+  auto r = generate(kModel, {"--max-tokens", "24", "--temperature", "0", "--ignore-eos", "--output", "json",
+                             "--dump-logits", npy.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  EXPECT_EQ(out["token_ids"].get<std::vector<int32_t>>(), greedy_);
+  EXPECT_EQ(out["text"], "");
+  EXPECT_EQ(out["finish_reason"], "length");
+  EXPECT_EQ(r.out.rfind("{\"token_ids\":", 0), 0u) << r.out;
+  tensor::Tensor got = tensor::load_npy(npy);
+  tensor::Tensor want = tensor::load_npy(kModel / "logits_2.npy");
+  ASSERT_EQ(got.shape(), want.shape());
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]));
+    mag = std::max(mag, std::abs(static_cast<double>(want.data<float>()[i])));
+  }
+  EXPECT_LE(err / mag, 1e-4);
+  EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateTest, TextOutputWithoutTokenizerPrintsTheTokenIds) {
+  auto r = generate(kModel, {"--max-tokens", "3", "--temperature", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            std::to_string(greedy_[0]) + " " + std::to_string(greedy_[1]) + " " + std::to_string(greedy_[2]) + "\n");
+}
+
+TEST_F(GenerateTest, StopsAtAnEosTokenFromGenerationConfig) {
+  // A copy of the model whose generation_config makes the 4th greedy token an end of sequence.
+  const fs::path model = tmp_ / "model";
+  fs::create_directories(model);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(kModel / f, model / f);
+  const size_t stop_at = std::find(greedy_.begin(), greedy_.end(), greedy_[3]) - greedy_.begin();
+  std::ofstream(model / "generation_config.json") << Json{{"eos_token_id", {greedy_[3]}}}.dump();
+  auto r = generate(model, {"--max-tokens", "24", "--temperature", "0", "--output", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json out = Json::parse(r.out);
+  EXPECT_EQ(out["finish_reason"], "stop");
+  EXPECT_EQ(out["token_ids"].get<std::vector<int32_t>>(),
+            std::vector<int32_t>(greedy_.begin(), greedy_.begin() + stop_at + 1));
+  r = generate(model, {"--max-tokens", "24", "--temperature", "0", "--output", "json", "--ignore-eos"});
+  EXPECT_EQ(Json::parse(r.out)["token_ids"].get<std::vector<int32_t>>(), greedy_);
+}
+
+TEST_F(GenerateTest, SamplingIsReproducibleWithASeedAndTopKOneIsGreedy) {
+  std::vector<std::string> flags = {"--max-tokens", "12", "--temperature", "1.5",      "--top-p", "0.9",
+                                    "--seed",       "42", "--ignore-eos",  "--output", "json"};
+  auto a = generate(kModel, flags), b = generate(kModel, flags);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto top1 = generate(
+      kModel, {"--max-tokens", "24", "--temperature", "0.8", "--top-k", "1", "--ignore-eos", "--output", "json"});
+  EXPECT_EQ(Json::parse(top1.out)["token_ids"].get<std::vector<int32_t>>(), greedy_);
+}
+
+TEST_F(GenerateTest, BadArgumentsAreUsageErrorsNamingTheFlag) {
+  auto r = run_process({OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt-token-ids", "1,x,3"});
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_NE(r.err.find("--prompt-token-ids: 'x' is not a token id"), std::string::npos) << r.err;
+  r = generate(kModel, {"--top-p", "1.5"});
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_NE(r.err.find("--top-p must be in (0, 1], got 1.5"), std::string::npos) << r.err;
+  r = generate(kModel, {"--device", "tpu"});
+  EXPECT_NE(r.err.find("--device: unknown device 'tpu'"), std::string::npos) << r.err;
+  r = generate(kModel, {"--max-tokens", "1000"});
+  EXPECT_NE(r.err.find("exceed the model's max_position_embeddings 128"), std::string::npos) << r.err;
+  r = run_process({OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt-token-ids", "5,384"});
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_NE(r.err.find("token id 384 at index 1 is outside the vocabulary [0, 384)"), std::string::npos) << r.err;
+  r = run_process({OMNISTAGE_BINARY, "generate", "--model", "/no/such/model", "--prompt-token-ids", "1"});
+  EXPECT_NE(r.err.find("model folder /no/such/model does not exist"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace omni

@@ -1,0 +1,143 @@
+#include "model/safetensors.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+#include "model/safetensors_writer.h"
+
+namespace omni::model {
+namespace {
+
+namespace fs = std::filesystem;
+using tensor::DType;
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("omni_st_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A file written byte by byte, for dtypes and defects our writer does not produce.
+  void write_raw(const fs::path& path, const std::string& header, const std::string& data) {
+    std::ofstream out(path, std::ios::binary);
+    uint64_t len = header.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << header << data;
+  }
+
+  std::string expect_error(const std::function<void()>& f, ErrorCode code) {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "no error";
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SafetensorsTest, WriterRoundTripsFloat32AndBfloat16) {
+  const float values[6] = {1.0f, -2.5f, 3.140625f, 0.0f, 1e-3f, 65504.0f};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SafetensorsWriter w(dtype);
+    w.add("b.weight", {2, 3}, values);
+    w.add("a.bias", {1}, values + 1);
+    w.write(dir_ / "model.safetensors");
+    Checkpoint c = Checkpoint::open(dir_);
+    EXPECT_EQ(c.tensor_names(), (std::vector<std::string>{"a.bias", "b.weight"}));
+    tensor::Tensor t = c.load_f32("b.weight", {2, 3});
+    for (int i = 0; i < 6; ++i) {
+      const float want = dtype == DType::kF32 ? values[i] : tensor::bf16_to_f32(tensor::f32_to_bf16(values[i]));
+      EXPECT_EQ(t.data<float>()[i], want) << i;
+    }
+  }
+}
+
+TEST_F(SafetensorsTest, Float16IsWidenedToFloat32) {
+  const uint16_t halves[3] = {0x3c00, 0xc500, 0x0001};
+  write_raw(dir_ / "model.safetensors", R"({"x":{"dtype":"F16","shape":[3],"data_offsets":[0,6]}})",
+            std::string(reinterpret_cast<const char*>(halves), 6));
+  tensor::Tensor t = Checkpoint::open(dir_).load_f32("x", {3});
+  EXPECT_EQ(t.data<float>()[0], 1.0f);
+  EXPECT_EQ(t.data<float>()[1], -5.0f);
+  EXPECT_EQ(t.data<float>()[2], std::ldexp(1.0f, -24));
+}
+
+TEST_F(SafetensorsTest, MissingAndMisshapedTensorsNameTheTensorAndBothShapes) {
+  const float values[6] = {};
+  SafetensorsWriter w(DType::kF32);
+  w.add("model.norm.weight", {6}, values);
+  w.write(dir_ / "model.safetensors");
+  Checkpoint c = Checkpoint::open(dir_);
+  EXPECT_NE(expect_error(
+                [&] {
+                  c.load_f32("lm_head.weight", {4, 8});
+                },
+                ErrorCode::kLoadFailed)
+                .find("tensor 'lm_head.weight' is missing (expected shape [4, 8])"),
+            std::string::npos);
+  EXPECT_NE(expect_error([&] { c.load_f32("model.norm.weight", {8}); }, ErrorCode::kLoadFailed)
+                .find("tensor 'model.norm.weight' has shape [6] in model.safetensors, expected [8]"),
+            std::string::npos);
+}
+
+TEST_F(SafetensorsTest, MalformedFilesAreLoadErrorsNamingTheFile) {
+  write_raw(dir_ / "model.safetensors", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}})", "12345678");
+  std::string msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("model.safetensors: tensor 'x' has data_offsets that do not fit its shape [4]"), std::string::npos)
+      << msg;
+  write_raw(dir_ / "model.safetensors", R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", "1");
+  msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("unsupported dtype F8_E4M3"), std::string::npos) << msg;
+  {
+    std::ofstream out(dir_ / "model.safetensors", std::ios::binary);
+    const uint64_t len = 1000;
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << "{}";
+  }
+  msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("header length 1000 runs past the end of the file"), std::string::npos) << msg;
+  fs::remove(dir_ / "model.safetensors");
+  msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kNotFound);
+  EXPECT_NE(msg.find("no model.safetensors or model.safetensors.index.json"), std::string::npos) << msg;
+}
+
+TEST_F(SafetensorsTest, ShardedCheckpointsFollowTheIndex) {
+  const float a[2] = {1, 2}, b[3] = {3, 4, 5};
+  SafetensorsWriter w1(DType::kF32), w2(DType::kBF16);
+  w1.add("a", {2}, a);
+  w2.add("b", {3}, b);
+  w1.write(dir_ / "model-00001-of-00002.safetensors");
+  w2.write(dir_ / "model-00002-of-00002.safetensors");
+  std::ofstream(dir_ / "model.safetensors.index.json")
+      << R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})";
+  Checkpoint c = Checkpoint::open(dir_);
+  EXPECT_TRUE(c.contains("a"));
+  EXPECT_TRUE(c.contains("b"));
+  EXPECT_EQ(c.load_f32("b", {3}).data<float>()[2], 5.0f);
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map":{"a":"model-00002-of-00002.safetensors"}})";
+  std::string msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("names tensor 'a' in model-00002-of-00002.safetensors, which does not hold it"), std::string::npos)
+      << msg;
+}
+
+TEST_F(SafetensorsTest, RealShardedReferenceCheckpointOpens) {
+  Checkpoint c = Checkpoint::open(fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen/qwen3_gqa3_tied_f32_v4_sharded");
+  EXPECT_TRUE(c.contains("model.embed_tokens.weight"));
+  EXPECT_FALSE(c.contains("lm_head.weight"));
+  EXPECT_EQ(c.tensor_names().size(), 2u + 2u * 11u);
+}
+
+}  // namespace
+}  // namespace omni::model

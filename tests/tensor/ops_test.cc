@@ -1,0 +1,462 @@
+// Every op of tensor/ops.h against a float64 reference on random inputs, once per backend.
+//
+// Inputs and sizes are drawn fresh each run (sizes deliberately not multiples of anything); the
+// seed is printed with every failure so a failing case can be replayed with OMNI_OPS_TEST_SEED.
+// A backend joins by adding itself to backends() with its host<->device copies.
+#include "tensor/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace omni::tensor {
+namespace {
+
+struct Backend {
+  std::string name;
+  Device device;
+  // Copies a host tensor to the backend's device and back; identity for the CPU.
+  std::function<Tensor(const Tensor&)> upload;
+  std::function<Tensor(const Tensor&)> download;
+};
+
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
+
+std::vector<Backend> backends() {
+  auto same = [](const Tensor& t) { return t; };
+  return {Backend{"cpu", Device::cpu(), same, same}};
+}
+
+uint64_t seed_for_test() {
+  if (const char* fixed = std::getenv("OMNI_OPS_TEST_SEED")) return std::strtoull(fixed, nullptr, 10);
+  return std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+}
+
+class OpsTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    seed_ = seed_for_test();
+    rng_.seed(seed_);
+  }
+
+  void TearDown() override {
+    if (HasFailure()) std::printf("failed with %s\n", trace().c_str());
+  }
+
+  std::string trace() const { return "backend " + GetParam().name + ", OMNI_OPS_TEST_SEED=" + std::to_string(seed_); }
+
+  int size(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+
+  // Host float32 tensor of N(0, scale^2) values, plus the same values as doubles.
+  Tensor random(const Shape& shape, std::vector<double>& values, double scale = 1.0) {
+    Tensor t = Tensor::empty(shape, DType::kF32);
+    std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
+    values.resize(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      t.data<float>()[i] = normal(rng_);
+      values[i] = t.data<float>()[i];
+    }
+    return t;
+  }
+
+  Tensor ints(const Shape& shape, const std::vector<int32_t>& values) {
+    Tensor t = Tensor::empty(shape, DType::kI32);
+    std::copy(values.begin(), values.end(), t.data<int32_t>());
+    return t;
+  }
+
+  Tensor dev(const Tensor& host) { return GetParam().upload(host); }
+  Tensor out(const Shape& shape, DType dtype = DType::kF32) { return GetParam().upload(Tensor::zeros(shape, dtype)); }
+
+  // |got - want| <= atol + rtol * scale[i] for every element (scale defaults to |want|).
+  void expect_close(const Tensor& got_dev, const std::vector<double>& want, double atol, double rtol,
+                    const std::vector<double>& scale = {}) {
+    Tensor got = GetParam().download(got_dev);
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << trace();
+    double worst = 0.0;
+    int64_t worst_at = -1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double s = scale.empty() ? std::abs(want[i]) : scale[i];
+      const double excess = std::abs(got.data<float>()[i] - want[i]) - (atol + rtol * s);
+      if (excess > worst) {
+        worst = excess;
+        worst_at = static_cast<int64_t>(i);
+      }
+    }
+    EXPECT_LT(worst_at, 0) << "element " << worst_at << ": got " << got.data<float>()[std::max<int64_t>(worst_at, 0)]
+                           << ", want " << want[std::max<int64_t>(worst_at, 0)] << " (shape "
+                           << shape_to_string(got.shape()) << "), " << trace();
+  }
+
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+TEST_P(OpsTest, EmbeddingCopiesTheRowsOfTheIds) {
+  const int vocab = size(3, 301), hidden = size(1, 97), tokens = size(1, 29);
+  std::vector<double> table;
+  Tensor t = random({vocab, hidden}, table);
+  std::vector<int32_t> ids(tokens);
+  for (auto& id : ids) id = size(0, vocab - 1);
+  Tensor o = out({tokens, hidden});
+  ops::embedding(dev(t), dev(ints({tokens}, ids)), o);
+  std::vector<double> want;
+  for (int32_t id : ids) want.insert(want.end(), table.begin() + id * hidden, table.begin() + (id + 1) * hidden);
+  expect_close(o, want, 0.0, 0.0);
+}
+
+TEST_P(OpsTest, EmbeddingRejectsIdsOutsideTheVocabulary) {
+  std::vector<double> table;
+  Tensor t = random({7, 3}, table);
+  Tensor o = out({2, 3});
+  try {
+    ops::embedding(dev(t), dev(ints({2}, {1, 7})), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("token id 7 at index 1 is outside the vocabulary [0, 7)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(OpsTest, RmsNormMatchesReferenceAndWorksInPlace) {
+  const int rows = size(1, 23), d = size(2, 211);
+  const double eps = 1e-6;
+  std::vector<double> x, w;
+  Tensor xt = random({rows, d}, x, 3.0);
+  Tensor wt = random({d}, w);
+  std::vector<double> want(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double ms = 0.0;
+    for (int i = 0; i < d; ++i) ms += x[r * d + i] * x[r * d + i];
+    const double inv = 1.0 / std::sqrt(ms / d + eps);
+    for (int i = 0; i < d; ++i) want[r * d + i] = x[r * d + i] * inv * w[i];
+  }
+  Tensor o = out({rows, d});
+  ops::rms_norm(dev(xt), dev(wt), static_cast<float>(eps), o);
+  expect_close(o, want, 1e-6, 1e-5);
+  Tensor in_place = dev(xt);
+  ops::rms_norm(in_place, dev(wt), static_cast<float>(eps), in_place);
+  expect_close(in_place, want, 1e-6, 1e-5);
+}
+
+// Reference x @ w^T + b with, per element, sum |x_k w_k| as the scale of the rounding error.
+void reference_linear(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>* b, int m,
+                      int n, int k, std::vector<double>& want, std::vector<double>& scale) {
+  want.assign(m * n, 0.0);
+  scale.assign(m * n, 0.0);
+  for (int r = 0; r < m; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double acc = b ? (*b)[c] : 0.0, mag = b ? std::abs((*b)[c]) : 0.0;
+      for (int i = 0; i < k; ++i) {
+        acc += x[r * k + i] * w[c * k + i];
+        mag += std::abs(x[r * k + i] * w[c * k + i]);
+      }
+      want[r * n + c] = acc;
+      scale[r * n + c] = mag;
+    }
+  }
+}
+
+TEST_P(OpsTest, LinearMatchesReferenceForOneTokenAndForMany) {
+  for (int m : {1, size(2, 37)}) {
+    for (bool with_bias : {false, true}) {
+      const int n = size(1, 193), k = size(1, 263);
+      std::vector<double> x, w, b, want, scale;
+      Tensor xt = random({m, k}, x), wt = random({n, k}, w), bt = random({n}, b);
+      reference_linear(x, w, with_bias ? &b : nullptr, m, n, k, want, scale);
+      Tensor o = out({m, n});
+      ops::linear(dev(xt), dev(wt), with_bias ? dev(bt) : Tensor(), o);
+      SCOPED_TRACE("m=" + std::to_string(m) + " bias=" + std::to_string(with_bias));
+      expect_close(o, want, 1e-6, 1e-5, scale);
+    }
+  }
+}
+
+TEST_P(OpsTest, MatmulMatchesReferenceWithAndWithoutTransposedB) {
+  for (int m : {1, size(2, 41)}) {
+    for (bool transpose_b : {false, true}) {
+      const int n = size(1, 71), k = size(1, 131);
+      std::vector<double> a, b, want, scale;
+      Tensor at = random({m, k}, a);
+      Tensor bt = random(transpose_b ? Shape{n, k} : Shape{k, n}, b);
+      // Reference on b laid out as [n, k].
+      std::vector<double> bn(n * k);
+      for (int c = 0; c < n; ++c)
+        for (int i = 0; i < k; ++i) bn[c * k + i] = transpose_b ? b[c * k + i] : b[i * n + c];
+      reference_linear(a, bn, nullptr, m, n, k, want, scale);
+      Tensor o = out({m, n});
+      ops::matmul(dev(at), dev(bt), transpose_b, o);
+      SCOPED_TRACE("m=" + std::to_string(m) + " transpose_b=" + std::to_string(transpose_b));
+      expect_close(o, want, 1e-6, 1e-5, scale);
+    }
+  }
+}
+
+TEST_P(OpsTest, LinearRejectsMismatchedShapesNamingThem) {
+  std::vector<double> v;
+  Tensor o = out({2, 5});
+  try {
+    ops::linear(dev(random({2, 3}, v)), dev(random({5, 4}, v)), Tensor(), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear: x [2, 3] does not match weight [5, 4]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The frequency slot -> stream assignment written the way Hugging Face builds it (whole-table
+// slicing), independently of the kernel's per-slot rule.
+std::vector<int> reference_streams(ops::RopeLayout layout, std::array<int, 3> section, int half) {
+  std::vector<int> stream(half, 0);
+  if (layout == ops::RopeLayout::kMropeSectioned) {
+    int slot = 0;
+    for (int s = 0; s < 3; ++s)
+      for (int i = 0; i < section[s]; ++i) stream[slot++] = s;
+  } else if (layout == ops::RopeLayout::kMropeInterleaved) {
+    for (int s = 1; s < 3; ++s)
+      for (int i = s; i < section[s] * 3; i += 3) stream[i] = s;
+  }
+  return stream;
+}
+
+TEST_P(OpsTest, RotaryEmbeddingMatchesReferenceForNeoxAndBothMrope) {
+  for (auto layout : {ops::RopeLayout::kNeox, ops::RopeLayout::kMropeSectioned, ops::RopeLayout::kMropeInterleaved}) {
+    const int tokens = size(1, 19), heads = size(1, 7), half = size(3, 37), hd = 2 * half;
+    ops::RopeSpec spec;
+    spec.layout = layout;
+    spec.theta = std::uniform_real_distribution<float>(100.0f, 1e6f)(rng_);
+    const int s1 = size(1, half / 3), s2 = size(0, half / 3);
+    spec.mrope_section = {half - s1 - s2, s1, s2};
+    const int streams = layout == ops::RopeLayout::kNeox ? 1 : 3;
+    std::vector<int32_t> pos(streams * tokens);
+    for (auto& p : pos) p = size(0, 999);
+    std::vector<double> x;
+    Tensor xt = random({tokens, heads, hd}, x);
+    const std::vector<int> stream = reference_streams(layout, spec.mrope_section, half);
+    std::vector<double> want(x.size()), scale(x.size());
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads; ++h) {
+        const double* v = &x[(t * heads + h) * hd];
+        for (int i = 0; i < half; ++i) {
+          const double p = pos[stream[i] * tokens + t];
+          const double angle = p * std::pow(static_cast<double>(spec.theta), -2.0 * i / hd);
+          const size_t at = (t * heads + h) * hd + i;
+          want[at] = v[i] * std::cos(angle) - v[i + half] * std::sin(angle);
+          want[at + half] = v[i + half] * std::cos(angle) + v[i] * std::sin(angle);
+          // float32 angles carry an error of a few ulp of the angle itself.
+          scale[at] = scale[at + half] = std::hypot(v[i], v[i + half]) * (1.0 + angle * 1e-2);
+        }
+      }
+    }
+    Tensor xd = dev(xt);
+    ops::rotary_embedding(xd, dev(ints(streams == 1 ? Shape{tokens} : Shape{3, tokens}, pos)), spec);
+    SCOPED_TRACE("layout " + std::to_string(static_cast<int>(layout)) + " section [" +
+                 std::to_string(spec.mrope_section[0]) + "," + std::to_string(s1) + "," + std::to_string(s2) + "]");
+    expect_close(xd, want, 1e-6, 2e-5, scale);
+  }
+}
+
+TEST_P(OpsTest, PagedAttentionMatchesReferenceWithGqaAndSlidingWindow) {
+  for (int window : {0, size(1, 9)}) {
+    const int kv_heads = size(1, 3), group = size(1, 4), heads = kv_heads * group, hd = size(1, 37);
+    const int block = size(1, 7);
+    const int nseq = size(1, 4);
+    std::vector<int> context(nseq), query(nseq);
+    int total_q = 0, num_blocks = size(0, 5);  // some blocks stay unused
+    for (int s = 0; s < nseq; ++s) {
+      context[s] = size(0, 40);
+      query[s] = size(1, 9);
+      total_q += query[s];
+      num_blocks += (context[s] + query[s] + block - 1) / block;
+    }
+    // Blocks handed out in a shuffled order so no table is the identity.
+    std::vector<int32_t> free_blocks(num_blocks);
+    std::iota(free_blocks.begin(), free_blocks.end(), 0);
+    std::shuffle(free_blocks.begin(), free_blocks.end(), rng_);
+    std::vector<std::vector<int32_t>> tables(nseq);
+    std::vector<std::vector<double>> keys(nseq), values(nseq);  // [len, kv_heads, hd] per sequence
+    Tensor k_cache = out({num_blocks, block, kv_heads, hd}), v_cache = out({num_blocks, block, kv_heads, hd});
+    for (int s = 0; s < nseq; ++s) {
+      const int len = context[s] + query[s];
+      for (int b = 0; b < (len + block - 1) / block; ++b) {
+        tables[s].push_back(free_blocks.back());
+        free_blocks.pop_back();
+      }
+      Tensor kt = random({len, kv_heads, hd}, keys[s]), vt = random({len, kv_heads, hd}, values[s]);
+      std::vector<int32_t> slots(len);
+      for (int p = 0; p < len; ++p) slots[p] = tables[s][p / block] * block + p % block;
+      ops::store_kv(dev(kt), dev(vt), dev(ints({len}, slots)), k_cache, v_cache);
+    }
+    std::vector<double> q;
+    Tensor qt = random({total_q, heads, hd}, q);
+    std::vector<ops::PagedSequence> seqs(nseq);
+    std::vector<double> want(q.size()), scale(q.size());
+    const double sm_scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    int row = 0;
+    for (int s = 0; s < nseq; ++s) {
+      seqs[s] = {row, query[s], context[s], tables[s]};
+      for (int i = 0; i < query[s]; ++i, ++row) {
+        const int p = context[s] + i;
+        const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+        for (int h = 0; h < heads; ++h) {
+          const int kvh = h / group;
+          std::vector<double> w;
+          for (int j = first; j <= p; ++j) {
+            double dot = 0.0;
+            for (int d = 0; d < hd; ++d) dot += q[(row * heads + h) * hd + d] * keys[s][(j * kv_heads + kvh) * hd + d];
+            w.push_back(dot * sm_scale);
+          }
+          const double mx = *std::max_element(w.begin(), w.end());
+          double sum = 0.0;
+          for (double& x : w) sum += (x = std::exp(x - mx));
+          for (int d = 0; d < hd; ++d) {
+            double acc = 0.0, mag = 0.0;
+            for (int j = first; j <= p; ++j) {
+              acc += w[j - first] / sum * values[s][(j * kv_heads + kvh) * hd + d];
+              mag = std::max(mag, std::abs(values[s][(j * kv_heads + kvh) * hd + d]));
+            }
+            want[(row * heads + h) * hd + d] = acc;
+            scale[(row * heads + h) * hd + d] = mag;
+          }
+        }
+      }
+    }
+    Tensor o = out({total_q, heads, hd});
+    ops::paged_attention(dev(qt), k_cache, v_cache, seqs, static_cast<float>(sm_scale), window, o);
+    SCOPED_TRACE("window " + std::to_string(window) + " heads " + std::to_string(heads) + "/" +
+                 std::to_string(kv_heads) + " block " + std::to_string(block));
+    expect_close(o, want, 1e-6, 2e-5, scale);
+  }
+}
+
+TEST_P(OpsTest, PagedAttentionRejectsAShortBlockTable) {
+  Tensor k_cache = out({4, 2, 1, 8}), v_cache = out({4, 2, 1, 8});
+  std::vector<double> q;
+  Tensor qt = random({3, 2, 8}, q);
+  const std::vector<int32_t> table = {0};
+  std::vector<ops::PagedSequence> seqs = {{0, 3, 0, table}};
+  Tensor o = out({3, 2, 8});
+  try {
+    ops::paged_attention(dev(qt), k_cache, v_cache, seqs, 1.0f, 0, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 0 needs 2 blocks for 3 tokens, its block table has 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_P(OpsTest, StoreKvRejectsSlotsOutsideTheCache) {
+  Tensor k_cache = out({2, 3, 1, 4}), v_cache = out({2, 3, 1, 4});
+  std::vector<double> v;
+  Tensor k = random({1, 1, 4}, v);
+  EXPECT_THROW(ops::store_kv(dev(k), dev(k), dev(ints({1}, {6})), k_cache, v_cache), Error);
+}
+
+TEST_P(OpsTest, SiluAndMulMatchesReference) {
+  const int rows = size(1, 17), inter = size(1, 301);
+  std::vector<double> x;
+  Tensor xt = random({rows, 2 * inter}, x, 4.0);
+  std::vector<double> want(rows * inter);
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < inter; ++i) {
+      const double g = x[r * 2 * inter + i];
+      want[r * inter + i] = g / (1.0 + std::exp(-g)) * x[r * 2 * inter + inter + i];
+    }
+  Tensor o = out({rows, inter});
+  ops::silu_and_mul(dev(xt), o);
+  expect_close(o, want, 1e-6, 1e-5);
+}
+
+TEST_P(OpsTest, GeluMatchesReferenceExactAndTanh) {
+  const int n = size(1, 999);
+  std::vector<double> x;
+  Tensor xt = random({n}, x, 3.0);
+  std::vector<double> exact(n), tanh_approx(n);
+  for (int i = 0; i < n; ++i) {
+    exact[i] = 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+    tanh_approx[i] = 0.5 * x[i] * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+  }
+  Tensor o = out({n});
+  ops::gelu(dev(xt), ops::GeluApproximation::kNone, o);
+  expect_close(o, exact, 1e-6, 1e-5);
+  ops::gelu(dev(xt), ops::GeluApproximation::kTanh, o);
+  expect_close(o, tanh_approx, 1e-6, 1e-5);
+}
+
+TEST_P(OpsTest, AddMatchesReference) {
+  const int rows = size(1, 13), cols = size(1, 517);
+  std::vector<double> a, b;
+  Tensor at = random({rows, cols}, a), bt = random({rows, cols}, b);
+  std::vector<double> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + b[i];
+  Tensor o = out({rows, cols});
+  ops::add(dev(at), dev(bt), o);
+  expect_close(o, want, 1e-6, 1e-6);
+}
+
+TEST_P(OpsTest, SoftmaxMatchesReference) {
+  const int rows = size(1, 11), n = size(1, 1003);
+  std::vector<double> x;
+  Tensor xt = random({rows, n}, x, 10.0);
+  std::vector<double> want(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const double mx = *std::max_element(x.begin() + r * n, x.begin() + (r + 1) * n);
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) sum += std::exp(x[r * n + i] - mx);
+    for (int i = 0; i < n; ++i) want[r * n + i] = std::exp(x[r * n + i] - mx) / sum;
+  }
+  Tensor o = out({rows, n});
+  ops::softmax(dev(xt), o);
+  expect_close(o, want, 1e-7, 1e-5);
+}
+
+TEST_P(OpsTest, ArgmaxAndTopKMatchReference) {
+  const int rows = size(1, 9), n = size(2, 733), k = size(1, std::min(n, 50));
+  std::vector<double> x;
+  Tensor xt = random({rows, n}, x);
+  Tensor am = out({rows}, DType::kI32), vals = out({rows, k}), idx = out({rows, k}, DType::kI32);
+  ops::argmax(dev(xt), am);
+  ops::top_k(dev(xt), k, vals, idx);
+  Tensor am_h = GetParam().download(am), idx_h = GetParam().download(idx), vals_h = GetParam().download(vals);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[r * n + a] > x[r * n + b]; });
+    EXPECT_EQ(am_h.data<int32_t>()[r], order[0]) << trace();
+    for (int i = 0; i < k; ++i) {
+      EXPECT_EQ(idx_h.data<int32_t>()[r * k + i], order[i]) << "row " << r << " rank " << i << ", " << trace();
+      EXPECT_EQ(vals_h.data<float>()[r * k + i], static_cast<float>(x[r * n + order[i]])) << trace();
+    }
+  }
+}
+
+TEST_P(OpsTest, ArgmaxAndTopKBreakTiesTowardsTheLowerIndex) {
+  Tensor x = Tensor::empty({1, 5}, DType::kF32);
+  const float row[] = {1.0f, 3.0f, 2.0f, 3.0f, 2.0f};
+  std::copy(row, row + 5, x.data<float>());
+  Tensor am = out({1}, DType::kI32), vals = out({1, 4}), idx = out({1, 4}, DType::kI32);
+  ops::argmax(dev(x), am);
+  ops::top_k(dev(x), 4, vals, idx);
+  EXPECT_EQ(GetParam().download(am).data<int32_t>()[0], 1);
+  Tensor ih = GetParam().download(idx);
+  EXPECT_EQ(std::vector<int32_t>(ih.data<int32_t>(), ih.data<int32_t>() + 4), (std::vector<int32_t>{1, 3, 2, 4}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, OpsTest, ::testing::ValuesIn(backends()),
+                         [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace omni::tensor

@@ -1,0 +1,98 @@
+#include "tensor/tensor.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+
+#include "base/error.h"
+#include "tensor/allocator.h"
+#include "tensor/npy.h"
+
+namespace omni::tensor {
+namespace {
+
+TEST(TensorTest, OwnedStorageIsAlignedContiguousAndShared) {
+  Tensor t = Tensor::zeros({3, 5, 7}, DType::kF32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % kTensorAlignment, 0u);
+  EXPECT_EQ(t.strides(), (Shape{35, 7, 1}));
+  EXPECT_EQ(t.numel(), 105);
+  EXPECT_EQ(t.nbytes(), 420u);
+  EXPECT_TRUE(t.owns_storage());
+  EXPECT_EQ(t.dim(-1), 7);
+  Tensor view = t.reshape({15, -1});
+  EXPECT_EQ(view.shape(), (Shape{15, 7}));
+  view.data<float>()[8] = 2.5f;
+  EXPECT_EQ(t.data<float>()[8], 2.5f);
+  Tensor rows = view.slice_rows(1, 3);
+  EXPECT_EQ(rows.shape(), (Shape{2, 7}));
+  EXPECT_EQ(rows.data<float>()[1], 2.5f);
+}
+
+TEST(TensorTest, BorrowedStorageViewsTheCallersBytes) {
+  float buf[6] = {1, 2, 3, 4, 5, 6};
+  Tensor t = Tensor::borrow(buf, {2, 3}, DType::kF32);
+  EXPECT_FALSE(t.owns_storage());
+  EXPECT_EQ(t.data<float>()[4], 5.0f);
+}
+
+TEST(TensorTest, ReadingAsTheWrongTypeAndBadReshapesAreErrors) {
+  Tensor t = Tensor::empty({4}, DType::kI32);
+  EXPECT_THROW(t.data<float>(), Error);
+  EXPECT_THROW(t.reshape({3}), Error);
+  EXPECT_THROW(t.slice_rows(2, 5), Error);
+  EXPECT_THROW(Tensor::empty({2}, DType::kF32, Device::cuda(0)), Error);
+}
+
+TEST(DTypeTest, HalfFormatsWidenExactly) {
+  EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
+  EXPECT_EQ(bf16_to_f32(0xc049), -3.140625f);
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3f80);  // halfway rounds to even
+  EXPECT_EQ(f32_to_bf16(1.01171875f), 0x3f82);  // halfway rounds to even (up)
+  EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0xc500), -5.0f);
+  EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_to_f32(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_TRUE(std::isinf(f16_to_f32(0x7c00)));
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7e00)));
+  EXPECT_EQ(std::signbit(f16_to_f32(0x8000)), true);
+}
+
+TEST(DeviceTest, ParsesCpuAndCudaAndRejectsOthersNamingTheSource) {
+  EXPECT_EQ(parse_device("cpu", "--device"), Device::cpu());
+  EXPECT_EQ(parse_device("cuda:1", "--device"), Device::cuda(1));
+  try {
+    parse_device("tpu", "--device");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--device: unknown device 'tpu' (allowed: cpu, cuda, cuda:N)");
+  }
+}
+
+TEST(NpyTest, RoundTripsFloatAndIntArrays) {
+  const auto dir = std::filesystem::temp_directory_path() / ("omni_npy_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Tensor f = Tensor::empty({2, 3}, DType::kF32);
+  for (int i = 0; i < 6; ++i) f.data<float>()[i] = 0.5f * i - 1.0f;
+  save_npy(dir / "f.npy", f);
+  Tensor back = load_npy(dir / "f.npy");
+  EXPECT_EQ(back.shape(), f.shape());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(back.data<float>()[i], f.data<float>()[i]);
+  Tensor ids = Tensor::empty({4}, DType::kI32);
+  for (int i = 0; i < 4; ++i) ids.data<int32_t>()[i] = i * 7;
+  save_npy(dir / "i.npy", ids);
+  Tensor ids_back = load_npy(dir / "i.npy");
+  EXPECT_EQ(ids_back.shape(), (Shape{4}));
+  EXPECT_EQ(ids_back.data<int32_t>()[3], 21);
+  // The header is padded so the data starts on a 64-byte boundary, as numpy writes it.
+  EXPECT_EQ((std::filesystem::file_size(dir / "f.npy") - 24) % 64, 0u);
+  EXPECT_THROW(load_npy(dir / "missing.npy"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace omni::tensor
