@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
 #include "model/model_registry.h"
+#include "model/random_checkpoint.h"
 
 namespace omni::model {
 namespace {
@@ -141,6 +143,37 @@ TEST(ModelRegistryTest, MissingTensorErrorNamesTheTensor) {
               std::string::npos)
         << e.what();
   }
+  fs::remove_all(dir);
+}
+
+TEST(RandomCheckpointTest, WritesACheckpointOurLoaderServes) {
+  const fs::path dir = fs::temp_directory_path() / ("omni_random_ckpt_" + std::to_string(::getpid()));
+  TextModelConfig shapes = qwen3_0_6b_shapes();
+  shapes.vocab_size = 97;
+  shapes.hidden_size = 24;
+  shapes.num_hidden_layers = 2;
+  shapes.num_attention_heads = 3;
+  shapes.num_key_value_heads = 1;
+  shapes.head_dim = 10;
+  shapes.intermediate_size = 40;
+  shapes.eos_token_ids = {96};
+  write_random_qwen3_checkpoint(dir, shapes, 5, tensor::DType::kBF16);
+  const TextModelConfig back = read_text_model_config(dir);
+  EXPECT_EQ(back.head_dim, 10);
+  EXPECT_TRUE(back.tie_word_embeddings);
+  EXPECT_EQ(back.dtype, "bfloat16");
+  std::unique_ptr<CausalLm> lm = builtin_model_registry().create_causal_lm(dir);
+  EXPECT_EQ(lm->info().eos_token_ids, (std::vector<int32_t>{96}));
+  lm->init_kv_cache(1);
+  std::vector<float> logits;
+  lm->forward(ForwardBatch{{1, 2, 3}, {0, 1, 2}, {SequenceSlice{0, 3, 0, {0}, true}}, false}, logits);
+  ASSERT_EQ(logits.size(), 97u);
+  float spread = 0.0f;
+  for (float v : logits) {
+    EXPECT_TRUE(std::isfinite(v));
+    spread = std::max(spread, std::abs(v - logits[0]));
+  }
+  EXPECT_GT(spread, 0.0f);
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,24 @@
+// Random-weight checkpoints in the Hugging Face layout, for benchmarks and demos that need a
+// model of real size without downloading one. The output is what save_pretrained would write
+// for a Qwen3ForCausalLM (config.json in the transformers-4 schema that released checkpoints
+// use, generation_config.json, model.safetensors), so every loader path is exercised.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "model/hf_config.h"
+#include "tensor/dtype.h"
+
+namespace omni::model {
+
+// Qwen3-0.6B's shapes (hidden 1024, 28 layers, 16/8 heads of 128, MLP 3072, vocab 151936, tied).
+TextModelConfig qwen3_0_6b_shapes();
+
+// Writes a Qwen3ForCausalLM with `shapes` and weights drawn from `seed` (uniform, scaled by
+// 1/sqrt(fan_in) so activations stay O(1)) into `dir` (created; existing files overwritten).
+// dtype: kBF16 or kF32 on disk. Errors: kInternal naming the file that cannot be written.
+void write_random_qwen3_checkpoint(const std::filesystem::path& dir, const TextModelConfig& shapes, uint64_t seed,
+                                   tensor::DType dtype);
+
+}  // namespace omni::model
