@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/stop_strings.h"
+#include "tensor/cpu/thread_pool.h"
 
 namespace omni::engine {
 
@@ -199,20 +200,41 @@ std::vector<RequestOutput> ArEngine::step() {
   model_.forward(batch_, logits_);
   scheduler_.complete(plan);
 
-  std::vector<Request*> touched;
+  // Sampling reads only each sequence's own row, tokens and random stream, so rows are sampled in
+  // parallel (a fixed split, each part with its own Sampler scratch); appending tokens, which touches
+  // shared state, stays serial and in batch order.
   const size_t vocab = static_cast<size_t>(info_.vocab_size);
-  size_t row = 0;
+  sampling_.clear();
   for (const ScheduledSequence& s : plan.scheduled) {
-    if (!s.samples) continue;
-    assert(logits_.size() >= (row + 1) * vocab);
-    Completion& c = *completions_.at(s.seq);
+    if (s.samples) sampling_.push_back(completions_.at(s.seq));
+  }
+  if (logits_.size() < sampling_.size() * vocab) {
+    throw_error(ErrorCode::kInternal, "the model returned {} logits for {} rows of {}", logits_.size(),
+                sampling_.size(), vocab);
+  }
+  sampled_.resize(sampling_.size());
+  const int64_t parts = std::min<int64_t>(static_cast<int64_t>(sampling_.size()), tensor::cpu::thread_count());
+  if (static_cast<int64_t>(samplers_.size()) < parts) samplers_.resize(parts);
+  tensor::cpu::parallel_for(parts, 1, [&](int64_t first_part, int64_t end_part) {
+    for (int64_t part = first_part; part < end_part; ++part) {
+      size_t begin = sampling_.size() * part / parts;
+      size_t end = sampling_.size() * (part + 1) / parts;
+      for (size_t row = begin; row < end; ++row) {
+        Completion& c = *sampling_[row];
+        const Request& r = c.request;
+        std::span<float> logits(logits_.data() + row * vocab, vocab);
+        sampled_[row] = samplers_[part].sample(
+            logits,
+            SamplingState{r.params, c.seq.prompt_token_ids(), c.seq.output_token_ids(), r.min_tokens_stop_ids, c.rng});
+      }
+    }
+  });
+
+  std::vector<Request*> touched;
+  for (size_t row = 0; row < sampling_.size(); ++row) {
+    Completion& c = *sampling_[row];
+    append_token(c, sampled_[row]);
     Request& r = c.request;
-    std::span<float> logits(logits_.data() + row * vocab, vocab);
-    ++row;
-    SampledToken sampled = sampler_.sample(
-        logits,
-        SamplingState{r.params, c.seq.prompt_token_ids(), c.seq.output_token_ids(), r.min_tokens_stop_ids, c.rng});
-    append_token(c, sampled);
     if (!r.in_step_output) {
       r.in_step_output = true;
       touched.push_back(&r);

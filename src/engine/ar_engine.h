@@ -93,7 +93,9 @@ class ArEngine {
   ResolvedEngineConfig config_;
   KvCacheManager kv_;
   Scheduler scheduler_;
-  Sampler sampler_;
+  std::vector<Sampler> samplers_;  // one per part of a step's rows sampled in parallel
+  std::vector<Completion*> sampling_;
+  std::vector<SampledToken> sampled_;
   SamplingRng seed_source_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::unordered_map<const Sequence*, Completion*> completions_;

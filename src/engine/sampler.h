@@ -4,8 +4,8 @@
 // top_k keeps every token whose logit ties the k-th largest; top_p keeps the most likely tokens
 // while the probability mass before them is below top_p (always at least one); min_p drops tokens
 // whose probability is below min_p times the largest. The draw uses one uniform number from the
-// sequence's own SamplingRng (inverse CDF over the kept tokens, most likely first), so a seeded
-// sequence's tokens depend only on its own logits and seed.
+// sequence's own SamplingRng (inverse CDF over the kept tokens: by token id, or most likely first
+// under top_p), so a seeded sequence's tokens depend only on its own logits and seed.
 //
 // A Sampler holds scratch buffers only; one per thread (the engine thread).
 #pragma once
@@ -45,8 +45,9 @@ struct SamplingState {
 
 class Sampler {
  public:
-  // Processes `logits` (one row of vocab_size, modified in place) and returns the chosen token.
-  // `state.params` must have gone through validated().
+  // Processes `logits` (one row of vocab_size) and returns the chosen token. The row is left holding
+  // the logits after min_tokens, logit_bias and penalties. `state.params` must have gone through
+  // validated().
   SampledToken sample(std::span<float> logits, const SamplingState& state);
 
  private:
@@ -55,8 +56,7 @@ class Sampler {
 
   PenaltyScratch penalty_scratch_;
   std::vector<float> raw_logits_;
-  std::vector<float> probs_;
-  std::vector<float> values_;
+  std::vector<float> heap_;
   std::vector<std::pair<float, int32_t>> candidates_;
 };
 
