@@ -7,12 +7,41 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/config_command.h"
 #include "cli/generate.h"
+#include "cli/serve.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() { return {generate_command()}; }
+std::vector<Command> all_commands() { return {serve_command(), config_command(), generate_command()}; }
+
+namespace {
+
+// Applies the chosen subcommand's rewrite_args to the arguments after its name. The subcommand
+// is the first argument that is not a global flag or a global flag's value.
+std::vector<std::string> rewrite_arguments(const std::vector<Command>& commands, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = args[static_cast<size_t>(i)];
+    if (arg == "--log-level" || arg == "--log-file") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg[0] == '-') continue;
+    for (const Command& command : commands) {
+      if (command.name != arg || !command.rewrite_args) continue;
+      std::vector<std::string> tail(args.begin() + i + 1, args.end());
+      std::vector<std::string> out(args.begin(), args.begin() + i + 1);
+      for (std::string& rewritten : command.rewrite_args(tail)) out.push_back(std::move(rewritten));
+      return out;
+    }
+    break;
+  }
+  return args;
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"omnistage — serves multi-stage omni models (text, audio, image) behind an OpenAI-compatible API"};
@@ -28,13 +57,17 @@ int run(int argc, char** argv) {
   app.add_option("--log-file", log_file, "Also write the log to this file");
 
   std::map<CLI::App*, std::function<int()>> runners;
-  for (const Command& command : all_commands()) {
+  const std::vector<Command> commands = all_commands();
+  for (const Command& command : commands) {
     CLI::App* sub = app.add_subcommand(command.name, command.description);
     runners[sub] = command.setup(*sub);
   }
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = rewrite_arguments(commands, argc, argv);
+    std::vector<char*> pointers;
+    for (std::string& arg : args) pointers.push_back(arg.data());
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

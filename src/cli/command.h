@@ -15,6 +15,9 @@ struct Command {
   // Declares the subcommand's flags on `sub`; returns what to run once parsing succeeded.
   // The returned function's result is the process exit code; it may throw omni::Error.
   std::function<std::function<int()>(CLI::App& sub)> setup;
+  // Optional: rewrites the arguments that follow the subcommand's name before CLI11 sees them
+  // (for flag spellings CLI11 cannot declare). May throw omni::Error(kInvalidArgument).
+  std::function<std::vector<std::string>(const std::vector<std::string>&)> rewrite_args;
 };
 
 // Every subcommand, in the order --help lists them.

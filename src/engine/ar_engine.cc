@@ -178,6 +178,8 @@ void ArEngine::add_request(EngineRequest request) {
 std::vector<RequestOutput> ArEngine::step() {
   SchedulerOutput plan = scheduler_.schedule();
   ++num_steps_;
+  last_step_num_seqs_ = static_cast<int>(plan.scheduled.size());
+  last_step_num_tokens_ = plan.num_batched_tokens;
   if (plan.scheduled.empty()) return {};
 
   batch_.token_ids.clear();
@@ -374,6 +376,8 @@ EngineStats ArEngine::stats() const {
   s.num_waiting = scheduler_.num_waiting();
   s.num_preemptions = scheduler_.num_preemptions();
   s.num_steps = num_steps_;
+  s.last_step_num_seqs = last_step_num_seqs_;
+  s.last_step_num_tokens = last_step_num_tokens_;
   s.prefix_cache = kv_.stats();
   return s;
 }

@@ -45,6 +45,9 @@ struct EngineStats {
   int num_waiting = 0;      // sequences, preempted ones included
   uint64_t num_preemptions = 0;
   uint64_t num_steps = 0;
+  // The batch of the latest step: sequences and tokens fed to the model (equal for a pure decode).
+  int last_step_num_seqs = 0;
+  int last_step_num_tokens = 0;
   PrefixCacheStats prefix_cache;
 };
 
@@ -101,6 +104,8 @@ class ArEngine {
   std::unordered_map<const Sequence*, Completion*> completions_;
   int64_t next_sequence_id_ = 0;
   uint64_t num_steps_ = 0;
+  int last_step_num_seqs_ = 0;
+  int last_step_num_tokens_ = 0;
   model::ForwardBatch batch_;
   std::vector<float> logits_;
 };

@@ -1,0 +1,65 @@
+// The contract between the HTTP front end (server/) and whatever serves requests behind it
+// (runtime/Orchestrator for a pipeline of stage processes).
+//
+// Threads: submit() and abort() may be called from any thread (the HTTP I/O threads) and must
+// not block on inference. Events for one request are delivered to its EventSink in order, from
+// a thread owned by the backend, never concurrently with each other; the sink must not block
+// (the server posts them onto the connection's executor). After an event with `finished` set
+// no further event arrives for that request.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+
+namespace omni::runtime {
+
+struct GenerationRequest {
+  std::string request_id;  // unique per live request; chosen by the server
+  // The entry stage's prompt, already rendered (chat template) and tokenized by the server.
+  std::vector<int32_t> prompt_token_ids;
+  // OpenAI/vLLM sampling fields for the stage that produces the client-visible output
+  // (temperature, top_p, max_tokens, stop, seed, logprobs, …), validated by the engine.
+  Json sampling_params = Json::object();
+  // Optional per-stage sampling parameters (index = stage_id), over the deploy defaults.
+  std::vector<Json> sampling_params_list;
+  // Requested output modalities ("text", "audio"); empty means the pipeline's default.
+  std::vector<std::string> output_modalities;
+};
+
+// One streamed piece of a request's output.
+struct ResponseEvent {
+  int index = 0;                    // choice index (n > 1)
+  std::vector<int32_t> token_ids;   // new tokens since the previous event
+  std::string text;                 // new text since the previous event (may be empty)
+  std::optional<std::string> finish_reason;  // "stop", "length", "abort" on the last event
+  std::optional<Error> error;       // set when the request failed; finished is then true
+  bool finished = false;
+  int prompt_tokens = 0;            // totals so far, for usage
+  int completion_tokens = 0;
+};
+
+using EventSink = std::function<void(ResponseEvent)>;
+
+class ServingBackend {
+ public:
+  virtual ~ServingBackend() = default;
+
+  // Starts a request. Throws omni::Error (kInvalidArgument for bad sampling parameters or token
+  // ids outside the vocabulary, kUnavailable when a stage is down) before anything is queued;
+  // after it returns, every outcome arrives through `sink`.
+  virtual void submit(GenerationRequest request, EventSink sink) = 0;
+  // Stops a request wherever it is (client disconnect, timeout). Unknown ids are ignored. The
+  // sink still receives a final event with finish_reason "abort".
+  virtual void abort(const std::string& request_id) = 0;
+  // False once any stage of the pipeline has failed (GET /health answers 503).
+  virtual bool healthy() const = 0;
+};
+
+}  // namespace omni::runtime
