@@ -10,11 +10,14 @@
 #include "cli/config_command.h"
 #include "cli/generate.h"
 #include "cli/serve.h"
+#include "cli/tokenize.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
-std::vector<Command> all_commands() { return {serve_command(), config_command(), generate_command()}; }
+std::vector<Command> all_commands() {
+  return {serve_command(), config_command(), generate_command(), tokenize_command()};
+}
 
 namespace {
 

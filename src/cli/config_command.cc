@@ -5,6 +5,7 @@
 
 #include "cli/serve_flags.h"
 #include "config/config_report.h"
+#include "config/json_merge.h"
 
 namespace omni::cli {
 
@@ -30,8 +31,9 @@ Command config_command() {
                 ->group("Output");
             return [parser, report] {
               const config::EffectiveConfig config = build_config(parser->collect());
-              std::string text = report->format == "json" ? config::effective_config_json(config).dump(2) + "\n"
-                                                          : config::effective_config_table(config, report->explain);
+              std::string text = report->format == "json"
+                                     ? config::json_text(config::effective_config_json(config), 2) + "\n"
+                                     : config::effective_config_table(config, report->explain);
               std::fputs(text.c_str(), stdout);
               return 0;
             };

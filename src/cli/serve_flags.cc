@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "config/json_merge.h"
 #include "config/platform.h"
 #include "model/pipelines.h"
 #include "tensor/backend.h"
@@ -524,7 +525,7 @@ std::vector<FlagSpec> make_specs() {
 std::string default_text(const FlagSpec& spec) {
   if (spec.default_value.is_null()) return "";
   if (spec.default_value.is_string()) return spec.default_value.get<std::string>();
-  return spec.default_value.dump();
+  return config::json_text(spec.default_value);
 }
 
 [[noreturn]] void bad_value(const FlagSpec& spec, const std::string& text, const char* expected) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "config/json_merge.h"
+
 namespace omni::config {
 
 namespace {
@@ -78,7 +80,7 @@ std::string effective_config_table(const EffectiveConfig& config, bool explain) 
   out += "connectors\n";
   for (const auto& [name, spec] : config.connectors) {
     auto source = config.connector_sources.find(name);
-    out += fmt::format("  {:<34} {} {}{}\n", name, spec.name, spec.extra.dump(),
+    out += fmt::format("  {:<34} {} {}{}\n", name, spec.name, json_text(spec.extra),
                        explain && source != config.connector_sources.end() ? "  <- " + source->second.explain() : "");
   }
   for (const auto& stage : config.stages) {
@@ -91,17 +93,17 @@ std::string effective_config_table(const EffectiveConfig& config, bool explain) 
     line("devices", stage.devices ? *stage.devices : "(unset)", source_text(stage.sources, "devices", explain));
     line("num_replicas", std::to_string(stage.num_replicas), source_text(stage.sources, "num_replicas", explain));
     for (const auto& [key, value] : stage.env.items()) {
-      line("env." + key, value.dump(), source_text(stage.sources, "env." + key, explain));
+      line("env." + key, json_text(value), source_text(stage.sources, "env." + key, explain));
     }
     for (const auto& [key, value] : stage.engine_args.items()) {
-      line(key, value.dump(), source_text(stage.sources, key, explain));
+      line(key, json_text(value), source_text(stage.sources, key, explain));
     }
     for (const auto& [key, value] : stage.default_sampling_params.items()) {
-      line("default_sampling_params." + key, value.dump(),
+      line("default_sampling_params." + key, json_text(value),
            source_text(stage.sources, "default_sampling_params." + key, explain));
     }
     for (const auto& [key, value] : stage.default_pooling_params.items()) {
-      line("default_pooling_params." + key, value.dump(),
+      line("default_pooling_params." + key, json_text(value),
            source_text(stage.sources, "default_pooling_params." + key, explain));
     }
     for (const auto& [edge, connector] : stage.input_connectors) {

@@ -123,7 +123,8 @@ int read_stage_id(const OrderedJson& entry, const std::string& where) {
   auto it = entry.find("stage_id");
   if (it == entry.end()) throw_error(ErrorCode::kInvalidConfig, "{}: missing stage_id", where);
   if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000) {
-    throw_error(ErrorCode::kInvalidConfig, "{}: stage_id must be a non-negative integer, got {}", where, it->dump());
+    throw_error(ErrorCode::kInvalidConfig, "{}: stage_id must be a non-negative integer, got {}", where,
+                json_text(*it));
   }
   return static_cast<int>(it->get<int64_t>());
 }
@@ -276,14 +277,24 @@ std::map<std::string, RawPlatform> parse_platforms(const OrderedJson& value, con
   return out;
 }
 
+// Whether `reader` can read `path`; other errors (not a regular file…) propagate.
+bool readable(const fs::path& path, const DeployFileReader& reader) {
+  try {
+    reader(path);
+    return true;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotFound) return false;
+    throw;
+  }
+}
+
 fs::path resolve_base_path(const std::string& base, const fs::path& overlay, const fs::path& bundled_dir,
                            const DeployFileReader& reader) {
   fs::path candidate = fs::path(base).is_absolute() ? fs::path(base) : overlay.parent_path() / base;
   candidate = candidate.lexically_normal();
-  std::error_code ec;
-  if (fs::exists(candidate, ec) || bundled_dir.empty() || fs::path(base).has_parent_path()) return candidate;
+  if (bundled_dir.empty() || fs::path(base).has_parent_path() || readable(candidate, reader)) return candidate;
   fs::path bundled = (bundled_dir / base).lexically_normal();
-  return fs::exists(bundled, ec) ? bundled : candidate;
+  return readable(bundled, reader) ? bundled : candidate;
 }
 
 RawDeploy load_raw(std::string_view text, const fs::path& path, const DeployLoadOptions& options,
@@ -388,7 +399,7 @@ std::map<std::string, std::string> parse_connector_map(const OrderedJson& value,
     }
     if (!connector.is_string()) {
       throw_error(ErrorCode::kInvalidConfig, "{}: {}.{} must name a connector, got {}", where, key, edge,
-                  connector.dump());
+                  json_text(connector));
     }
     out[edge] = connector.get<std::string>();
   }
@@ -418,12 +429,12 @@ StageDeployConfig type_stage(const RawStage& raw) {
         stage.devices = std::to_string(value.get<int64_t>());
       } else if (!value.is_null()) {
         throw_error(ErrorCode::kInvalidConfig, "{}: devices must be a string of device indices like \"0,1\", got {}",
-                    where, value.dump());
+                    where, json_text(value));
       }
     } else if (key == "num_replicas") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 4096) {
         throw_error(ErrorCode::kInvalidConfig, "{}: num_replicas must be a positive integer, got {}", where,
-                    value.dump());
+                    json_text(value));
       }
       stage.num_replicas = value.get<int64_t>();
     } else if (key == "env") {
@@ -463,7 +474,7 @@ double positive_number(const OrderedJson& section, const char* key, double fallb
   if (it == section.end() || it->is_null()) return fallback;
   if (!it->is_number() || it->get<double>() <= 0) {
     throw_error(ErrorCode::kInvalidConfig, "{}: duplex_session.{} must be a positive number, got {}", where, key,
-                it->dump());
+                json_text(*it));
   }
   return it->get<double>();
 }
@@ -498,7 +509,7 @@ DuplexSessionConfig type_duplex_session(const OrderedJson& value, const std::str
     if (it == value.end() || it->is_null()) return fallback;
     if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
       throw_error(ErrorCode::kInvalidConfig, "{}: duplex_session.{} must be a positive integer, got {}", where, key,
-                  it->dump());
+                  json_text(*it));
     }
     return it->get<int64_t>();
   };
@@ -564,7 +575,7 @@ std::map<std::string, ConnectorSpec> type_connectors(const OrderedJson& value, c
 
 int edge_endpoint(const OrderedJson& value, const std::string& where) {
   if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 1'000'000) {
-    throw_error(ErrorCode::kInvalidConfig, "{}: an edge endpoint must be a stage id, got {}", where, value.dump());
+    throw_error(ErrorCode::kInvalidConfig, "{}: an edge endpoint must be a stage id, got {}", where, json_text(value));
   }
   return static_cast<int>(value.get<int64_t>());
 }
@@ -580,7 +591,7 @@ std::vector<std::pair<int, int>> type_edges(const OrderedJson& value, const std:
       out.emplace_back(edge_endpoint(edge["from"], where), edge_endpoint(edge["to"], where));
     } else {
       throw_error(ErrorCode::kInvalidConfig, "{}: an edge is [from, to] or {{from: <id>, to: <id>}}, got {}", where,
-                  edge.dump());
+                  json_text(edge));
     }
   }
   return out;
@@ -600,12 +611,12 @@ DeployConfig type_deploy(RawDeploy raw, const std::string& platform) {
     } else if (key == "session_mode") {
       if (!value.is_string() || (value != "turn" && value != "duplex")) {
         throw_error(ErrorCode::kInvalidConfig, "{}: session_mode must be 'turn' or 'duplex', got {}", file,
-                    value.dump());
+                    json_text(value));
       }
       out.session_mode = value.get<std::string>();
     } else if (key == "model_runner") {
       if (!value.is_string() || (value != "v1" && value != "v2")) {
-        throw_error(ErrorCode::kInvalidConfig, "{}: model_runner must be 'v1' or 'v2', got {}", file, value.dump());
+        throw_error(ErrorCode::kInvalidConfig, "{}: model_runner must be 'v1' or 'v2', got {}", file, json_text(value));
       }
       out.model_runner = value.get<std::string>();
     } else if (key == "duplex_session") {
@@ -652,13 +663,14 @@ std::string read_deploy_file(const fs::path& path) {
   return read_text_file(path);
 }
 
-fs::path resolve_deploy_path(const std::string& argument, const fs::path& bundled_dir) {
+fs::path resolve_deploy_path(const std::string& argument, const fs::path& bundled_dir,
+                             const DeployFileReader& reader) {
   std::error_code ec;
-  fs::path given(argument);
-  if (fs::exists(given, ec)) return fs::absolute(given, ec).lexically_normal();
-  if (!given.has_parent_path() && !bundled_dir.empty()) {
-    fs::path bundled = bundled_dir / given;
-    if (fs::exists(bundled, ec)) return bundled.lexically_normal();
+  fs::path given = fs::absolute(fs::path(argument), ec).lexically_normal();
+  if (readable(given, reader)) return given;
+  if (!fs::path(argument).has_parent_path() && !bundled_dir.empty()) {
+    fs::path bundled = (bundled_dir / argument).lexically_normal();
+    if (readable(bundled, reader)) return bundled;
     throw_error(ErrorCode::kNotFound, "--deploy-config {}: no such file (also looked in the bundled deploy dir {})",
                 argument, bundled_dir.string());
   }

@@ -37,9 +37,11 @@ struct DeployLoadOptions {
   DeployFileReader reader = read_deploy_file;
 };
 
-// The path a --deploy-config argument names: the path itself when it exists, else (for a bare
-// file name) the file of that name in `bundled_dir`. Throws kNotFound naming what was tried.
-std::filesystem::path resolve_deploy_path(const std::string& argument, const std::filesystem::path& bundled_dir);
+// The path a --deploy-config argument names: the path itself (made absolute) when `reader` can
+// read it, else (for a bare file name) the file of that name in `bundled_dir`. Throws kNotFound
+// naming what was tried.
+std::filesystem::path resolve_deploy_path(const std::string& argument, const std::filesystem::path& bundled_dir,
+                                          const DeployFileReader& reader = read_deploy_file);
 
 // Loads the deploy YAML at `path` (absolute or relative to the working directory).
 DeployConfig load_deploy_config(const std::filesystem::path& path, const DeployLoadOptions& options);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "config/json_merge.h"
 
 namespace omni::config {
 
@@ -76,7 +77,7 @@ void check_field_type(std::string_view name, const OrderedJson& value, std::stri
       break;
   }
   if (expected) {
-    throw_error(ErrorCode::kInvalidConfig, "{}: {} must be {}, got {}", where, name, expected, value.dump());
+    throw_error(ErrorCode::kInvalidConfig, "{}: {} must be {}, got {}", where, name, expected, json_text(value));
   }
 }
 

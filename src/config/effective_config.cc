@@ -46,7 +46,7 @@ DeployConfig load_deploy(const PipelineRegistry& registry, const CliConfigInputs
   DeployLoadOptions options{environment.bundled_deploy_dir, environment.platform, environment.reader};
   if (!cli.deploy_config.empty()) {
     DeployConfig deploy =
-        load_deploy_config(resolve_deploy_path(cli.deploy_config, environment.bundled_deploy_dir), options);
+        load_deploy_config(resolve_deploy_path(cli.deploy_config, environment.bundled_deploy_dir, environment.reader), options);
     resolution = resolve_pipeline(registry, cli.model, deploy.pipeline);
     return deploy;
   }
@@ -258,7 +258,7 @@ int64_t positive_arg(const EffectiveStage& stage, const char* key, int64_t fallb
   if (it == stage.engine_args.end() || it->is_null()) return fallback;
   if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 4096) {
     throw_error(ErrorCode::kInvalidConfig, "{}: {} must be an integer from 1 to 4096, got {} (set by {})",
-                stage_label(stage), key, it->dump(), source_of(stage.sources, key).explain());
+                stage_label(stage), key, json_text(*it), source_of(stage.sources, key).explain());
   }
   return it->get<int64_t>();
 }

@@ -20,6 +20,10 @@ void deep_merge(OrderedJson& target, const OrderedJson& update) {
   }
 }
 
+std::string json_text(const OrderedJson& value, int indent) {
+  return value.dump(indent, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
 bool nests_deeper_than(const OrderedJson& value, int limit) {
   std::vector<std::pair<const OrderedJson*, int>> pending{{&value, 0}};
   while (!pending.empty()) {

@@ -52,7 +52,7 @@ std::map<int, OrderedJson> parse_stage_overrides(std::string_view text, const Pi
     }
     if (!settings.is_object()) {
       throw_error(ErrorCode::kInvalidArgument, "--stage-overrides: stage {} must map to an object of settings, got {}",
-                  stage_id, settings.dump());
+                  stage_id, json_text(settings));
     }
     const std::string where = fmt::format("--stage-overrides: stage {}", stage_id);
     for (const auto& [field, value] : settings.items()) {
@@ -63,12 +63,12 @@ std::map<int, OrderedJson> parse_stage_overrides(std::string_view text, const Pi
       }
       if (field == "devices" && !value.is_string() && !value.is_number_integer()) {
         throw_error(ErrorCode::kInvalidArgument, "{}: devices must be a string like \"0,1\", got {}", where,
-                    value.dump());
+                    json_text(value));
       }
       if (field == "num_replicas" &&
           (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 4096)) {
         throw_error(ErrorCode::kInvalidArgument, "{}: num_replicas must be a positive integer, got {}", where,
-                    value.dump());
+                    json_text(value));
       }
       if ((field == "env" || field == "default_sampling_params" || field == "default_pooling_params") &&
           !value.is_object()) {

@@ -47,12 +47,12 @@ void register_model_families(ModelRegistry& registry) {
 }
 
 const ModelRegistry& builtin_model_registry() {
-  static const ModelRegistry registry = [] {
+  static const ModelRegistry kRegistry = [] {
     ModelRegistry r;
     register_model_families(r);
     return r;
   }();
-  return registry;
+  return kRegistry;
 }
 
 }  // namespace omni::model

@@ -27,7 +27,9 @@ const fs::path kDataDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen";
 
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(kDataDir)) names.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(kDataDir)) {
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  }
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -5,9 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -204,6 +205,12 @@ TEST(TokenizerTest, LoadErrorsNameTheFileAndTheProblem) {
   std::ofstream(dir.path() / "merges.txt") << "#version: 0.2\na b\na c\n";
   expect_error(ErrorCode::kLoadFailed, "merges.txt line 3: merge 'a c': 'c' is not in the vocabulary");
 
+  std::ofstream(dir.path() / "merges.txt") << "#version: 0.2\na b\n";
+  std::ofstream(dir.path() / "tokenizer_config.json") << R"({"tokenizer_class": "LlamaTokenizer"})";
+  expect_error(ErrorCode::kLoadFailed,
+               "tokenizer_class 'LlamaTokenizer' is not supported with vocab.json + merges.txt");
+  std::filesystem::remove(dir.path() / "tokenizer_config.json");
+
   std::ofstream(dir.path() / "merges.txt") << "#version: 0.2\na b c\n";
   expect_error(ErrorCode::kLoadFailed, "merges.txt line 2: merge 'a b c' is not two tokens separated by one space");
 
@@ -216,6 +223,24 @@ TEST(TokenizerTest, LoadErrorsNameTheFileAndTheProblem) {
   spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
   std::ofstream(dir.path() / "tokenizer.json") << spec.dump();
   expect_error(ErrorCode::kLoadFailed, "cannot compile the pre-tokenizer regex '(unclosed'");
+}
+
+TEST(TokenizerTest, EncodesConcurrentlyWithTheSameResults) {
+  // encode() is called from many server threads at once; the shared word cache must not change
+  // results.
+  const auto rows = read_jsonl(data_dir() / "golden.jsonl");
+  std::vector<std::thread> threads;
+  std::atomic<size_t> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < rows.size() + static_cast<size_t>(t); ++i) {
+        const Json& row = rows[i % rows.size()];
+        if (qwen3().encode(row.at("text").get<std::string>()) != ids_of(row)) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0u);
 }
 
 TEST(TokenizerTest, TemplatePostProcessorAddsSpecialTokensOnRequest) {

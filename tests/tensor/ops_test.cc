@@ -31,6 +31,8 @@ struct Backend {
   std::function<Tensor(const Tensor&)> download;
 };
 
+// GoogleTest looks this name up to print test parameters.
+// NOLINTNEXTLINE(readability-identifier-naming)
 void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 std::vector<Backend> backends() {

@@ -146,12 +146,6 @@ std::string ascii_case(std::string s, bool upper) {
   return s;
 }
 
-int64_t python_floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
 bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
   auto check = [&](const Value& a) {
     const std::string& x = need_string(a, start ? "startswith()" : "endswith()");
@@ -167,7 +161,7 @@ bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
 Value bound(std::string name, Function f) { return Value::function(std::move(name), std::move(f)); }
 
 Value string_method(const Value& self, const std::string& name) {
-  const std::string s = self.as_string();
+  const std::string& s = self.as_string();
   if (name == "startswith" || name == "endswith") {
     const bool start = name == "startswith";
     return bound(name, [s, start](CallArgs& a) {

@@ -126,18 +126,27 @@ std::string format_float(double f) {
   std::string out = negative ? "-" : "";
   if (exponent < -4 || exponent >= 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
     out += exponent < 0 ? "e-" : "e+";
     const std::string exp_digits = std::to_string(std::abs(exponent));
     out += (exp_digits.size() < 2 ? "0" : "") + exp_digits;
     return out;
   }
   if (exponent < 0) {
-    out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+    out += "0.";
+    out.append(static_cast<size_t>(-exponent - 1), '0');
+    out += digits;
   } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
-    out += digits + std::string(static_cast<size_t>(exponent) + 1 - digits.size(), '0') + ".0";
+    out += digits;
+    out.append(static_cast<size_t>(exponent) + 1 - digits.size(), '0');
+    out += ".0";
   } else {
-    out += digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
+    out.append(digits, 0, static_cast<size_t>(exponent) + 1);
+    out += '.';
+    out.append(digits, static_cast<size_t>(exponent) + 1);
   }
   return out;
 }
@@ -225,7 +234,7 @@ void append_json(const Value& v, bool ensure_ascii, int indent, int depth, std::
   auto newline = [&](int d) {
     if (indent < 0) return;
     out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
   };
   switch (v.kind()) {
     case Value::Kind::kNone:

@@ -48,7 +48,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     const size_t first = out.size();
     merge(word, out);
     std::unique_lock lock(cache_->mutex);
-    if (cache_->ids.size() < kCacheCapacity) cache_->ids.try_emplace(std::string(word), out.begin() + first, out.end());
+    if (cache_->ids.size() < kCacheCapacity)
+      cache_->ids.try_emplace(std::string(word), out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
     return;
   }
   merge(word, out);

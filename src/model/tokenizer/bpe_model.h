@@ -21,7 +21,7 @@ namespace omni::model {
 
 // Hashing for maps keyed by std::string that are looked up with a std::string_view.
 struct StringHash {
-  using is_transparent = void;
+  using is_transparent = void;  // NOLINT(readability-identifier-naming): the standard library's name
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 using TokenIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;

@@ -21,8 +21,8 @@ struct Alphabet {
 };
 
 const Alphabet& alphabet() {
-  static const Alphabet instance;
-  return instance;
+  static const Alphabet kAlphabet;
+  return kAlphabet;
 }
 
 }  // namespace

@@ -271,8 +271,9 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& w
     next.clear();
     for (std::string_view piece : words) {
       if (step.add_prefix_space && piece.front() != ' ') {
-        storage.push_back(" " + std::string(piece));
-        piece = storage.back();
+        std::string& prefixed = storage.emplace_back(1, ' ');
+        prefixed.append(piece);
+        piece = prefixed;
       }
       split_one(step, piece, next);
     }

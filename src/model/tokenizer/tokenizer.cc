@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "model/tokenizer/byte_level.h"
+#include "model/tokenizer/tokenizer_json.h"
 #include "model/tokenizer/utf8.h"
 
 namespace omni::model {
@@ -16,15 +17,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Merges = std::vector<std::pair<std::string, std::string>>;
-
-std::pair<std::string, std::string> split_merge(std::string_view line, std::string_view source) {
-  const size_t space = line.find(' ');
-  if (space == std::string_view::npos || space == 0 || space + 1 >= line.size() ||
-      line.find(' ', space + 1) != std::string_view::npos) {
-    throw_error(ErrorCode::kLoadFailed, "{}: merge '{}' is not two tokens separated by one space", source, line);
-  }
-  return {std::string(line.substr(0, space)), std::string(line.substr(space + 1))};
-}
 
 AddedToken added_token_from_json(const Json& j, int32_t id) {
   AddedToken t;
@@ -99,7 +91,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const fs::path& path) {
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(const fs::path& file) {
-  const Json spec = read_json_file(file);
+  TokenizerJson contents = read_tokenizer_json(file);
+  const Json& spec = contents.spec;
   const std::string source = file.string();
   return with_source(file, [&] {
     const Json& model = spec.at("model");
@@ -119,23 +112,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(const fs::path& file) 
       throw_error(ErrorCode::kLoadFailed, "{}: model.dropout is not supported (it makes encoding random)", source);
     }
 
-    TokenIdMap vocab;
-    const Json& vocab_json = model.at("vocab");
-    vocab.reserve(vocab_json.size());
-    for (const auto& [token, id] : vocab_json.items()) vocab.emplace(token, id.get<int32_t>());
-    Merges merges;
-    const Json& merges_json = model.at("merges");
-    merges.reserve(merges_json.size());
-    for (size_t i = 0; i < merges_json.size(); ++i) {
-      const Json& m = merges_json[i];
-      if (m.is_string()) {
-        merges.push_back(split_merge(m.get_ref<const std::string&>(), fmt::format("{}: model.merges[{}]", source, i)));
-      } else if (m.is_array() && m.size() == 2) {
-        merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-      } else {
-        throw_error(ErrorCode::kLoadFailed, "{}: model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", source, i);
-      }
-    }
+    TokenIdMap vocab = std::move(contents.vocab);
+    const Merges merges = std::move(contents.merges);
     const auto vocab_len = static_cast<int32_t>(vocab.size());
     BpeModel bpe(std::move(vocab), merges, model.value("ignore_merges", false),
                  [&](size_t i) { return fmt::format("{}: model.merges[{}]", source, i); });
@@ -258,6 +236,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_vocab_merges(const fs::path& vocab_fi
       }
     }
     split_special_tokens = config.value("split_special_tokens", false);
+    // The pre-tokenizer regex of this layout is implied by the tokenizer class.
+    const std::string tokenizer_class = config.value("tokenizer_class", "Qwen2Tokenizer");
+    if (tokenizer_class != "Qwen2Tokenizer" && tokenizer_class != "Qwen2TokenizerFast") {
+      throw_error(ErrorCode::kLoadFailed,
+                  "{}: tokenizer_class '{}' is not supported with vocab.json + merges.txt (supported: "
+                  "Qwen2Tokenizer, Qwen2TokenizerFast; other tokenizers need a tokenizer.json)",
+                  config_file.string(), tokenizer_class);
+    }
     return 0;
   });
 

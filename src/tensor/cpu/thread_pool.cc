@@ -119,7 +119,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     return;
   }
   // A few chunks per thread balance uneven work without much locking.
-  int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  const int64_t per_thread = int64_t{4} * threads;
+  const int64_t chunk = std::max(grain, (n + per_thread - 1) / per_thread);
   pool().run(n, chunk, body);
 }
 
