@@ -31,7 +31,7 @@ namespace omni::server {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
+using tcp = net::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own spelling
 
 namespace {
 
