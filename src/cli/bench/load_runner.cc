@@ -325,7 +325,7 @@ void Exchange::finish(beast::error_code ec) {
     if (out_.error.empty()) out_.error = ec.message();
   } else {
     auto& response = parser_->get();
-    int status = response.result_int();
+    unsigned status = response.result_int();
     if (!response.body().empty()) sse_->feed(response.body());  // a stream sent without chunking
     if (status != 200) {
       out_.error = fmt::format("HTTP {}: {}", status, response.body().substr(0, 500));
