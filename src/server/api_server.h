@@ -30,7 +30,7 @@ struct ApiServerOptions {
   int max_model_len = 0;
   std::string version;  // what GET /version reports
   int io_threads = 4;
-  size_t max_body_bytes = 32 * 1024 * 1024;
+  size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
 };
 

@@ -31,13 +31,13 @@ namespace omni::server {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
+using tcp = net::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own spelling
 
 namespace {
 
-constexpr size_t kHeaderLimit = 64 * 1024;
+constexpr size_t kHeaderLimit = size_t{64} * 1024;
 // Bytes a client may pipeline while its previous answer is pending before we stop reading them.
-constexpr size_t kPipelineLimit = 1024 * 1024;
+constexpr size_t kPipelineLimit = size_t{1024} * 1024;
 constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 
@@ -336,7 +336,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!writing_) close();
   }
 
-  void enqueue(std::string bytes) {
+  void enqueue(const std::string& bytes) {
     if (closed_ || client_gone_) return;
     pending_ += bytes;
     if (!writing_) write_pending();
@@ -380,7 +380,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(kLingerTimeout);
     drain(sink);
   }
-  void drain(std::shared_ptr<std::array<char, 4096>> sink) {
+  void drain(const std::shared_ptr<std::array<char, 4096>>& sink) {
     stream_.async_read_some(net::buffer(*sink), [self = shared_from_this(), sink](beast::error_code ec, size_t) {
       if (ec) return self->close();
       self->drain(sink);

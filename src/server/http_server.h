@@ -19,7 +19,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0 picks a free port; port() tells which
   int io_threads = 4;
-  size_t max_body_bytes = 32 * 1024 * 1024;
+  size_t max_body_bytes = size_t{32} * 1024 * 1024;
   // An idle keep-alive connection is closed after this long without a new request.
   std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};
   // stop() lets in-flight exchanges finish for this long, then aborts them.

@@ -113,6 +113,17 @@ TEST_F(HttpApiTest, CompletionStreamIsFramedAsSseWithUsageLast) {
   EXPECT_FALSE(Json::parse(payloads[0]).contains("usage"));
 }
 
+TEST_F(HttpApiTest, Http10ClientsGetStreamsDelimitedByConnectionClose) {
+  start();
+  CurlReply reply = post("/v1/completions", {{"prompt", {1}}, {"max_tokens", 3}, {"stream", true}}, {"--http1.0"});
+  ASSERT_EQ(reply.status, 200) << reply.stderr_text;
+  EXPECT_TRUE(reply.has_header("Connection: close"));
+  EXPECT_FALSE(reply.has_header("Transfer-Encoding: chunked"));
+  std::vector<std::string> payloads = sse_payloads(reply.body);
+  ASSERT_EQ(payloads.size(), 4u) << reply.body;
+  EXPECT_EQ(payloads.back(), "[DONE]");
+}
+
 TEST_F(HttpApiTest, ChatCompletion) {
   start();
   Json request = {{"model", kModelName},

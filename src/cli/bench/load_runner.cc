@@ -1,17 +1,16 @@
-// The benchmark's only translation unit with Asio/Beast. Each request is a C++20 coroutine on
-// one io_context; connections are kept alive and reused through an idle pool.
+// The benchmark's only translation unit with Asio/Beast. Each request is an Exchange (a chain of
+// completion handlers) on one io_context; connections are kept alive and reused through an idle
+// pool.
 #include "cli/bench/load_runner.h"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -23,9 +22,7 @@ namespace omni::cli::bench {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
-using net::awaitable;
-using net::use_awaitable;
+using tcp = net::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own spelling
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -112,22 +109,53 @@ class SseTimer {
   std::optional<int> prompt_tokens_;
 };
 
+class LoadGenerator;
+
+// One request from connect (or a pooled connection) to the end of its stream.
+class Exchange : public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(LoadGenerator& generator, size_t index);
+  void start();
+
+ private:
+  void send();
+  void on_written(beast::error_code ec);
+  void on_header(beast::error_code ec);
+  void read_body();
+  void finish(beast::error_code ec);
+
+  LoadGenerator& generator_;
+  size_t index_;
+  RequestOutcome& out_;
+  Clock::time_point sent_;
+  Clock::duration timeout_;
+  std::unique_ptr<Connection> connection_;
+  bool fresh_ = false;
+  bool retried_ = false;
+  http::request<http::string_body> message_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  std::optional<SseTimer> sse_;
+  std::function<std::size_t(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
+};
+
 class LoadGenerator {
  public:
   LoadGenerator(const LoadOptions& options, const std::vector<BenchRequest>& requests)
-      : options_(options), requests_(requests), slot_freed_(ioc_) {}
+      : options_(options), requests_(requests), arrivals_(ioc_) {}
 
   LoadResult run() {
     result_.outcomes.resize(requests_.size());
     resolve();
     start_ = Clock::now();
-    net::co_spawn(ioc_, dispatch(), net::detached);
+    schedule_arrivals();
     ioc_.run();
     result_.duration_s = std::chrono::duration<double>(last_end_ - start_).count();
     return std::move(result_);
   }
 
  private:
+  friend class Exchange;
+
   void resolve() {
     tcp::resolver resolver(ioc_);
     beast::error_code ec;
@@ -139,29 +167,51 @@ class LoadGenerator {
     endpoint_ = results.begin()->endpoint();
   }
 
-  // Sends request i at its arrival time (Poisson, or all at once), waiting for a free slot when
-  // --max-concurrency is reached.
-  awaitable<void> dispatch() {
-    std::mt19937_64 rng(options_.seed);
+  // Arrival times: all at once, or a Poisson process of the requested rate.
+  void schedule_arrivals() {
     bool all_at_once = !(options_.request_rate > 0) || std::isinf(options_.request_rate);
-    std::exponential_distribution<double> gap(all_at_once ? 1.0 : options_.request_rate);
-    net::steady_timer timer(ioc_);
+    if (all_at_once) {
+      for (size_t i = 0; i < requests_.size(); ++i) ready_.push_back(i);
+      pump();
+      return;
+    }
+    std::mt19937_64 rng(options_.seed);
+    std::exponential_distribution<double> gap(options_.request_rate);
     Clock::time_point arrival = start_;
     for (size_t i = 0; i < requests_.size(); ++i) {
-      if (!all_at_once) {
-        if (i > 0) arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
-        timer.expires_at(arrival);
-        co_await timer.async_wait(use_awaitable);
-      }
-      while (options_.max_concurrency && in_flight_ >= *options_.max_concurrency) {
-        slot_freed_.expires_at(Clock::time_point::max());
-        beast::error_code ec;
-        co_await slot_freed_.async_wait(net::redirect_error(use_awaitable, ec));
-      }
+      if (i > 0) arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+      arrival_times_.push_back(arrival);
+    }
+    arm_next_arrival();
+  }
+
+  void arm_next_arrival() {
+    if (next_arrival_ == arrival_times_.size()) return;
+    arrivals_.expires_at(arrival_times_[next_arrival_]);
+    arrivals_.async_wait([this](beast::error_code ec) {
+      if (ec) return;
+      ready_.push_back(next_arrival_++);
+      pump();
+      arm_next_arrival();
+    });
+  }
+
+  // Starts arrived requests while --max-concurrency allows.
+  void pump() {
+    while (!ready_.empty() && (!options_.max_concurrency || in_flight_ < *options_.max_concurrency)) {
+      size_t index = ready_.front();
+      ready_.pop_front();
       ++in_flight_;
       result_.max_concurrent = std::max(result_.max_concurrent, in_flight_);
-      net::co_spawn(ioc_, send(i), net::detached);
+      std::make_shared<Exchange>(*this, index)->start();
     }
+  }
+
+  void finished(std::unique_ptr<Connection> reusable) {
+    last_end_ = std::max(last_end_, Clock::now());
+    if (reusable) idle_.push_back(std::move(reusable));
+    --in_flight_;
+    pump();
   }
 
   std::unique_ptr<Connection> take_connection() {
@@ -171,100 +221,124 @@ class LoadGenerator {
     return connection;
   }
 
-  awaitable<void> send(size_t index) {
-    RequestOutcome& out = result_.outcomes[index];
-    const BenchRequest& request = requests_[index];
-    out.prompt_len = request.prompt_len;
-    Clock::time_point sent = Clock::now();
-    out.start_s = std::chrono::duration<double>(sent - start_).count();
-    auto timeout =
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.request_timeout_s));
-    std::unique_ptr<Connection> connection;
-    bool reusable = false;
-    try {
-      // A pooled connection may have been closed by the server since; retry once on a new one.
-      for (int attempt = 0; attempt < 2; ++attempt) {
-        connection = take_connection();
-        bool fresh = !connection;
-        if (fresh) {
-          connection = std::make_unique<Connection>(ioc_);
-          connection->stream.expires_after(timeout);
-          co_await connection->stream.async_connect(endpoint_, use_awaitable);
-          beast::error_code ignored;
-          connection->stream.socket().set_option(tcp::no_delay(true), ignored);
-        }
-        http::request<http::string_body> message{http::verb::post, options_.target.path_prefix + options_.endpoint, 11};
-        message.set(http::field::host, options_.target.host);
-        message.set(http::field::content_type, "application/json");
-        message.set(http::field::user_agent, "omnistage-bench");
-        if (!options_.target.api_key.empty())
-          message.set(http::field::authorization, "Bearer " + options_.target.api_key);
-        message.keep_alive(true);
-        message.body() = request.body;
-        message.prepare_payload();
-        beast::error_code ec;
-        connection->stream.expires_after(timeout);
-        co_await http::async_write(connection->stream, message, net::redirect_error(use_awaitable, ec));
-        if (ec && !fresh) continue;
-        if (ec) throw beast::system_error(ec);
-        reusable = co_await receive(*connection, sent, timeout, out, fresh);
-        break;
-      }
-    } catch (const std::exception& e) {
-      if (out.error.empty()) out.error = e.what();
-      out.success = false;
-      reusable = false;
-    }
-    if (out.latency_s == 0) out.latency_s = std::chrono::duration<double>(Clock::now() - sent).count();
-    last_end_ = std::max(last_end_, Clock::now());
-    if (reusable) idle_.push_back(std::move(connection));
-    --in_flight_;
-    slot_freed_.cancel();
-  }
-
-  // Reads one response; returns whether the connection may be reused.
-  awaitable<bool> receive(Connection& connection, Clock::time_point sent, Clock::duration timeout, RequestOutcome& out,
-                          bool fresh) {
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(boost::none);
-    SseTimer sse(options_.chat, sent, out);
-    auto on_chunk = [&sse](std::uint64_t, beast::string_view body, beast::error_code&) -> std::size_t {
-      sse.feed(std::string_view(body.data(), body.size()));
-      return body.size();
-    };
-    parser.on_chunk_body(on_chunk);
-    connection.stream.expires_after(timeout);
-    co_await http::async_read_header(connection.stream, connection.buffer, parser, use_awaitable);
-    while (!parser.is_done()) {
-      connection.stream.expires_after(timeout);
-      co_await http::async_read_some(connection.stream, connection.buffer, parser, use_awaitable);
-    }
-    out.latency_s = std::chrono::duration<double>(Clock::now() - sent).count();
-    auto& response = parser.get();
-    int status = response.result_int();
-    if (!response.body().empty()) sse.feed(response.body());  // a stream sent without chunking
-    if (status != 200) {
-      out.error = fmt::format("HTTP {}: {}", status, response.body().substr(0, 500));
-    } else if (out.error.empty() && !sse.done()) {
-      out.error = "the stream ended without data: [DONE]";
-    }
-    out.success = out.error.empty();
-    out.output_tokens = sse.completion_tokens().value_or(sse.chunks_with_text());
-    if (sse.prompt_tokens()) out.prompt_len = *sse.prompt_tokens();
-    co_return response.keep_alive();
-  }
-
   const LoadOptions& options_;
   const std::vector<BenchRequest>& requests_;
   net::io_context ioc_{1};
   tcp::endpoint endpoint_;
-  net::steady_timer slot_freed_;
+  net::steady_timer arrivals_;
+  std::vector<Clock::time_point> arrival_times_;
+  size_t next_arrival_ = 0;
+  std::deque<size_t> ready_;
   std::vector<std::unique_ptr<Connection>> idle_;
   int in_flight_ = 0;
   Clock::time_point start_;
   Clock::time_point last_end_;
   LoadResult result_;
 };
+
+Exchange::Exchange(LoadGenerator& generator, size_t index)
+    : generator_(generator),
+      index_(index),
+      out_(generator.result_.outcomes[index]),
+      timeout_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(generator.options_.request_timeout_s))) {}
+
+void Exchange::start() {
+  const LoadOptions& options = generator_.options_;
+  const BenchRequest& request = generator_.requests_[index_];
+  out_.prompt_len = request.prompt_len;
+  sent_ = Clock::now();
+  out_.start_s = std::chrono::duration<double>(sent_ - generator_.start_).count();
+  message_ = {http::verb::post, options.target.path_prefix + options.endpoint, 11};
+  message_.set(http::field::host, options.target.host);
+  message_.set(http::field::content_type, "application/json");
+  message_.set(http::field::user_agent, "omnistage-bench");
+  if (!options.target.api_key.empty()) message_.set(http::field::authorization, "Bearer " + options.target.api_key);
+  message_.keep_alive(true);
+  message_.body() = request.body;
+  message_.prepare_payload();
+  send();
+}
+
+void Exchange::send() {
+  connection_ = generator_.take_connection();
+  fresh_ = !connection_;
+  if (!fresh_) {
+    connection_->stream.expires_after(timeout_);
+    http::async_write(connection_->stream, message_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_written(ec); });
+    return;
+  }
+  connection_ = std::make_unique<Connection>(generator_.ioc_);
+  connection_->stream.expires_after(timeout_);
+  connection_->stream.async_connect(generator_.endpoint_, [self = shared_from_this()](beast::error_code ec) {
+    if (ec) return self->finish(ec);
+    beast::error_code ignored;
+    self->connection_->stream.socket().set_option(tcp::no_delay(true), ignored);
+    self->connection_->stream.expires_after(self->timeout_);
+    http::async_write(self->connection_->stream, self->message_,
+                      [self](beast::error_code write_ec, size_t) { self->on_written(write_ec); });
+  });
+}
+
+void Exchange::on_written(beast::error_code ec) {
+  // A pooled connection may have been closed by the server since; retry once on a new one.
+  if (ec && !fresh_ && !retried_) {
+    retried_ = true;
+    connection_.reset();
+    return send();
+  }
+  if (ec) return finish(ec);
+  parser_.emplace();
+  parser_->body_limit(boost::none);
+  sse_.emplace(generator_.options_.chat, sent_, out_);
+  // The parser keeps a reference to the callback: it lives in this Exchange, as the parser does.
+  on_chunk_ = [this](std::uint64_t, beast::string_view body, beast::error_code&) -> std::size_t {
+    sse_->feed(std::string_view(body.data(), body.size()));
+    return body.size();
+  };
+  parser_->on_chunk_body(on_chunk_);
+  connection_->stream.expires_after(timeout_);
+  http::async_read_header(connection_->stream, connection_->buffer, *parser_,
+                          [self = shared_from_this()](beast::error_code read_ec, size_t) { self->on_header(read_ec); });
+}
+
+void Exchange::on_header(beast::error_code ec) {
+  if (ec) return finish(ec);
+  read_body();
+}
+
+void Exchange::read_body() {
+  if (parser_->is_done()) return finish({});
+  connection_->stream.expires_after(timeout_);
+  http::async_read_some(connection_->stream, connection_->buffer, *parser_,
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec) return self->finish(ec);
+                          self->read_body();
+                        });
+}
+
+void Exchange::finish(beast::error_code ec) {
+  out_.latency_s = std::chrono::duration<double>(Clock::now() - sent_).count();
+  bool reusable = false;
+  if (ec) {
+    if (out_.error.empty()) out_.error = ec.message();
+  } else {
+    auto& response = parser_->get();
+    unsigned status = response.result_int();
+    if (!response.body().empty()) sse_->feed(response.body());  // a stream sent without chunking
+    if (status != 200) {
+      out_.error = fmt::format("HTTP {}: {}", status, response.body().substr(0, 500));
+    } else if (out_.error.empty() && !sse_->done()) {
+      out_.error = "the stream ended without data: [DONE]";
+    }
+    out_.output_tokens = sse_->completion_tokens().value_or(sse_->chunks_with_text());
+    if (sse_->prompt_tokens()) out_.prompt_len = *sse_->prompt_tokens();
+    reusable = response.keep_alive();
+  }
+  out_.success = out_.error.empty();
+  generator_.finished(reusable ? std::move(connection_) : nullptr);
+}
 
 }  // namespace
 
