@@ -23,6 +23,9 @@ constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
 constexpr int kKeyTile = 32;
 constexpr int kMaxHeadDim = 256;
 constexpr int kDimsPerLane = kMaxHeadDim / 32;
+// Key rows in shared memory are padded by 4 floats: lane j reads row j with 16-byte loads, and
+// the pad puts the 8 lanes of each quarter-warp on distinct banks.
+constexpr int kKeyPad = 4;
 
 struct SeqInfo {
   int32_t query_start, query_len, context_len, table_offset, splits, partial_offset;
@@ -44,14 +47,91 @@ struct AttentionParams {
   float* partial_ml;   // [partial rows, heads, 2]: running max, sum of exponentials
 };
 
+// Loads keys [tile, tile + kKeyTile) (zeros past key_end) of kv head `kvh` into shared memory as
+// float32. With rows of whole 16-byte vectors every thread first issues all its vector loads, then
+// converts: the loads are in flight together instead of one at a time.
+template <typename T>
+__device__ __forceinline__ void load_kv_tile(const T* k_cache, const T* v_cache, const AttentionParams& p,
+                                             int table_offset, int kvh, int tile, int key_end, float* k_s, float* v_s) {
+  const int hd = p.head_dim;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * hd;
+  auto offset_of = [&](int pos) {
+    const int64_t slot =
+        static_cast<int64_t>(p.tables[table_offset + pos / p.block_size]) * p.block_size + pos % p.block_size;
+    return slot * kv_row + static_cast<int64_t>(kvh) * hd;
+  };
+  constexpr int kVec = 16 / sizeof(T);
+  if (hd % kVec == 0) {
+    constexpr int kLoads = kKeyTile * kMaxHeadDim / kVec / (kWarps * 32);
+    const int per_row = hd / kVec;
+    uint4 kr[kLoads], vr[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = threadIdx.x + i * kWarps * 32;
+      kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
+      if (e < kKeyTile * per_row && tile + e / per_row < key_end) {
+        const int64_t at = offset_of(tile + e / per_row) + (e % per_row) * kVec;
+        kr[i] = __ldg(reinterpret_cast<const uint4*>(k_cache + at));
+        vr[i] = __ldg(reinterpret_cast<const uint4*>(v_cache + at));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = threadIdx.x + i * kWarps * 32;
+      if (e >= kKeyTile * per_row) break;
+      const int j = e / per_row, d = (e % per_row) * kVec;
+      T kt[kVec], vt[kVec];
+      memcpy(kt, &kr[i], sizeof kt);
+      memcpy(vt, &vr[i], sizeof vt);
+#pragma unroll
+      for (int u = 0; u < kVec; ++u) {
+        k_s[j * (hd + kKeyPad) + d + u] = to_float(kt[u]);
+        v_s[j * hd + d + u] = to_float(vt[u]);
+      }
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < kKeyTile * hd; e += blockDim.x) {
+    const int j = e / hd, d = e % hd;
+    float kv = 0.0f, vv = 0.0f;
+    if (tile + j < key_end) {
+      const int64_t at = offset_of(tile + j) + d;
+      kv = to_float(k_cache[at]);
+      vv = to_float(v_cache[at]);
+    }
+    k_s[j * (hd + kKeyPad) + d] = kv;
+    v_s[j * hd + d] = vv;
+  }
+}
+
+// q . k over hd floats of shared memory; 16-byte reads when hd allows (the rows are 16-byte
+// aligned then: every row offset is a multiple of 4 floats).
+__device__ __forceinline__ float dot_row(const float* q, const float* k, int hd) {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  if (hd % 4 == 0) {
+    const auto* q4 = reinterpret_cast<const float4*>(q);
+    const auto* k4 = reinterpret_cast<const float4*>(k);
+    for (int d = 0; d < hd / 4; ++d) {
+      const float4 x = q4[d], y = k4[d];
+      a0 = fmaf(x.x, y.x, a0);
+      a1 = fmaf(x.y, y.y, a1);
+      a2 = fmaf(x.z, y.z, a2);
+      a3 = fmaf(x.w, y.w, a3);
+    }
+    return (a0 + a1) + (a2 + a3);
+  }
+  for (int d = 0; d < hd; ++d) a0 = fmaf(q[d], k[d], a0);
+  return a0;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_kernel(const T* q, const T* k_cache, const T* v_cache, T* out, AttentionParams p) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const int hd = p.head_dim;
-  float* q_s = smem;                       // [kRowsPerBlock][hd]
-  float* k_s = q_s + kRowsPerBlock * hd;   // [kKeyTile][hd + 1], padded against bank conflicts
-  float* v_s = k_s + kKeyTile * (hd + 1);  // [kKeyTile][hd]
+  float* q_s = smem;                             // [kRowsPerBlock][hd]
+  float* k_s = q_s + kRowsPerBlock * hd;         // [kKeyTile][hd + kKeyPad]
+  float* v_s = k_s + kKeyTile * (hd + kKeyPad);  // [kKeyTile][hd]
 
   const WorkItem item = p.items[blockIdx.x];
   const SeqInfo seq = p.seqs[item.seq];
@@ -87,23 +167,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = 0; j < kDimsPerLane; ++j) acc[i][j] = 0.0f;
   }
 
-  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * hd;
   for (int tile = key_begin; tile < key_end; tile += kKeyTile) {
     __syncthreads();
-    for (int e = threadIdx.x; e < kKeyTile * hd; e += blockDim.x) {
-      const int j = e / hd, d = e % hd;
-      const int pos = tile + j;
-      float kv = 0.0f, vv = 0.0f;
-      if (pos < key_end) {
-        const int64_t slot =
-            static_cast<int64_t>(p.tables[seq.table_offset + pos / p.block_size]) * p.block_size + pos % p.block_size;
-        const int64_t at = slot * kv_row + static_cast<int64_t>(kvh) * hd + d;
-        kv = to_float(k_cache[at]);
-        vv = to_float(v_cache[at]);
-      }
-      k_s[j * (hd + 1) + d] = kv;
-      v_s[j * hd + d] = vv;
-    }
+    load_kv_tile(k_cache, v_cache, p, seq.table_offset, kvh, tile, key_end, k_s, v_s);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -114,11 +180,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const bool visible = key < key_end && key <= pos && (p.window <= 0 || key > pos - p.window);
       float s = -INFINITY;
       if (visible) {
-        float dot = 0.0f;
-        const float* qr = q_s + r * hd;
-        const float* kr = k_s + lane * (hd + 1);
-        for (int d = 0; d < hd; ++d) dot = fmaf(qr[d], kr[d], dot);
-        s = dot * p.scale;
+        s = dot_row(q_s + r * hd, k_s + lane * (hd + kKeyPad), hd) * p.scale;
       }
       const float tile_max = warp_max(s);
       if (tile_max == -INFINITY) continue;
@@ -203,7 +265,7 @@ __global__ void combine_kernel(T* out, AttentionParams p) {
 }
 
 size_t shared_bytes(int hd) {
-  return sizeof(float) * (static_cast<size_t>(kRowsPerBlock) * hd + static_cast<size_t>(kKeyTile) * (hd + 1) +
+  return sizeof(float) * (static_cast<size_t>(kRowsPerBlock) * hd + static_cast<size_t>(kKeyTile) * (hd + kKeyPad) +
                           static_cast<size_t>(kKeyTile) * hd);
 }
 
@@ -237,7 +299,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     longest = std::max<int64_t>(longest, s.context_len + s.query_len);
   }
   const int64_t base_blocks = std::max<int64_t>(1, base_items * p.kv_heads * p.chunks);
-  const int64_t target_blocks = 2 * static_cast<int64_t>(multiprocessor_count(device));
+  const int64_t target_blocks = 4 * static_cast<int64_t>(multiprocessor_count(device));
   int64_t partition = longest;
   if (base_blocks < target_blocks) {
     const int64_t splits = std::min<int64_t>(64, ceil_div(target_blocks, base_blocks));
@@ -284,8 +346,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   append(row_seq.data(), row_seq.size() * 4);
   Tensor meta = Tensor::empty({static_cast<int64_t>(packed.size())}, DType::kI32, q.device());
   cudaStream_t stream = stream_for(device);
-  check(cudaMemcpyAsync(meta.raw(), packed.data(), packed.size() * 4, cudaMemcpyHostToDevice, stream),
-        "paged_attention metadata upload", device);
+  upload_async(meta.raw(), packed.data(), packed.size() * 4, device);
   const int32_t* base = static_cast<const int32_t*>(meta.raw());
   p.seqs = reinterpret_cast<const SeqInfo*>(base);
   p.items = reinterpret_cast<const WorkItem*>(base + items_at);

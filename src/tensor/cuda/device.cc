@@ -1,6 +1,8 @@
 #include "tensor/cuda/device.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <mutex>
 
 #include "base/error.h"
@@ -81,6 +83,56 @@ void copy_bytes(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, i
   // Pageable host memory: the source may be reused as soon as we return, and the caller reads
   // a host destination right away.
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after a copy", index);
+}
+
+namespace {
+
+// A pinned staging slot is reused only after the copy that last read it has run; with
+// kStagingSlots slots in rotation that wait is almost always already over.
+constexpr int kStagingSlots = 16;
+
+struct StagingSlot {
+  void* host = nullptr;
+  size_t capacity = 0;
+  cudaEvent_t copied = nullptr;
+};
+
+struct StagingRing {
+  std::mutex mutex;
+  std::array<StagingSlot, kStagingSlots> slots;
+  int next = 0;
+};
+
+StagingRing& staging_for(int index) {
+  static auto* rings = new std::array<StagingRing, kMaxDevices>();
+  return (*rings)[index];
+}
+
+}  // namespace
+
+void upload_async(void* dst, const void* src, size_t bytes, int index) {
+  if (bytes == 0) return;
+  cudaStream_t stream = stream_for(index);
+  StagingRing& ring = staging_for(index);
+  std::lock_guard lock(ring.mutex);
+  StagingSlot& slot = ring.slots[ring.next];
+  ring.next = (ring.next + 1) % kStagingSlots;
+  if (slot.copied == nullptr) {
+    check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming), "cudaEventCreate", index);
+  } else {
+    check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize (staging slot)", index);
+  }
+  if (slot.capacity < bytes) {
+    if (slot.host != nullptr) cudaFreeHost(slot.host);
+    slot.host = nullptr;
+    slot.capacity = 0;
+    const size_t capacity = std::max<size_t>(bytes, size_t{64} << 10);
+    check(cudaMallocHost(&slot.host, capacity), "cudaMallocHost (staging slot)", index);
+    slot.capacity = capacity;
+  }
+  std::memcpy(slot.host, src, bytes);
+  check(cudaMemcpyAsync(dst, slot.host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)", index);
+  check(cudaEventRecord(slot.copied, stream), "cudaEventRecord (staging slot)", index);
 }
 
 void zero_bytes(void* dst, size_t bytes, int index) {

@@ -43,6 +43,12 @@ namespace omni::tensor::cuda {
 // stream; returns when the destination holds the bytes (a copy to the host synchronises).
 void copy_bytes(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int index);
 
+// Copies `bytes` of host memory to device memory on the device's stream without waiting for the
+// work queued before it: the bytes go through one of a ring of pinned staging buffers, so `src`
+// may be reused at once. (A pageable cudaMemcpyAsync would synchronise the stream first.) For
+// per-op metadata such as attention block tables.
+void upload_async(void* dst, const void* src, size_t bytes, int index);
+
 // Fills `bytes` of device memory with zeros, queued on the device's stream.
 void zero_bytes(void* dst, size_t bytes, int index);
 
