@@ -34,6 +34,9 @@ inline uint16_t f32_to_bf16(float value) {
 // IEEE 754 binary16 to float32, subnormals, infinities and NaN included.
 float f16_to_f32(uint16_t bits);
 
+// float32 to IEEE 754 binary16, round to nearest even; overflow gives infinity, NaN stays NaN.
+uint16_t f32_to_f16(float value);
+
 // Converts `count` elements of `src` (float32, bfloat16 or float16) to float32.
 void convert_to_f32(DType src_dtype, const void* src, float* dst, size_t count);
 

@@ -5,6 +5,14 @@
 #include "base/error.h"
 #include "tensor/cpu/kernels.h"
 
+#ifdef OMNI_HAVE_CUDA
+#include "tensor/cuda/kernels.h"
+// Runs cpu::call or cuda::call by the device the arguments were validated on.
+#define OMNI_DISPATCH(device, call) ((device).type == DeviceType::kCpu ? cpu::call : cuda::call)
+#else
+#define OMNI_DISPATCH(device, call) ((void)(device), cpu::call)
+#endif
+
 namespace omni::tensor::ops {
 namespace {
 
@@ -24,10 +32,25 @@ Device common_device(const char* op, std::initializer_list<Arg> args) {
                   device_name(a.tensor->device()), args.begin()->name, device_name(device));
     }
   }
+#ifndef OMNI_HAVE_CUDA
   if (device.type != DeviceType::kCpu) {
     throw_error(ErrorCode::kUnsupported, "{}: no implementation for {} in this build", op, device_name(device));
   }
+#endif
   return device;
+}
+
+// The activation dtype of an op: float32 on the CPU; float32, bfloat16 or float16 on CUDA.
+void expect_float(const char* op, const char* name, const Tensor& t) {
+  const DType d = t.dtype();
+  if (t.device().type == DeviceType::kCpu) {
+    if (d != DType::kF32) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: {} must be float32 on the cpu, got {}", op, name, dtype_name(d));
+    }
+  } else if (d != DType::kF32 && d != DType::kBF16 && d != DType::kF16) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} must be float32, bfloat16 or float16 on {}, got {}", op, name,
+                device_name(t.device()), dtype_name(d));
+  }
 }
 
 void expect_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
@@ -36,6 +59,17 @@ void expect_dtype(const char* op, const char* name, const Tensor& t, DType dtype
                 dtype_name(t.dtype()));
   }
 }
+
+// A floating tensor of the op that must share the dtype of its first one.
+void expect_same_dtype(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref) {
+  if (t.dtype() != ref.dtype()) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} is {} but {} is {} (one dtype per op)", op, name,
+                dtype_name(t.dtype()), ref_name, dtype_name(ref.dtype()));
+  }
+}
+
+// Host-side view of int32 ids the dispatcher must validate (a copy when they live on a GPU).
+Tensor host_ints(const Tensor& t) { return t.device().type == DeviceType::kCpu ? t : t.to(Device::cpu()); }
 
 void expect_rank(const char* op, const char* name, const Tensor& t, int rank) {
   if (t.rank() != rank) {
@@ -55,40 +89,59 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
-  common_device(op, {{"table", &table}, {"ids", &ids}, {"out", &out}});
-  expect_dtype(op, "table", table, DType::kF32);
+  const Device device = common_device(op, {{"table", &table}, {"ids", &ids}, {"out", &out}});
+  expect_float(op, "table", table);
   expect_dtype(op, "ids", ids, DType::kI32);
   expect_rank(op, "table", table, 2);
   expect_rank(op, "ids", ids, 1);
   expect_shape(op, "out", out, {ids.dim(0), table.dim(1)});
-  expect_dtype(op, "out", out, DType::kF32);
-  const int32_t* id = ids.data<int32_t>();
+  expect_same_dtype(op, "out", out, "table", table);
+  const Tensor ids_host = host_ints(ids);
+  const int32_t* id = ids_host.data<int32_t>();
   for (int64_t t = 0; t < ids.numel(); ++t) {
     if (id[t] < 0 || id[t] >= table.dim(0)) {
       throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
                   id[t], t, table.dim(0));
     }
   }
-  cpu::embedding(table, ids, out);
+  OMNI_DISPATCH(device, embedding(table, ids, out));
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   const char* op = "rms_norm";
-  common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
-  expect_dtype(op, "x", x, DType::kF32);
-  expect_dtype(op, "weight", weight, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "weight", weight, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
   if (x.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "rms_norm: x must have rank >= 1");
   expect_shape(op, "weight", weight, {x.dim(-1)});
   expect_shape(op, "out", out, x.shape());
-  expect_dtype(op, "out", out, DType::kF32);
-  cpu::rms_norm(x, weight, eps, out);
+  OMNI_DISPATCH(device, rms_norm(x, weight, eps, out));
+}
+
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
+  const char* op = "add_rms_norm";
+  const Device device = common_device(op, {{"x", &x}, {"residual", &residual}, {"weight", &weight}, {"out", &out}});
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"residual", &residual}, Arg{"weight", &weight}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  }
+  if (x.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "add_rms_norm: x must have rank >= 1");
+  expect_shape(op, "residual", residual, x.shape());
+  expect_shape(op, "weight", weight, {x.dim(-1)});
+  expect_shape(op, "out", out, x.shape());
+  if (out.raw() == residual.raw()) {
+    throw_error(ErrorCode::kInvalidArgument, "add_rms_norm: out must not alias residual");
+  }
+  OMNI_DISPATCH(device, add_rms_norm(x, residual, weight, eps, out));
 }
 
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
   const char* op = "matmul";
-  common_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  const Device device = common_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  expect_float(op, "a", a);
   for (Arg arg : {Arg{"a", &a}, Arg{"b", &b}, Arg{"out", &out}}) {
-    expect_dtype(op, arg.name, *arg.tensor, DType::kF32);
+    expect_same_dtype(op, arg.name, *arg.tensor, "a", a);
     expect_rank(op, arg.name, *arg.tensor, 2);
   }
   const int64_t k = transpose_b ? b.dim(1) : b.dim(0);
@@ -98,14 +151,15 @@ void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
                 shape_to_string(a.shape()), shape_to_string(b.shape()), transpose_b ? " (transposed)" : "");
   }
   expect_shape(op, "out", out, {a.dim(0), n});
-  cpu::matmul(a, b, transpose_b, out);
+  OMNI_DISPATCH(device, matmul(a, b, transpose_b, out));
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   const char* op = "linear";
-  common_device(op, {{"x", &x}, {"w", &w}, {"out", &out}});
+  const Device device = common_device(op, {{"x", &x}, {"w", &w}, {"out", &out}});
+  expect_float(op, "x", x);
   for (Arg arg : {Arg{"x", &x}, Arg{"w", &w}, Arg{"out", &out}}) {
-    expect_dtype(op, arg.name, *arg.tensor, DType::kF32);
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
     expect_rank(op, arg.name, *arg.tensor, 2);
   }
   if (x.dim(1) != w.dim(1)) {
@@ -115,16 +169,16 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   expect_shape(op, "out", out, {x.dim(0), w.dim(0)});
   if (bias.defined()) {
     common_device(op, {{"x", &x}, {"bias", &bias}});
-    expect_dtype(op, "bias", bias, DType::kF32);
+    expect_same_dtype(op, "bias", bias, "x", x);
     expect_shape(op, "bias", bias, {w.dim(0)});
   }
-  cpu::linear(x, w, bias, out);
+  OMNI_DISPATCH(device, linear(x, w, bias, out));
 }
 
 void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) {
   const char* op = "rotary_embedding";
-  common_device(op, {{"x", &x}, {"positions", &positions}});
-  expect_dtype(op, "x", x, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"positions", &positions}});
+  expect_float(op, "x", x);
   expect_dtype(op, "positions", positions, DType::kI32);
   expect_rank(op, "x", x, 3);
   if (x.dim(2) % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: head_dim {} is odd", x.dim(2));
@@ -139,16 +193,18 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
     }
   }
   if (!(spec.theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: theta must be > 0");
-  cpu::rotary_embedding(x, positions, spec);
+  OMNI_DISPATCH(device, rotary_embedding(x, positions, spec));
 }
 
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
   const char* op = "store_kv";
-  common_device(op, {{"k", &k}, {"v", &v}, {"slots", &slots}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
+  const Device device =
+      common_device(op, {{"k", &k}, {"v", &v}, {"slots", &slots}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
   expect_rank(op, "k", k, 3);
   expect_rank(op, "k_cache", k_cache, 4);
-  for (Arg arg : {Arg{"k", &k}, Arg{"v", &v}, Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}}) {
-    expect_dtype(op, arg.name, *arg.tensor, DType::kF32);
+  expect_float(op, "k", k);
+  for (Arg arg : {Arg{"v", &v}, Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "k", k);
   }
   expect_shape(op, "v", v, k.shape());
   expect_shape(op, "v_cache", v_cache, k_cache.shape());
@@ -159,22 +215,24 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
                 shape_to_string(k_cache.shape()));
   }
   const int64_t capacity = k_cache.dim(0) * k_cache.dim(1);
-  const int32_t* slot = slots.data<int32_t>();
+  const Tensor slots_host = host_ints(slots);
+  const int32_t* slot = slots_host.data<int32_t>();
   for (int64_t t = 0; t < slots.numel(); ++t) {
     if (slot[t] < 0 || slot[t] >= capacity) {
       throw_error(ErrorCode::kInvalidArgument, "store_kv: slot {} of token {} is outside the cache ({} slots)", slot[t],
                   t, capacity);
     }
   }
-  cpu::store_kv(k, v, slots, k_cache, v_cache);
+  OMNI_DISPATCH(device, store_kv(k, v, slots, k_cache, v_cache));
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
                      float scale, int sliding_window, Tensor& out) {
   const char* op = "paged_attention";
-  common_device(op, {{"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}});
-  for (Arg arg : {Arg{"q", &q}, Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}, Arg{"out", &out}}) {
-    expect_dtype(op, arg.name, *arg.tensor, DType::kF32);
+  const Device device = common_device(op, {{"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}});
+  expect_float(op, "q", q);
+  for (Arg arg : {Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "q", q);
   }
   expect_rank(op, "q", q, 3);
   expect_rank(op, "k_cache", k_cache, 4);
@@ -190,6 +248,12 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     throw_error(ErrorCode::kInvalidArgument, "paged_attention: {} query heads are not a multiple of {} kv heads", heads,
                 kv_heads);
   }
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda && q.dim(2) > cuda::max_attention_head_dim()) {
+    throw_error(ErrorCode::kUnsupported, "paged_attention: head_dim {} is over the {} the cuda kernel supports",
+                q.dim(2), cuda::max_attention_head_dim());
+  }
+#endif
   const int64_t block_size = k_cache.dim(1);
   for (size_t s = 0; s < seqs.size(); ++s) {
     const PagedSequence& seq = seqs[s];
@@ -211,73 +275,74 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       }
     }
   }
-  cpu::paged_attention(q, k_cache, v_cache, seqs, scale, sliding_window, out);
+  OMNI_DISPATCH(device, paged_attention(q, k_cache, v_cache, seqs, scale, sliding_window, out));
 }
 
 void silu_and_mul(const Tensor& x, Tensor& out) {
   const char* op = "silu_and_mul";
-  common_device(op, {{"x", &x}, {"out", &out}});
-  expect_dtype(op, "x", x, DType::kF32);
-  expect_dtype(op, "out", out, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
   expect_rank(op, "x", x, 2);
   if (x.dim(1) % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "silu_and_mul: x width {} is odd", x.dim(1));
   expect_shape(op, "out", out, {x.dim(0), x.dim(1) / 2});
-  cpu::silu_and_mul(x, out);
+  OMNI_DISPATCH(device, silu_and_mul(x, out));
 }
 
 void gelu(const Tensor& x, GeluApproximation approximation, Tensor& out) {
   const char* op = "gelu";
-  common_device(op, {{"x", &x}, {"out", &out}});
-  expect_dtype(op, "x", x, DType::kF32);
-  expect_dtype(op, "out", out, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
   expect_shape(op, "out", out, x.shape());
-  cpu::gelu(x, approximation, out);
+  OMNI_DISPATCH(device, gelu(x, approximation, out));
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   const char* op = "add";
-  common_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
-  for (Arg arg : {Arg{"a", &a}, Arg{"b", &b}, Arg{"out", &out}}) expect_dtype(op, arg.name, *arg.tensor, DType::kF32);
+  const Device device = common_device(op, {{"a", &a}, {"b", &b}, {"out", &out}});
+  expect_float(op, "a", a);
+  for (Arg arg : {Arg{"b", &b}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "a", a);
   expect_shape(op, "b", b, a.shape());
   expect_shape(op, "out", out, a.shape());
-  cpu::add(a, b, out);
+  OMNI_DISPATCH(device, add(a, b, out));
 }
 
 void softmax(const Tensor& x, Tensor& out) {
   const char* op = "softmax";
-  common_device(op, {{"x", &x}, {"out", &out}});
-  expect_dtype(op, "x", x, DType::kF32);
-  expect_dtype(op, "out", out, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
   expect_rank(op, "x", x, 2);
   expect_shape(op, "out", out, x.shape());
   if (x.dim(1) == 0) throw_error(ErrorCode::kInvalidArgument, "softmax: rows are empty");
-  cpu::softmax(x, out);
+  OMNI_DISPATCH(device, softmax(x, out));
 }
 
 void argmax(const Tensor& x, Tensor& out) {
   const char* op = "argmax";
-  common_device(op, {{"x", &x}, {"out", &out}});
-  expect_dtype(op, "x", x, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
   expect_dtype(op, "out", out, DType::kI32);
   expect_rank(op, "x", x, 2);
   expect_shape(op, "out", out, {x.dim(0)});
   if (x.dim(1) == 0) throw_error(ErrorCode::kInvalidArgument, "argmax: rows are empty");
-  cpu::argmax(x, out);
+  OMNI_DISPATCH(device, argmax(x, out));
 }
 
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices) {
   const char* op = "top_k";
-  common_device(op, {{"x", &x}, {"values", &values}, {"indices", &indices}});
-  expect_dtype(op, "x", x, DType::kF32);
+  const Device device = common_device(op, {{"x", &x}, {"values", &values}, {"indices", &indices}});
+  expect_float(op, "x", x);
   expect_rank(op, "x", x, 2);
   if (k < 1 || k > x.dim(1)) {
     throw_error(ErrorCode::kInvalidArgument, "top_k: k = {} must be in [1, {}]", k, x.dim(1));
   }
-  expect_dtype(op, "values", values, DType::kF32);
+  expect_same_dtype(op, "values", values, "x", x);
   expect_dtype(op, "indices", indices, DType::kI32);
   expect_shape(op, "values", values, {x.dim(0), k});
   expect_shape(op, "indices", indices, {x.dim(0), k});
-  cpu::top_k(x, k, values, indices);
+  OMNI_DISPATCH(device, top_k(x, k, values, indices));
 }
 
 }  // namespace omni::tensor::ops

@@ -2,14 +2,21 @@
 //
 // Each op validates its arguments (ranks, shapes, dtypes, that all tensors share one device)
 // and throws omni::Error(kInvalidArgument) naming the op, the argument and the shapes at fault;
-// then it dispatches to the implementation for the tensors' device (tensor/cpu/ now; tensor/cuda/
-// later answers kUnsupported until it exists). Outputs are written into tensors the caller
-// allocated with the documented shape; unless an op says otherwise, outputs must not alias inputs.
-// Activations are float32 on the CPU; ids and indices are int32. All inputs must be contiguous.
+// then it dispatches to the implementation for the tensors' device (tensor/cpu/, tensor/cuda/; a
+// build without CUDA answers kUnsupported for CUDA tensors). Outputs are written into tensors the
+// caller allocated with the documented shape; unless an op says otherwise, outputs must not alias
+// inputs. All inputs must be contiguous; ids and indices are int32.
+//
+// Dtypes: the floating tensors of one op (written "f" below) share one dtype: float32 on the
+// CPU; float32, bfloat16 or float16 on CUDA, where arithmetic is float32 and each result is
+// rounded to the dtype once.
 //
 // Threads: ops may be called from any one thread at a time per output; the CPU implementation
 // spreads each op over the machine's cores (a shared pool, OpenBLAS threads for gemm) and
-// returns when the result is complete.
+// returns when the result is complete. The CUDA implementation queues its kernels on the device's
+// stream (tensor/cuda/device.h) and returns at once; results are read back with Tensor::to().
+// Where a dispatcher validates the values of ids, slots or block tables that live on a GPU, it
+// copies them to the host first (a synchronisation).
 #pragma once
 
 #include <array>
@@ -20,13 +27,18 @@
 
 namespace omni::tensor::ops {
 
-// out[t, :] = table[ids[t], :]. table [V, H] f32, ids [T] i32 with 0 <= id < V (else
+// out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
 // kInvalidArgument naming the id), out [T, H].
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 
 // Per row of the last dimension: out = x * rsqrt(mean(x^2) + eps) * weight, computed in float32
 // in that order (Hugging Face's Qwen RMSNorm). x [..., D], weight [D], out like x; out may be x.
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+
+// The pre-norm step of a decoder layer in one pass: residual = x + residual (in place, rounded to
+// the dtype), then out = rms_norm(residual, weight, eps). Shapes as rms_norm; out may be x, never
+// residual.
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
 
 // out = x @ w^T (+ bias): x [M, K], w [N, K] (the PyTorch Linear layout), bias [N] or an
 // undefined Tensor, out [M, N]. M == 1 takes a matrix-vector path.
@@ -95,7 +107,7 @@ void softmax(const Tensor& x, Tensor& out);
 void argmax(const Tensor& x, Tensor& out);
 
 // The k largest values of each row of x [R, N] in descending order (ties: lower index first)
-// and their indices: values [R, k] f32, indices [R, k] i32; 1 <= k <= N.
+// and their indices: values [R, k] (x's dtype), indices [R, k] i32; 1 <= k <= N.
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 
 }  // namespace omni::tensor::ops

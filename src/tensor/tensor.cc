@@ -5,6 +5,11 @@
 #include "base/error.h"
 #include "tensor/allocator.h"
 
+#ifdef OMNI_HAVE_CUDA
+#include "tensor/cuda/allocator.h"
+#include "tensor/cuda/device.h"
+#endif
+
 namespace omni::tensor {
 namespace {
 
@@ -59,23 +64,63 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
     if (d < 0)
       throw_error(ErrorCode::kInvalidArgument, "tensor shape {} has a negative dimension", shape_to_string(shape));
   }
-  if (device.type != DeviceType::kCpu) {
-    throw_error(ErrorCode::kUnsupported, "tensor allocation on {}: only the cpu backend exists", device_name(device));
-  }
   Tensor t;
   t.shape_ = std::move(shape);
   t.strides_ = contiguous_strides(t.shape_);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = std::shared_ptr<void>(CpuAllocator::allocate(t.nbytes()), CpuAllocator::free);
+  if (device.type == DeviceType::kCpu) {
+    t.storage_ = std::shared_ptr<void>(CpuAllocator::allocate(t.nbytes()), CpuAllocator::free);
+  } else {
+#ifdef OMNI_HAVE_CUDA
+    const int index = device.index;
+    t.storage_ = std::shared_ptr<void>(cuda::DeviceAllocator::allocate(t.nbytes(), index),
+                                       [index](void* ptr) { cuda::DeviceAllocator::free(ptr, index); });
+#else
+    throw_error(ErrorCode::kUnsupported, "tensor allocation on {}: this build has no CUDA backend",
+                device_name(device));
+#endif
+  }
   t.data_ = t.storage_.get();
   return t;
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
   Tensor t = empty(std::move(shape), dtype, device);
-  std::memset(t.data_, 0, t.nbytes());
+  if (device.type == DeviceType::kCpu) {
+    std::memset(t.data_, 0, t.nbytes());
+  } else {
+#ifdef OMNI_HAVE_CUDA
+    cuda::zero_bytes(t.data_, t.nbytes(), device.index);
+#endif
+  }
   return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (!is_contiguous()) throw_error(ErrorCode::kInternal, "to({}) of a non-contiguous tensor", device_name(device));
+  Tensor t = empty(shape_, dtype_, device);
+  if (device_.type == DeviceType::kCpu && device.type == DeviceType::kCpu) {
+    std::memcpy(t.data_, data_, nbytes());
+    return t;
+  }
+#ifdef OMNI_HAVE_CUDA
+  if (device_.type == DeviceType::kCpu) {
+    cuda::copy_bytes(t.data_, data_, nbytes(), cudaMemcpyHostToDevice, device.index);
+  } else if (device.type == DeviceType::kCpu) {
+    cuda::copy_bytes(t.data_, data_, nbytes(), cudaMemcpyDeviceToHost, device_.index);
+  } else if (device_ == device) {
+    cuda::copy_bytes(t.data_, data_, nbytes(), cudaMemcpyDeviceToDevice, device.index);
+  } else {
+    // Peer copy: finish the source device's queued work first, then copy on the destination's stream.
+    cuda::synchronize(device_.index);
+    cuda::copy_bytes(t.data_, data_, nbytes(), cudaMemcpyDefault, device.index);
+  }
+  return t;
+#else
+  throw_error(ErrorCode::kUnsupported, "copy from {} to {}: this build has no CUDA backend", device_name(device_),
+              device_name(device));
+#endif
 }
 
 Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Device device) {

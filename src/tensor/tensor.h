@@ -1,5 +1,8 @@
 // Tensor: a shaped, strided view of typed elements on one device.
 //
+// CUDA storage comes from the device's caching allocator (tensor/cuda/allocator.h); its bytes
+// are only reachable through ops and to(), never through data() on the host.
+//
 // Storage is either owned (allocated by the device's allocator and shared between the tensors
 // that view it; freed when the last one goes) or borrowed (the caller keeps the bytes alive for
 // as long as any tensor views them, e.g. a memory-mapped checkpoint). Copying a Tensor copies
@@ -56,6 +59,11 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Rows [begin, end) of the first dimension (a view; keeps the storage alive).
   Tensor slice_rows(int64_t begin, int64_t end) const;
+
+  // A contiguous owned copy of the elements (same dtype) on `device`. Copies that involve a CUDA
+  // device run on its stream and return once the copy is complete, so host memory on either
+  // side may be reused at once. kUnsupported for CUDA in a build without the CUDA backend.
+  Tensor to(Device device) const;
 
  private:
   std::shared_ptr<void> storage_;

@@ -2,7 +2,10 @@
 //
 // Inputs and sizes are drawn fresh each run (sizes deliberately not multiples of anything); the
 // seed is printed with every failure so a failing case can be replayed with OMNI_OPS_TEST_SEED.
-// A backend joins by adding itself to backends() with its host<->device copies.
+// A backend joins by adding itself to backends() with its device and activation dtype. Inputs
+// are rounded to that dtype before the float64 reference sees them, so the tolerances measure the
+// op's own error: float32 ones from each test, widened per dtype to a few units of its last place
+// (CTranslate2's per-dtype tolerances). CUDA backends skip, saying why, where no GPU is visible.
 #include "tensor/ops.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tensor/backend.h"
 
 namespace omni::tensor {
 namespace {
@@ -26,9 +30,10 @@ namespace {
 struct Backend {
   std::string name;
   Device device;
-  // Copies a host tensor to the backend's device and back; identity for the CPU.
-  std::function<Tensor(const Tensor&)> upload;
-  std::function<Tensor(const Tensor&)> download;
+  DType dtype;  // of activations and weights
+  // Floors under each test's float32 tolerances: about four units in the last place of dtype.
+  double atol;
+  double rtol;
 };
 
 // GoogleTest looks this name up to print test parameters.
@@ -36,8 +41,38 @@ struct Backend {
 void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 std::vector<Backend> backends() {
-  auto same = [](const Tensor& t) { return t; };
-  return {Backend{"cpu", Device::cpu(), same, same}};
+  return {Backend{"cpu", Device::cpu(), DType::kF32, 0.0, 0.0},
+          Backend{"cuda_f32", Device::cuda(0), DType::kF32, 0.0, 0.0},
+          Backend{"cuda_bf16", Device::cuda(0), DType::kBF16, 1e-5, 1.0 / 128},
+          Backend{"cuda_f16", Device::cuda(0), DType::kF16, 1e-6, 1.0 / 512}};
+}
+
+// `value` as the nearest element of `dtype` (float32, bfloat16 or float16) would hold it.
+float round_to(DType dtype, float value) {
+  if (dtype == DType::kBF16) return bf16_to_f32(f32_to_bf16(value));
+  if (dtype == DType::kF16) return f16_to_f32(f32_to_f16(value));
+  return value;
+}
+
+// Host float32 -> device tensor of `dtype`; int tensors keep their type.
+Tensor upload(const Tensor& host, const Backend& backend) {
+  if (host.dtype() != DType::kF32 || backend.dtype == DType::kF32) return host.to(backend.device);
+  Tensor narrow = Tensor::empty(host.shape(), backend.dtype);
+  const float* src = host.data<float>();
+  uint16_t* dst = narrow.data<uint16_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    dst[i] = backend.dtype == DType::kBF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+  }
+  return narrow.to(backend.device);
+}
+
+// Device tensor -> host, 16-bit floats widened to float32.
+Tensor download(const Tensor& dev) {
+  Tensor host = dev.to(Device::cpu());
+  if (host.dtype() != DType::kBF16 && host.dtype() != DType::kF16) return host;
+  Tensor wide = Tensor::empty(host.shape(), DType::kF32);
+  convert_to_f32(host.dtype(), host.raw(), wide.data<float>(), static_cast<size_t>(host.numel()));
+  return wide;
 }
 
 uint64_t seed_for_test() {
@@ -48,6 +83,10 @@ uint64_t seed_for_test() {
 class OpsTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
+    if (GetParam().device.type == DeviceType::kCuda) {
+      if (compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no CUDA backend";
+      if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible to this process";
+    }
     seed_ = seed_for_test();
     rng_.seed(seed_);
   }
@@ -60,13 +99,14 @@ class OpsTest : public ::testing::TestWithParam<Backend> {
 
   int size(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
 
-  // Host float32 tensor of N(0, scale^2) values, plus the same values as doubles.
+  // Host float32 tensor of N(0, scale^2) values rounded to the backend's dtype, plus the same
+  // values as doubles.
   Tensor random(const Shape& shape, std::vector<double>& values, double scale = 1.0) {
     Tensor t = Tensor::empty(shape, DType::kF32);
     std::normal_distribution<float> normal(0.0f, static_cast<float>(scale));
     values.resize(t.numel());
     for (int64_t i = 0; i < t.numel(); ++i) {
-      t.data<float>()[i] = normal(rng_);
+      t.data<float>()[i] = round_to(GetParam().dtype, normal(rng_));
       values[i] = t.data<float>()[i];
     }
     return t;
@@ -78,28 +118,42 @@ class OpsTest : public ::testing::TestWithParam<Backend> {
     return t;
   }
 
-  Tensor dev(const Tensor& host) { return GetParam().upload(host); }
-  Tensor out(const Shape& shape, DType dtype = DType::kF32) { return GetParam().upload(Tensor::zeros(shape, dtype)); }
+  Tensor dev(const Tensor& host) { return upload(host, GetParam()); }
+  // Zeroed output on the backend: floating ones (the default) in the backend's dtype.
+  Tensor out(const Shape& shape, DType dtype = DType::kF32) { return upload(Tensor::zeros(shape, dtype), GetParam()); }
 
   // |got - want| <= atol + rtol * scale[i] for every element (scale defaults to |want|).
   void expect_close(const Tensor& got_dev, const std::vector<double>& want, double atol, double rtol,
                     const std::vector<double>& scale = {}) {
-    Tensor got = GetParam().download(got_dev);
+    Tensor got = download(got_dev);
     ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << trace();
-    double worst = 0.0;
+    atol = std::max(atol, GetParam().atol);
+    rtol = std::max(rtol, GetParam().rtol);
+    double worst = 0.0, max_error = 0.0, max_ratio = 0.0;
     int64_t worst_at = -1;
     for (size_t i = 0; i < want.size(); ++i) {
       const double s = scale.empty() ? std::abs(want[i]) : scale[i];
-      const double excess = std::abs(got.data<float>()[i] - want[i]) - (atol + rtol * s);
+      const double error = std::abs(got.data<float>()[i] - want[i]);
+      const double excess = error - (atol + rtol * s);
+      max_error = std::max(max_error, error);
+      if (atol + rtol * s > 0.0) max_ratio = std::max(max_ratio, error / (atol + rtol * s));
       if (excess > worst) {
         worst = excess;
         worst_at = static_cast<int64_t>(i);
       }
     }
+    // OMNI_OPS_TEST_REPORT=1 prints the error of every comparison (scripts/gpu/run_on_gpu.sh sets it).
+    if (std::getenv("OMNI_OPS_TEST_REPORT") != nullptr) {
+      std::printf("[error] %s %s: max |error| %.3g, %.2f of the tolerance\n", GetParam().name.c_str(),
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name(), max_error, max_ratio);
+    }
     EXPECT_LT(worst_at, 0) << "element " << worst_at << ": got " << got.data<float>()[std::max<int64_t>(worst_at, 0)]
                            << ", want " << want[std::max<int64_t>(worst_at, 0)] << " (shape "
                            << shape_to_string(got.shape()) << "), " << trace();
   }
+
+  void check_paged_attention(int kv_heads, int group, int hd, int block, const std::vector<int>& context,
+                             const std::vector<int>& query, int window);
 
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
@@ -151,6 +205,57 @@ TEST_P(OpsTest, RmsNormMatchesReferenceAndWorksInPlace) {
   Tensor in_place = dev(xt);
   ops::rms_norm(in_place, dev(wt), static_cast<float>(eps), in_place);
   expect_close(in_place, want, 1e-6, 1e-5);
+}
+
+TEST_P(OpsTest, AddRmsNormUpdatesTheResidualAndNormalisesIt) {
+  const int rows = size(1, 19), d = size(2, 301);
+  const double eps = 1e-6;
+  std::vector<double> x, r, w;
+  Tensor xt = random({rows, d}, x, 2.0), rt = random({rows, d}, r, 2.0), wt = random({d}, w);
+  std::vector<double> sum(x.size()), want(x.size()), sum_scale(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    sum[i] = x[i] + r[i];
+    sum_scale[i] = std::abs(x[i]) + std::abs(r[i]);
+  }
+  for (int row = 0; row < rows; ++row) {
+    double ms = 0.0;
+    for (int i = 0; i < d; ++i) ms += sum[row * d + i] * sum[row * d + i];
+    const double inv = 1.0 / std::sqrt(ms / d + eps);
+    for (int i = 0; i < d; ++i) want[row * d + i] = sum[row * d + i] * inv * w[i];
+  }
+  Tensor residual = dev(rt), o = out({rows, d});
+  ops::add_rms_norm(dev(xt), residual, dev(wt), static_cast<float>(eps), o);
+  expect_close(residual, sum, 1e-6, 1e-6, sum_scale);
+  // The rounding of the residual to the dtype carries into the normalised row: twice the tolerance.
+  std::vector<double> twice(want.size());
+  for (size_t i = 0; i < want.size(); ++i) twice[i] = 2.0 * std::abs(want[i]);
+  expect_close(o, want, 1e-6, 1e-5, twice);
+}
+
+TEST_P(OpsTest, AddRmsNormRejectsAnOutputAliasingTheResidual) {
+  std::vector<double> v;
+  Tensor residual = dev(random({2, 4}, v));
+  try {
+    ops::add_rms_norm(dev(random({2, 4}, v)), residual, dev(random({4}, v)), 1e-6f, residual);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_rms_norm: out must not alias residual"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(OpsTest, OpsRejectMixedDtypesNamingThem) {
+  std::vector<double> v;
+  Tensor x = dev(random({2, 3}, v));
+  Tensor o = Tensor::zeros({2, 3}, DType::kI32, GetParam().device);
+  try {
+    ops::add(x, x, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("add: out is int32 but a is " + std::string(dtype_name(GetParam().dtype))),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Reference x @ w^T + b with, per element, sum |x_k w_k| as the scale of the rounding error.
@@ -270,77 +375,93 @@ TEST_P(OpsTest, RotaryEmbeddingMatchesReferenceForNeoxAndBothMrope) {
   }
 }
 
-TEST_P(OpsTest, PagedAttentionMatchesReferenceWithGqaAndSlidingWindow) {
-  for (int window : {0, size(1, 9)}) {
-    const int kv_heads = size(1, 3), group = size(1, 4), heads = kv_heads * group, hd = size(1, 37);
-    const int block = size(1, 7);
-    const int nseq = size(1, 4);
-    std::vector<int> context(nseq), query(nseq);
-    int total_q = 0, num_blocks = size(0, 5);  // some blocks stay unused
-    for (int s = 0; s < nseq; ++s) {
-      context[s] = size(0, 40);
-      query[s] = size(1, 9);
-      total_q += query[s];
-      num_blocks += (context[s] + query[s] + block - 1) / block;
+// Fills a paged cache for sequences of the given context and query lengths (blocks handed out in
+// a shuffled order, some left unused), runs paged_attention and compares with a float64 reference.
+void OpsTest::check_paged_attention(int kv_heads, int group, int hd, int block, const std::vector<int>& context,
+                                    const std::vector<int>& query, int window) {
+  const int heads = kv_heads * group;
+  const int nseq = static_cast<int>(context.size());
+  int total_q = 0, num_blocks = size(0, 5);
+  for (int s = 0; s < nseq; ++s) {
+    total_q += query[s];
+    num_blocks += (context[s] + query[s] + block - 1) / block;
+  }
+  std::vector<int32_t> free_blocks(num_blocks);
+  std::iota(free_blocks.begin(), free_blocks.end(), 0);
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng_);
+  std::vector<std::vector<int32_t>> tables(nseq);
+  std::vector<std::vector<double>> keys(nseq), values(nseq);  // [len, kv_heads, hd] per sequence
+  Tensor k_cache = out({num_blocks, block, kv_heads, hd}), v_cache = out({num_blocks, block, kv_heads, hd});
+  for (int s = 0; s < nseq; ++s) {
+    const int len = context[s] + query[s];
+    for (int b = 0; b < (len + block - 1) / block; ++b) {
+      tables[s].push_back(free_blocks.back());
+      free_blocks.pop_back();
     }
-    // Blocks handed out in a shuffled order so no table is the identity.
-    std::vector<int32_t> free_blocks(num_blocks);
-    std::iota(free_blocks.begin(), free_blocks.end(), 0);
-    std::shuffle(free_blocks.begin(), free_blocks.end(), rng_);
-    std::vector<std::vector<int32_t>> tables(nseq);
-    std::vector<std::vector<double>> keys(nseq), values(nseq);  // [len, kv_heads, hd] per sequence
-    Tensor k_cache = out({num_blocks, block, kv_heads, hd}), v_cache = out({num_blocks, block, kv_heads, hd});
-    for (int s = 0; s < nseq; ++s) {
-      const int len = context[s] + query[s];
-      for (int b = 0; b < (len + block - 1) / block; ++b) {
-        tables[s].push_back(free_blocks.back());
-        free_blocks.pop_back();
-      }
-      Tensor kt = random({len, kv_heads, hd}, keys[s]), vt = random({len, kv_heads, hd}, values[s]);
-      std::vector<int32_t> slots(len);
-      for (int p = 0; p < len; ++p) slots[p] = tables[s][p / block] * block + p % block;
-      ops::store_kv(dev(kt), dev(vt), dev(ints({len}, slots)), k_cache, v_cache);
-    }
-    std::vector<double> q;
-    Tensor qt = random({total_q, heads, hd}, q);
-    std::vector<ops::PagedSequence> seqs(nseq);
-    std::vector<double> want(q.size()), scale(q.size());
-    const double sm_scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    int row = 0;
-    for (int s = 0; s < nseq; ++s) {
-      seqs[s] = {row, query[s], context[s], tables[s]};
-      for (int i = 0; i < query[s]; ++i, ++row) {
-        const int p = context[s] + i;
-        const int first = window > 0 ? std::max(0, p - window + 1) : 0;
-        for (int h = 0; h < heads; ++h) {
-          const int kvh = h / group;
-          std::vector<double> w;
+    Tensor kt = random({len, kv_heads, hd}, keys[s]), vt = random({len, kv_heads, hd}, values[s]);
+    std::vector<int32_t> slots(len);
+    for (int p = 0; p < len; ++p) slots[p] = tables[s][p / block] * block + p % block;
+    ops::store_kv(dev(kt), dev(vt), dev(ints({len}, slots)), k_cache, v_cache);
+  }
+  std::vector<double> q;
+  Tensor qt = random({total_q, heads, hd}, q);
+  std::vector<ops::PagedSequence> seqs(nseq);
+  std::vector<double> want(q.size()), scale(q.size());
+  const double sm_scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  int row = 0;
+  for (int s = 0; s < nseq; ++s) {
+    seqs[s] = {row, query[s], context[s], tables[s]};
+    for (int i = 0; i < query[s]; ++i, ++row) {
+      const int p = context[s] + i;
+      const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = h / group;
+        std::vector<double> w;
+        for (int j = first; j <= p; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < hd; ++d) dot += q[(row * heads + h) * hd + d] * keys[s][(j * kv_heads + kvh) * hd + d];
+          w.push_back(dot * sm_scale);
+        }
+        const double mx = *std::max_element(w.begin(), w.end());
+        double sum = 0.0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        for (int d = 0; d < hd; ++d) {
+          double acc = 0.0, mag = 0.0;
           for (int j = first; j <= p; ++j) {
-            double dot = 0.0;
-            for (int d = 0; d < hd; ++d) dot += q[(row * heads + h) * hd + d] * keys[s][(j * kv_heads + kvh) * hd + d];
-            w.push_back(dot * sm_scale);
+            acc += w[j - first] / sum * values[s][(j * kv_heads + kvh) * hd + d];
+            mag = std::max(mag, std::abs(values[s][(j * kv_heads + kvh) * hd + d]));
           }
-          const double mx = *std::max_element(w.begin(), w.end());
-          double sum = 0.0;
-          for (double& x : w) sum += (x = std::exp(x - mx));
-          for (int d = 0; d < hd; ++d) {
-            double acc = 0.0, mag = 0.0;
-            for (int j = first; j <= p; ++j) {
-              acc += w[j - first] / sum * values[s][(j * kv_heads + kvh) * hd + d];
-              mag = std::max(mag, std::abs(values[s][(j * kv_heads + kvh) * hd + d]));
-            }
-            want[(row * heads + h) * hd + d] = acc;
-            scale[(row * heads + h) * hd + d] = mag;
-          }
+          want[(row * heads + h) * hd + d] = acc;
+          scale[(row * heads + h) * hd + d] = mag;
         }
       }
     }
-    Tensor o = out({total_q, heads, hd});
-    ops::paged_attention(dev(qt), k_cache, v_cache, seqs, static_cast<float>(sm_scale), window, o);
-    SCOPED_TRACE("window " + std::to_string(window) + " heads " + std::to_string(heads) + "/" +
-                 std::to_string(kv_heads) + " block " + std::to_string(block));
-    expect_close(o, want, 1e-6, 2e-5, scale);
   }
+  Tensor o = out({total_q, heads, hd});
+  ops::paged_attention(dev(qt), k_cache, v_cache, seqs, static_cast<float>(sm_scale), window, o);
+  SCOPED_TRACE("window " + std::to_string(window) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+               " head_dim " + std::to_string(hd) + " block " + std::to_string(block));
+  expect_close(o, want, 1e-6, 2e-5, scale);
+}
+
+TEST_P(OpsTest, PagedAttentionMatchesReferenceWithGqaAndSlidingWindow) {
+  for (int window : {0, size(1, 9)}) {
+    const int nseq = size(1, 4);
+    std::vector<int> context(nseq), query(nseq);
+    for (int s = 0; s < nseq; ++s) {
+      context[s] = size(0, 40);
+      query[s] = size(1, 9);
+    }
+    check_paged_attention(size(1, 3), size(1, 4), size(1, 37), size(1, 7), context, query, window);
+  }
+}
+
+// Qwen-like shapes: head_dim 128, groups of 8 and of 20 query heads per kv head (more than one
+// block's worth of rows), long contexts with one new token each (the split, flash-decoding path)
+// next to a prefill chunk.
+TEST_P(OpsTest, PagedAttentionMatchesReferenceForDecodeAndPrefillShapes) {
+  check_paged_attention(2, 8, 128, 16, {size(300, 700), size(1, 40), 0}, {1, 1, size(20, 70)}, 0);
+  check_paged_attention(1, 20, 64, 16, {size(100, 300), 0}, {1, size(2, 30)}, size(16, 90));
 }
 
 TEST_P(OpsTest, PagedAttentionRejectsAShortBlockTable) {
@@ -432,7 +553,7 @@ TEST_P(OpsTest, ArgmaxAndTopKMatchReference) {
   Tensor am = out({rows}, DType::kI32), vals = out({rows, k}), idx = out({rows, k}, DType::kI32);
   ops::argmax(dev(xt), am);
   ops::top_k(dev(xt), k, vals, idx);
-  Tensor am_h = GetParam().download(am), idx_h = GetParam().download(idx), vals_h = GetParam().download(vals);
+  Tensor am_h = download(am), idx_h = download(idx), vals_h = download(vals);
   for (int r = 0; r < rows; ++r) {
     std::vector<int> order(n);
     std::iota(order.begin(), order.end(), 0);
@@ -452,8 +573,8 @@ TEST_P(OpsTest, ArgmaxAndTopKBreakTiesTowardsTheLowerIndex) {
   Tensor am = out({1}, DType::kI32), vals = out({1, 4}), idx = out({1, 4}, DType::kI32);
   ops::argmax(dev(x), am);
   ops::top_k(dev(x), 4, vals, idx);
-  EXPECT_EQ(GetParam().download(am).data<int32_t>()[0], 1);
-  Tensor ih = GetParam().download(idx);
+  EXPECT_EQ(download(am).data<int32_t>()[0], 1);
+  Tensor ih = download(idx);
   EXPECT_EQ(std::vector<int32_t>(ih.data<int32_t>(), ih.data<int32_t>() + 4), (std::vector<int32_t>{1, 3, 2, 4}));
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "tensor/allocator.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 
 namespace omni::tensor {
@@ -44,7 +45,22 @@ TEST(TensorTest, ReadingAsTheWrongTypeAndBadReshapesAreErrors) {
   EXPECT_THROW(t.data<float>(), Error);
   EXPECT_THROW(t.reshape({3}), Error);
   EXPECT_THROW(t.slice_rows(2, 5), Error);
-  EXPECT_THROW(Tensor::empty({2}, DType::kF32, Device::cuda(0)), Error);
+  // Without a GPU (or without the CUDA backend) there is no cuda:0 to allocate on.
+  if (cuda_device_count() == 0) EXPECT_THROW(Tensor::empty({2}, DType::kF32, Device::cuda(0)), Error);
+}
+
+TEST(DTypeTest, Float16NarrowingRoundsToNearestEvenAndRoundTrips) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const auto h = static_cast<uint16_t>(bits);
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) continue;  // NaN payloads need not survive
+    ASSERT_EQ(f32_to_f16(f16_to_f32(h)), h) << "half bits " << bits;
+  }
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // halfway rounds to even (down)
+  EXPECT_EQ(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // halfway rounds to even (up)
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                          // rounds past the largest half
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);             // half the smallest subnormal: even
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::nanf("")))));
 }
 
 TEST(DTypeTest, HalfFormatsWidenExactly) {

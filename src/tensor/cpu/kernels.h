@@ -8,6 +8,7 @@ namespace omni::tensor::cpu {
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);

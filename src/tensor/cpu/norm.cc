@@ -23,4 +23,13 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   });
 }
 
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
+  const float* in = x.data<float>();
+  float* res = residual.data<float>();
+  parallel_for(x.numel(), 65536, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) res[i] += in[i];
+  });
+  rms_norm(residual, weight, eps, out);
+}
+
 }  // namespace omni::tensor::cpu

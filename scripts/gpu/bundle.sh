@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Bundles GPU test and benchmark binaries for the GPU machine: the binaries, the shared libraries
+# they load that the GPU machine lacks (ldd; system, CUDA driver and cuBLAS libraries stay: the
+# GPU machine has its own CUDA 13), and run_on_gpu.sh. Run on the build machine after
+# `make build`; then carry the destination folder to the GPU machine and run run_on_gpu.sh there.
+#
+#   scripts/gpu/bundle.sh [build-dir] [destination]   (defaults: build, /work/main/.devrun/cuda)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${1:-$root/build}"
+dest="${2:-/work/main/.devrun/cuda}"
+binaries=("$build/tests/tensor_test")
+[[ -x "$build/bench/cuda_op_bench" ]] && binaries+=("$build/bench/cuda_op_bench")
+
+rm -rf "$dest"
+mkdir -p "$dest/lib"
+for binary in "${binaries[@]}"; do
+  [[ -x "$binary" ]] || { echo "bundle.sh: $binary is missing; run make build first" >&2; exit 1; }
+  cp "$binary" "$dest/"
+  # Libraries the GPU machine's Ubuntu 24.04 + CUDA 13 image provides itself are left out.
+  ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+      libcuda.so*|libcublas*|libcudart.so*) ;;
+      *) cp -L "$lib" "$dest/lib/" ;;
+    esac
+  done
+done
+cp "$root/scripts/gpu/run_on_gpu.sh" "$dest/"
+du -sh "$dest"
+ls "$dest" "$dest/lib"

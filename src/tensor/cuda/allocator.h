@@ -1,0 +1,28 @@
+// Caching allocator for device memory, so that the per-step activations of an engine reuse
+// blocks instead of calling cudaMalloc/cudaFree (both synchronise the device).
+//
+// Blocks are handed out stream-ordered: free() returns a block to its device's cache at once,
+// even while kernels queued on the device's stream still read it; the next allocate() that
+// reuses it can only be used by ops queued later on the same stream, which run after those.
+// Sizes are rounded (512 bytes below 1 MiB, 2 MiB above) and cached per rounded size; when
+// cudaMalloc fails, the cache of that device is released and the call retried once.
+//
+// Thread-safe. allocate() throws omni::Error(kUnavailable) naming the device and the size when
+// the device is out of memory; every pointer is 256-byte aligned.
+#pragma once
+
+#include <cstddef>
+
+namespace omni::tensor::cuda {
+
+class DeviceAllocator {
+ public:
+  static void* allocate(size_t bytes, int device);
+  static void free(void* ptr, int device) noexcept;
+  // Bytes held by the cache of `device` (allocated from CUDA, not in use).
+  static size_t cached_bytes(int device);
+  // Returns the cached blocks of `device` to CUDA (synchronises the device first).
+  static void release_cache(int device);
+};
+
+}  // namespace omni::tensor::cuda

@@ -1,0 +1,143 @@
+#include "tensor/cuda/device.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "base/error.h"
+
+namespace omni::tensor::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceState {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+  int multiprocessors = 0;
+};
+
+std::array<DeviceState, kMaxDevices>& states() {
+  // Never destroyed: streams must outlive every static tensor, and the runtime tears itself down
+  // at exit anyway.
+  static auto* all = new std::array<DeviceState, kMaxDevices>();
+  return *all;
+}
+
+}  // namespace
+
+int visible_device_count() {
+  int count = 0;
+  // No driver or no device is an answer (zero), not an error: the CPU backend still serves.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+void check(cudaError_t status, const char* what, int device) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();
+  throw_error(ErrorCode::kInternal, "{} on cuda:{}: {}", what, device, cudaGetErrorString(status));
+}
+
+cudaStream_t stream_for(int index) {
+  thread_local int current = -1;
+  if (index < 0 || index >= kMaxDevices || index >= visible_device_count()) {
+    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, visible_device_count());
+  }
+  DeviceState& state = states()[index];
+  if (current != index) {
+    check(cudaSetDevice(index), "cudaSetDevice", index);
+    current = index;
+  }
+  std::call_once(state.once, [&] {
+    check(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking), "cudaStreamCreate", index);
+    check(cudaDeviceGetAttribute(&state.multiprocessors, cudaDevAttrMultiProcessorCount, index),
+          "cudaDeviceGetAttribute", index);
+  });
+  return state.stream;
+}
+
+int multiprocessor_count(int index) {
+  stream_for(index);
+  return states()[index].multiprocessors;
+}
+
+void fail_dtype(DType dtype) {
+  throw_error(ErrorCode::kInternal, "a cuda kernel was called with {} tensors", dtype_name(dtype));
+}
+
+void synchronize(int index) { check(cudaStreamSynchronize(stream_for(index)), "cudaStreamSynchronize", index); }
+
+}  // namespace omni::tensor::cuda
+
+namespace omni::tensor::cuda {
+
+void copy_bytes(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int index) {
+  if (bytes == 0) return;
+  cudaStream_t stream = stream_for(index);
+  check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync", index);
+  // Pageable host memory: the source may be reused as soon as we return, and the caller reads
+  // a host destination right away.
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after a copy", index);
+}
+
+namespace {
+
+// A pinned staging slot is reused only after the copy that last read it has run; with
+// kStagingSlots slots in rotation that wait is almost always already over.
+constexpr int kStagingSlots = 16;
+
+struct StagingSlot {
+  void* host = nullptr;
+  size_t capacity = 0;
+  cudaEvent_t copied = nullptr;
+};
+
+struct StagingRing {
+  std::mutex mutex;
+  std::array<StagingSlot, kStagingSlots> slots;
+  int next = 0;
+};
+
+StagingRing& staging_for(int index) {
+  static auto* rings = new std::array<StagingRing, kMaxDevices>();
+  return (*rings)[index];
+}
+
+}  // namespace
+
+void upload_async(void* dst, const void* src, size_t bytes, int index) {
+  if (bytes == 0) return;
+  cudaStream_t stream = stream_for(index);
+  StagingRing& ring = staging_for(index);
+  std::lock_guard lock(ring.mutex);
+  StagingSlot& slot = ring.slots[ring.next];
+  ring.next = (ring.next + 1) % kStagingSlots;
+  if (slot.copied == nullptr) {
+    check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming), "cudaEventCreate", index);
+  } else {
+    check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize (staging slot)", index);
+  }
+  if (slot.capacity < bytes) {
+    if (slot.host != nullptr) cudaFreeHost(slot.host);
+    slot.host = nullptr;
+    slot.capacity = 0;
+    const size_t capacity = std::max<size_t>(bytes, size_t{64} << 10);
+    check(cudaMallocHost(&slot.host, capacity), "cudaMallocHost (staging slot)", index);
+    slot.capacity = capacity;
+  }
+  std::memcpy(slot.host, src, bytes);
+  check(cudaMemcpyAsync(dst, slot.host, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)", index);
+  check(cudaEventRecord(slot.copied, stream), "cudaEventRecord (staging slot)", index);
+}
+
+void zero_bytes(void* dst, size_t bytes, int index) {
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(dst, 0, bytes, stream_for(index)), "cudaMemsetAsync", index);
+}
+
+}  // namespace omni::tensor::cuda

@@ -1,0 +1,36 @@
+// The CUDA implementations behind ops.h. Called only by the dispatchers in tensor/ops.cc, which
+// have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices and
+// the values of ids, slots and block tables; these functions assume valid arguments.
+//
+// Every function queues its kernels on the device's stream (cuda/device.h) and returns without
+// waiting; a failed launch is omni::Error(kInternal) naming the kernel. Arithmetic is float32
+// whatever the storage dtype; results are rounded to the output dtype once.
+#pragma once
+
+#include "tensor/ops.h"
+
+namespace omni::tensor::cuda {
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
+void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
+void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
+void silu_and_mul(const Tensor& x, Tensor& out);
+void gelu(const Tensor& x, ops::GeluApproximation approximation, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void softmax(const Tensor& x, Tensor& out);
+void argmax(const Tensor& x, Tensor& out);
+void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
+
+// The largest head_dim paged_attention supports (per-lane accumulators are sized by it).
+int max_attention_head_dim();
+
+// out[r, c] += bias[c] for out [R, C], bias [C] (same dtype); used by linear when K == 0.
+void add_row_bias(const Tensor& bias, Tensor& out);
+
+}  // namespace omni::tensor::cuda
