@@ -17,6 +17,7 @@
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/causal_lm.h"
+#include "model/chat_template/chat_template.h"
 #include "model/hf_config.h"
 #include "model/model_registry.h"
 #include "model/tokenizer/tokenizer.h"
@@ -33,6 +34,7 @@ struct GenerateOptions {
   std::string tokenizer;
   std::string prompt_token_ids;
   std::string prompt;
+  std::string messages;
   std::string prompts_file;
   int max_tokens = 16;
   std::optional<float> temperature;
@@ -95,6 +97,34 @@ std::unique_ptr<model::Tokenizer> load_tokenizer(const GenerateOptions& options)
   const fs::path dir(options.model);
   if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return model::Tokenizer::load(dir);
   return nullptr;
+}
+
+// --messages: a JSON list of chat messages, rendered with the chat template of the tokenizer's
+// folder (as apply_chat_template with add_generation_prompt) and encoded.
+std::vector<int32_t> render_messages(const GenerateOptions& options, const model::Tokenizer* tokenizer) {
+  const fs::path dir = options.tokenizer.empty() ? fs::path(options.model) : fs::path(options.tokenizer);
+  if (!tokenizer) {
+    throw_error(ErrorCode::kInvalidArgument, "--messages needs a tokenizer, and {} has none (give --tokenizer)",
+                dir.string());
+  }
+  std::optional<model::ChatTemplate> chat_template = model::ChatTemplate::load(dir);
+  if (!chat_template) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--messages needs a chat template, and {} has none (no chat_template.jinja, no chat_template in "
+                "tokenizer_config.json)",
+                dir.string());
+  }
+  OrderedJson messages;
+  try {
+    messages = OrderedJson::parse(options.messages);
+  } catch (const OrderedJson::parse_error& e) {
+    throw_error(ErrorCode::kInvalidArgument, "--messages: malformed JSON: {}", e.what());
+  }
+  if (!messages.is_array() || messages.empty()) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}} objects");
+  }
+  return tokenizer->encode(chat_template->apply(messages, nullptr, /*add_generation_prompt=*/true));
 }
 
 // Flags win; otherwise the checkpoint's generation_config.json, as vLLM applies it; otherwise
@@ -228,9 +258,11 @@ int run_generate(const GenerateOptions& options) {
     throw_error(ErrorCode::kInvalidArgument, "--max-tokens must be >= 1, got {}", options.max_tokens);
   }
   const int prompt_sources =
-      !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.prompts_file.empty();
+      !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.messages.empty() +
+      !options.prompts_file.empty();
   if (prompt_sources != 1) {
-    throw_error(ErrorCode::kInvalidArgument, "give exactly one of --prompt-token-ids, --prompt and --prompts-file");
+    throw_error(ErrorCode::kInvalidArgument,
+                "give exactly one of --prompt-token-ids, --prompt, --messages and --prompts-file");
   }
   if (!options.dump_logits.empty() && !options.prompts_file.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "--dump-logits works with one prompt, not with --prompts-file");
@@ -252,6 +284,8 @@ int run_generate(const GenerateOptions& options) {
                   options.model);
     }
     jobs.push_back({tokenizer->encode(options.prompt), base, "--prompt"});
+  } else if (!options.messages.empty()) {
+    jobs.push_back({render_messages(options, tokenizer.get()), base, "--messages"});
   } else {
     jobs.push_back({parse_token_ids_flag(options.prompt_token_ids), base, "--prompt-token-ids"});
   }
@@ -389,6 +423,8 @@ Command generate_command() {
                        "Tokenizer folder or tokenizer.json (default: the model folder's, when it has one)");
         sub.add_option("--prompt-token-ids", options->prompt_token_ids, "The prompt as token ids, e.g. 1,2,3");
         sub.add_option("--prompt", options->prompt, "The prompt as text (needs a tokenizer)");
+        sub.add_option("--messages", options->messages,
+                       "The prompt as chat messages, a JSON list rendered with the model's chat template");
         sub.add_option("--prompts-file", options->prompts_file,
                        "A JSONL file of prompts, run together through one engine: each line "
                        "{\"prompt_token_ids\": [...]} or {\"prompt\": \"...\"}, with optional \"sampling_params\" "

@@ -223,6 +223,19 @@ TEST_F(GeneratePromptsFileTest, WithATokenizerPromptsAreTextAndStopStringsCutThe
                              "--temperature", "0", "--ignore-eos", "--max-tokens", "30"});
   ASSERT_EQ(single.exit_code, 0) << single.err;
   EXPECT_EQ(single.out, lines_of(by_text.out).at(0)["text"].get<std::string>() + "\n");
+
+  // Chat messages: without a chat template they are refused; with one, they render through it
+  // (here to the concatenated contents) and generate like the rendered text.
+  std::vector<std::string> chat = {OMNISTAGE_BINARY, "generate", "--model", model.string(), "--messages",
+                                   Json::array({{{"role", "user"}, {"content", words}}}).dump(), "--temperature", "0",
+                                   "--ignore-eos", "--max-tokens", "30"};
+  auto no_template = run_process(chat);
+  EXPECT_NE(no_template.exit_code, 0);
+  EXPECT_NE(no_template.err.find("--messages needs a chat template"), std::string::npos) << no_template.err;
+  std::ofstream(model / "chat_template.jinja") << "{% for m in messages %}{{ m['content'] }}{% endfor %}";
+  auto by_messages = run_process(chat);
+  ASSERT_EQ(by_messages.exit_code, 0) << by_messages.err;
+  EXPECT_EQ(by_messages.out, single.out);
 }
 
 }  // namespace
