@@ -1,9 +1,10 @@
 #include "cli/generate.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -13,36 +14,54 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "engine/ar_engine.h"
+#include "engine/tokenizer_detokenizer.h"
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
 #include "model/model_registry.h"
+#include "model/tokenizer/tokenizer.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
-#include "tensor/ops.h"
 
 namespace omni::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct GenerateOptions {
   std::string model;
+  std::string tokenizer;
   std::string prompt_token_ids;
+  std::string prompt;
+  std::string prompts_file;
   int max_tokens = 16;
   std::optional<float> temperature;
   std::optional<float> top_p;
   std::optional<int> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+  std::optional<float> presence_penalty;
+  std::optional<float> frequency_penalty;
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
   std::string dump_logits;
   std::string output = "text";
   std::string device = "cpu";
+  // Engine (vLLM's names and defaults).
+  int max_num_seqs = 256;
+  std::optional<int> max_num_batched_tokens;
+  std::optional<int> num_gpu_blocks_override;
+  std::optional<size_t> kv_cache_memory_bytes;
+  std::optional<int> max_model_len;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
 };
 
-// The sampling this command needs for one sequence; the engine's sampler is the full one.
-struct SamplingParams {
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int top_k = 0;  // 0 or -1: no top-k cut
-  uint64_t seed = 0;
+// One prompt to generate from, with where it came from for error messages.
+struct PromptJob {
+  std::vector<int32_t> token_ids;
+  engine::SamplingParams sampling;
+  std::string source;  // "--prompt-token-ids" or "FILE:LINE"
 };
 
 std::vector<int32_t> parse_token_ids_flag(const std::string& text) {
@@ -70,73 +89,133 @@ std::vector<int32_t> parse_token_ids_flag(const std::string& text) {
   return ids;
 }
 
-// The prompt as token ids. Text prompts (--prompt, --messages) join here once a tokenizer
-// is wired in.
-std::vector<int32_t> resolve_prompt(const GenerateOptions& options) {
-  return parse_token_ids_flag(options.prompt_token_ids);
+// The tokenizer named by --tokenizer, else the model folder's when it has one, else none.
+std::unique_ptr<model::Tokenizer> load_tokenizer(const GenerateOptions& options) {
+  if (!options.tokenizer.empty()) return model::Tokenizer::load(options.tokenizer);
+  const fs::path dir(options.model);
+  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return model::Tokenizer::load(dir);
+  return nullptr;
 }
 
-// Flags win; otherwise the checkpoint's generation_config.json, as vLLM applies it.
-SamplingParams resolve_sampling(const GenerateOptions& options, const model::GenerationDefaults& defaults) {
-  SamplingParams p;
-  p.temperature = options.temperature.value_or(defaults.temperature.value_or(1.0f));
-  p.top_p = options.top_p.value_or(defaults.top_p.value_or(1.0f));
-  p.top_k = options.top_k.value_or(defaults.top_k.value_or(0));
-  p.seed = options.seed.value_or(std::random_device{}());
-  if (!(p.temperature >= 0.0f))
-    throw_error(ErrorCode::kInvalidArgument, "--temperature must be >= 0, got {}", p.temperature);
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    throw_error(ErrorCode::kInvalidArgument, "--top-p must be in (0, 1], got {}", p.top_p);
-  if (p.top_k < -1)
-    throw_error(ErrorCode::kInvalidArgument, "--top-k must be -1, 0 (both: off) or positive, got {}", p.top_k);
+// Flags win; otherwise the checkpoint's generation_config.json, as vLLM applies it; otherwise
+// vLLM's defaults. Ranges are checked by the engine, which names the parameter.
+engine::SamplingParams base_sampling(const GenerateOptions& options, const model::GenerationDefaults& defaults) {
+  engine::SamplingParams p;
+  p.temperature = options.temperature.value_or(defaults.temperature.value_or(p.temperature));
+  p.top_p = options.top_p.value_or(defaults.top_p.value_or(p.top_p));
+  p.top_k = options.top_k.value_or(defaults.top_k.value_or(p.top_k));
+  p.min_p = options.min_p.value_or(p.min_p);
+  p.repetition_penalty = options.repetition_penalty.value_or(p.repetition_penalty);
+  p.presence_penalty = options.presence_penalty.value_or(p.presence_penalty);
+  p.frequency_penalty = options.frequency_penalty.value_or(p.frequency_penalty);
+  p.max_tokens = options.max_tokens;
+  p.ignore_eos = options.ignore_eos;
   return p;
 }
 
-class Sampler {
- public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+// The flag that sets each sampling parameter, so that errors about a command-line value name it.
+std::string flag_of(std::string_view parameter) {
+  std::string flag = "--";
+  for (char c : parameter) flag += c == '_' ? '-' : c;
+  return flag;
+}
 
-  int32_t sample(const float* logits, int vocab) {
-    tensor::Tensor row = tensor::Tensor::borrow(const_cast<float*>(logits), {1, vocab}, tensor::DType::kF32);
-    if (params_.temperature < 1e-5f) {
-      tensor::Tensor best = tensor::Tensor::empty({1}, tensor::DType::kI32);
-      tensor::ops::argmax(row, best);
-      return best.data<int32_t>()[0];
+// Reads F.jsonl: one object per non-empty line with "prompt_token_ids" (a list of ids) or "prompt"
+// (text, needs a tokenizer), and optionally "sampling_params" over the command line's.
+std::vector<PromptJob> read_prompts_file(const std::string& path, const engine::SamplingParams& base,
+                                         const model::Tokenizer* tokenizer) {
+  std::ifstream in(path);
+  if (!in) throw_error(ErrorCode::kNotFound, "--prompts-file: cannot open {}", path);
+  std::vector<PromptJob> jobs;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string source = fmt::format("{}:{}", path, number);
+    const Json entry = parse_json(line, source);
+    if (!entry.is_object()) throw_error(ErrorCode::kInvalidArgument, "{}: expected a JSON object", source);
+    PromptJob job;
+    job.source = source;
+    job.sampling = base;
+    if (entry.contains("prompt_token_ids") == entry.contains("prompt")) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: give exactly one of \"prompt_token_ids\" and \"prompt\"", source);
     }
-    // Candidates in descending order: the top k, or the whole vocabulary.
-    const int k = params_.top_k > 0 ? std::min(params_.top_k, vocab) : vocab;
-    tensor::Tensor values = tensor::Tensor::empty({1, k}, tensor::DType::kF32);
-    tensor::Tensor indices = tensor::Tensor::empty({1, k}, tensor::DType::kI32);
-    tensor::ops::top_k(row, k, values, indices);
-    float* v = values.data<float>();
-    for (int i = 0; i < k; ++i) v[i] /= params_.temperature;
-    tensor::ops::softmax(values, values);
-    // Nucleus: the shortest prefix whose probability reaches top_p.
-    int keep = k;
-    float total = 0.0f;
-    for (int i = 0; i < k; ++i) {
-      total += v[i];
-      if (total >= params_.top_p) {
-        keep = i + 1;
-        break;
+    for (const auto& [key, value] : entry.items()) {
+      if (key == "prompt_token_ids") {
+        if (!value.is_array()) throw_error(ErrorCode::kInvalidArgument, "{}: prompt_token_ids must be a list", source);
+        for (const Json& id : value) {
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+            throw_error(ErrorCode::kInvalidArgument, "{}: prompt_token_ids has {}, not a token id", source, id.dump());
+          }
+          job.token_ids.push_back(id.get<int32_t>());
+        }
+      } else if (key == "prompt") {
+        if (!value.is_string()) throw_error(ErrorCode::kInvalidArgument, "{}: prompt must be a string", source);
+        if (!tokenizer) {
+          throw_error(ErrorCode::kInvalidArgument,
+                      "{}: a text \"prompt\" needs a tokenizer, and {} has none (give --tokenizer, or use "
+                      "\"prompt_token_ids\")",
+                      source, path);
+        }
+        job.token_ids = tokenizer->encode(value.get<std::string>());
+      } else if (key == "sampling_params") {
+        job.sampling = engine::sampling_params_from_json(value, base, source);
+      } else {
+        throw_error(ErrorCode::kInvalidArgument,
+                    "{}: unknown field '{}' (allowed: prompt_token_ids, prompt, sampling_params)", source, key);
       }
     }
-    const float mass = std::accumulate(v, v + keep, 0.0f);
-    float u = std::uniform_real_distribution<float>(0.0f, mass)(rng_);
-    for (int i = 0; i < keep; ++i) {
-      u -= v[i];
-      if (u <= 0.0f) return indices.data<int32_t>()[i];
-    }
-    return indices.data<int32_t>()[keep - 1];
+    jobs.push_back(std::move(job));
   }
+  if (jobs.empty()) throw_error(ErrorCode::kInvalidArgument, "--prompts-file: {} has no prompts", path);
+  return jobs;
+}
 
- private:
-  SamplingParams params_;
-  std::mt19937_64 rng_;
-};
+engine::EngineConfig engine_config(const GenerateOptions& options) {
+  engine::EngineConfig config;
+  config.max_num_seqs = options.max_num_seqs;
+  config.max_num_batched_tokens = options.max_num_batched_tokens.value_or(0);
+  config.num_gpu_blocks_override = options.num_gpu_blocks_override.value_or(0);
+  config.kv_cache_memory_bytes = options.kv_cache_memory_bytes;
+  config.max_model_len = options.max_model_len.value_or(0);
+  config.enable_prefix_caching = options.enable_prefix_caching;
+  config.enable_chunked_prefill = options.enable_chunked_prefill;
+  config.seed = options.seed.value_or(std::random_device{}());
+  return config;
+}
+
+// Writes the float32 logits of every prompt position, straight from the model (before the engine
+// takes over its KV cache).
+void dump_prompt_logits(model::CausalLm& lm, const std::vector<int32_t>& prompt, const std::string& path) {
+  const int prompt_len = static_cast<int>(prompt.size());
+  const int blocks = (prompt_len + model::kKvBlockSize - 1) / model::kKvBlockSize;
+  lm.init_kv_cache(blocks);
+  model::ForwardBatch batch;
+  batch.token_ids = prompt;
+  batch.positions.resize(prompt_len);
+  std::iota(batch.positions.begin(), batch.positions.end(), 0);
+  model::SequenceSlice slice{0, prompt_len, 0, std::vector<int32_t>(blocks), true};
+  std::iota(slice.block_table.begin(), slice.block_table.end(), 0);
+  batch.seqs = {slice};
+  batch.all_logits = true;
+  std::vector<float> logits;
+  lm.forward(batch, logits);
+  tensor::save_npy(path,
+                   tensor::Tensor::borrow(logits.data(), {prompt_len, lm.info().vocab_size}, tensor::DType::kF32));
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A completion as printed: accumulated from the engine's deltas.
+struct Completion {
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::string finish_reason;
+};
+
+OrderedJson completion_json(const Completion& c) {
+  return {{"token_ids", c.token_ids}, {"text", c.text}, {"finish_reason", c.finish_reason}};
 }
 
 int run_generate(const GenerateOptions& options) {
@@ -148,77 +227,153 @@ int run_generate(const GenerateOptions& options) {
   if (options.max_tokens < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--max-tokens must be >= 1, got {}", options.max_tokens);
   }
-  const std::vector<int32_t> prompt = resolve_prompt(options);
+  const int prompt_sources =
+      !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.prompts_file.empty();
+  if (prompt_sources != 1) {
+    throw_error(ErrorCode::kInvalidArgument, "give exactly one of --prompt-token-ids, --prompt and --prompts-file");
+  }
+  if (!options.dump_logits.empty() && !options.prompts_file.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--dump-logits works with one prompt, not with --prompts-file");
+  }
+  if (!fs::is_directory(options.model)) {
+    throw_error(ErrorCode::kNotFound, "--model: model folder {} does not exist", options.model);
+  }
+
   const model::GenerationDefaults defaults = model::read_generation_defaults(options.model);
-  const SamplingParams sampling = resolve_sampling(options, defaults);
+  std::unique_ptr<model::Tokenizer> tokenizer = load_tokenizer(options);
+  const engine::SamplingParams base = base_sampling(options, defaults);
+  std::vector<PromptJob> jobs;
+  if (!options.prompts_file.empty()) {
+    jobs = read_prompts_file(options.prompts_file, base, tokenizer.get());
+  } else if (!options.prompt.empty()) {
+    if (!tokenizer) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "--prompt needs a tokenizer, and {} has none (give --tokenizer, or use --prompt-token-ids)",
+                  options.model);
+    }
+    jobs.push_back({tokenizer->encode(options.prompt), base, "--prompt"});
+  } else {
+    jobs.push_back({parse_token_ids_flag(options.prompt_token_ids), base, "--prompt-token-ids"});
+  }
 
   auto load_start = std::chrono::steady_clock::now();
   std::unique_ptr<model::CausalLm> lm = model::builtin_model_registry().create_causal_lm(options.model);
-  const model::CausalLmInfo& info = lm->info();
   spdlog::info("loaded {} in {:.2f} s", options.model, seconds_since(load_start));
-
-  const int prompt_len = static_cast<int>(prompt.size());
-  const int total = prompt_len + options.max_tokens;
-  if (info.max_position_embeddings > 0 && total > info.max_position_embeddings) {
-    throw_error(ErrorCode::kInvalidArgument,
-                "--max-tokens: {} prompt tokens + {} new tokens exceed the model's max_position_embeddings {}",
-                prompt_len, options.max_tokens, info.max_position_embeddings);
-  }
-  const int blocks = (total + model::kKvBlockSize - 1) / model::kKvBlockSize;
-  lm->init_kv_cache(blocks);
-  std::vector<int32_t> block_table(blocks);
-  std::iota(block_table.begin(), block_table.end(), 0);
-
-  model::ForwardBatch prefill;
-  prefill.token_ids = prompt;
-  prefill.positions.resize(prompt_len);
-  std::iota(prefill.positions.begin(), prefill.positions.end(), 0);
-  prefill.seqs = {model::SequenceSlice{0, prompt_len, 0, block_table, true}};
-  prefill.all_logits = !options.dump_logits.empty();
-  std::vector<float> logits;
-  auto prefill_start = std::chrono::steady_clock::now();
-  lm->forward(prefill, logits);
-  const double prefill_s = seconds_since(prefill_start);
-  if (!options.dump_logits.empty()) {
-    tensor::save_npy(options.dump_logits,
-                     tensor::Tensor::borrow(logits.data(), {prompt_len, info.vocab_size}, tensor::DType::kF32));
-  }
-
-  Sampler sampler(sampling);
-  std::vector<int32_t> generated;
-  std::string finish_reason = "length";
-  const float* last = logits.data() + (logits.size() - info.vocab_size);
-  auto decode_start = std::chrono::steady_clock::now();
-  for (;;) {
-    const int32_t next = sampler.sample(last, info.vocab_size);
-    generated.push_back(next);
-    if (!options.ignore_eos &&
-        std::find(info.eos_token_ids.begin(), info.eos_token_ids.end(), next) != info.eos_token_ids.end()) {
-      finish_reason = "stop";
-      break;
+  const model::CausalLmInfo& info = lm->info();
+  for (const PromptJob& job : jobs) {
+    for (size_t i = 0; i < job.token_ids.size(); ++i) {
+      if (job.token_ids[i] >= info.vocab_size) {
+        throw_error(ErrorCode::kInvalidArgument, "{}: token id {} at index {} is outside the vocabulary [0, {})",
+                    job.source, job.token_ids[i], i, info.vocab_size);
+      }
     }
-    if (static_cast<int>(generated.size()) == options.max_tokens) break;
-    const int32_t pos = prompt_len + static_cast<int32_t>(generated.size()) - 1;
-    model::ForwardBatch step{{next}, {pos}, {model::SequenceSlice{0, 1, pos, block_table, true}}, false};
-    lm->forward(step, logits);
-    last = logits.data();
   }
-  const double decode_s = seconds_since(decode_start);
-  // The first new token comes from the prefill; the rest each cost one decode step.
-  const size_t steps = generated.size() - 1;
-  spdlog::info("prefill: {} tokens in {:.3f} s; decode: {} steps in {:.3f} s ({:.2f} tokens/s)", prompt_len, prefill_s,
-               steps, decode_s, steps > 0 ? static_cast<double>(steps) / decode_s : 0.0);
+  if (!options.dump_logits.empty()) dump_prompt_logits(*lm, jobs.front().token_ids, options.dump_logits);
 
-  // Without a tokenizer there is no text; the fields stay, empty, so the output shape is fixed.
-  const std::string text;
-  if (options.output == "json") {
-    OrderedJson out = {{"token_ids", generated}, {"text", text}, {"finish_reason", finish_reason}};
-    std::printf("%s\n", out.dump().c_str());
-  } else {
-    std::string ids;
-    for (int32_t id : generated) ids += (ids.empty() ? "" : " ") + std::to_string(id);
-    std::printf("%s\n", text.empty() ? ids.c_str() : text.c_str());
+  std::unique_ptr<engine::TokenizerDetokenizer> detokenizer =
+      tokenizer ? std::make_unique<engine::TokenizerDetokenizer>(*tokenizer) : nullptr;
+  engine::ArEngine engine(*lm, engine_config(options), detokenizer.get());
+  const int max_model_len = engine.config().max_model_len;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const PromptJob& job = jobs[i];
+    const int prompt_len = static_cast<int>(job.token_ids.size());
+    if (job.sampling.max_tokens && prompt_len + *job.sampling.max_tokens > max_model_len) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: {} prompt tokens + {} new tokens exceed max_model_len {}{}",
+                  options.prompts_file.empty() ? "--max-tokens" : job.source, prompt_len, *job.sampling.max_tokens,
+                  max_model_len,
+                  max_model_len == info.max_position_embeddings ? " (the model's max_position_embeddings)" : "");
+    }
+    try {
+      engine.add_request({std::to_string(i), job.token_ids, job.sampling});
+    } catch (const Error& e) {
+      // A sampling value from the command line is named by its flag, one from a file by its line.
+      std::string message = e.what();
+      if (options.prompts_file.empty()) {
+        auto quote = message.find('\'');
+        auto end = quote == std::string::npos ? quote : message.find('\'', quote + 1);
+        if (end != std::string::npos) message = flag_of(message.substr(quote + 1, end - quote - 1)) + ": " + message;
+      } else {
+        message = job.source + ": " + message;
+      }
+      throw Error(e.code(), message);
+    }
   }
+
+  // Steps until every request finished, printing results in prompt order as soon as they are known.
+  std::vector<std::vector<Completion>> results(jobs.size());
+  std::vector<int> unfinished(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    results[i].resize(jobs[i].sampling.n);
+    unfinished[i] = jobs[i].sampling.n;
+  }
+  size_t next_to_print = 0;
+  auto print_ready = [&] {
+    for (; next_to_print < jobs.size() && unfinished[next_to_print] == 0; ++next_to_print) {
+      const std::vector<Completion>& completions = results[next_to_print];
+      for (size_t j = 0; j < completions.size(); ++j) {
+        const Completion& c = completions[j];
+        if (!options.prompts_file.empty()) {
+          OrderedJson line = {{"index", next_to_print}};
+          if (completions.size() > 1) line["completion"] = j;
+          line.update(completion_json(c));
+          std::printf("%s\n", line.dump().c_str());
+        } else if (options.output == "json") {
+          std::printf("%s\n", completion_json(c).dump().c_str());
+        } else if (tokenizer) {
+          std::printf("%s\n", c.text.c_str());
+        } else {
+          std::string ids;
+          for (int32_t id : c.token_ids) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+          std::printf("%s\n", ids.c_str());
+        }
+      }
+      std::fflush(stdout);
+    }
+  };
+
+  double prefill_s = 0, decode_s = 0;
+  int prefill_steps = 0, decode_steps = 0;
+  size_t prompt_tokens = 0, generated = 0, decode_tokens = 0;
+  for (const PromptJob& job : jobs) prompt_tokens += job.token_ids.size();
+  auto run_start = std::chrono::steady_clock::now();
+  while (engine.has_unfinished_requests()) {
+    auto step_start = std::chrono::steady_clock::now();
+    std::vector<engine::RequestOutput> outputs = engine.step();
+    const double step_s = seconds_since(step_start);
+    const engine::EngineStats stats = engine.stats();
+    // A step whose batch is one token per sequence is a pure decode step; the others carry prompts.
+    if (stats.last_step_num_tokens == stats.last_step_num_seqs) {
+      decode_s += step_s;
+      ++decode_steps;
+      decode_tokens += stats.last_step_num_seqs;
+    } else {
+      prefill_s += step_s;
+      ++prefill_steps;
+    }
+    for (const engine::RequestOutput& out : outputs) {
+      const size_t index = std::stoul(out.request_id);
+      for (const engine::CompletionOutput& delta : out.completions) {
+        Completion& c = results[index][delta.index];
+        c.token_ids.insert(c.token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
+        c.text += delta.text;
+        generated += delta.token_ids.size();
+        if (delta.finish_reason) {
+          c.finish_reason = engine::finish_reason_name(*delta.finish_reason);
+          --unfinished[index];
+        }
+      }
+    }
+    print_ready();
+  }
+  const engine::EngineStats stats = engine.stats();
+  spdlog::info(
+      "prefill: {} tokens in {} steps, {:.3f} s; decode: {} steps in {:.3f} s ({:.1f} ms/step, {:.2f} tokens/s)",
+      prompt_tokens, prefill_steps, prefill_s, decode_steps, decode_s,
+      decode_steps > 0 ? 1000.0 * decode_s / decode_steps : 0.0,
+      decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0);
+  spdlog::info("{} requests, {} tokens generated in {:.3f} s; {} preemptions; prefix cache: {} of {} blocks hit",
+               jobs.size(), generated, seconds_since(run_start), stats.num_preemptions, stats.prefix_cache.hit_blocks,
+               stats.prefix_cache.queried_blocks);
   return 0;
 }
 
@@ -226,12 +381,19 @@ int run_generate(const GenerateOptions& options) {
 
 Command generate_command() {
   return {
-      "generate", "Generate a completion for one prompt with a text model checkpoint (offline inference)",
+      "generate", "Generate completions with a text model checkpoint (offline inference through the engine)",
       [](CLI::App& sub) {
         auto options = std::make_shared<GenerateOptions>();
         sub.add_option("--model", options->model, "Hugging Face model folder (config.json, *.safetensors)")->required();
-        sub.add_option("--prompt-token-ids", options->prompt_token_ids, "The prompt as token ids, e.g. 1,2,3")
-            ->required();
+        sub.add_option("--tokenizer", options->tokenizer,
+                       "Tokenizer folder or tokenizer.json (default: the model folder's, when it has one)");
+        sub.add_option("--prompt-token-ids", options->prompt_token_ids, "The prompt as token ids, e.g. 1,2,3");
+        sub.add_option("--prompt", options->prompt, "The prompt as text (needs a tokenizer)");
+        sub.add_option("--prompts-file", options->prompts_file,
+                       "A JSONL file of prompts, run together through one engine: each line "
+                       "{\"prompt_token_ids\": [...]} or {\"prompt\": \"...\"}, with optional \"sampling_params\" "
+                       "(vLLM's names) over the sampling flags; prints one JSON line per prompt, in file order: "
+                       "{\"index\", \"token_ids\", \"text\", \"finish_reason\"} (plus \"completion\" when n > 1)");
         sub.add_option("--max-tokens", options->max_tokens, "Most tokens to generate")->default_val(16);
         sub.add_option("--temperature", options->temperature,
                        "Sampling temperature; 0 is greedy (default: generation_config.json, else 1)");
@@ -239,6 +401,13 @@ Command generate_command() {
         sub.add_option("--top-k", options->top_k,
                        "Sample among the k most likely tokens; 0 or -1: all "
                        "(default: generation_config.json, else all)");
+        sub.add_option("--min-p", options->min_p,
+                       "Drop tokens below this fraction of the most likely one's probability");
+        sub.add_option("--repetition-penalty", options->repetition_penalty,
+                       "Penalise tokens of the prompt and the output (> 1 discourages repeats)");
+        sub.add_option("--presence-penalty", options->presence_penalty, "Penalise tokens the output already has");
+        sub.add_option("--frequency-penalty", options->frequency_penalty,
+                       "Penalise tokens by how often the output has them");
         sub.add_option("--seed", options->seed, "Random seed for sampling (default: random)");
         sub.add_flag("--ignore-eos", options->ignore_eos, "Keep generating after an end-of-sequence token");
         sub.add_option("--dump-logits", options->dump_logits,
@@ -249,6 +418,28 @@ Command generate_command() {
             ->check(CLI::IsMember({"text", "json"}))
             ->default_val("text");
         sub.add_option("--device", options->device, "Device to run on")->default_val("cpu");
+        const std::string engine_group = "Engine";
+        sub.add_option("--max-num-seqs", options->max_num_seqs, "Most sequences per engine step")
+            ->default_val(256)
+            ->group(engine_group);
+        sub.add_option("--max-num-batched-tokens", options->max_num_batched_tokens,
+                       "Most tokens per engine step (default: 2048 with chunked prefill, else max_model_len)")
+            ->group(engine_group);
+        sub.add_option("--num-gpu-blocks-override", options->num_gpu_blocks_override,
+                       "Use exactly this many KV cache blocks of 16 tokens")
+            ->group(engine_group);
+        sub.add_option("--kv-cache-memory-bytes", options->kv_cache_memory_bytes,
+                       "KV cache size in bytes (default on the CPU: a quarter of the free RAM, at most 4 GiB)")
+            ->group(engine_group);
+        sub.add_option("--max-model-len", options->max_model_len,
+                       "Longest sequence, prompt plus output (default: the model's max_position_embeddings)")
+            ->group(engine_group);
+        sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", options->enable_prefix_caching,
+                     "Reuse the KV blocks of prompt prefixes seen before (default: on)")
+            ->group(engine_group);
+        sub.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", options->enable_chunked_prefill,
+                     "Split long prompts across steps, next to decodes (default: on)")
+            ->group(engine_group);
         return [options] { return run_generate(*options); };
       }};
 }

@@ -113,11 +113,14 @@ TEST_F(GenerateTest, BadArgumentsAreUsageErrorsNamingTheFlag) {
   EXPECT_NE(r.err.find("--prompt-token-ids: 'x' is not a token id"), std::string::npos) << r.err;
   r = generate(kModel, {"--top-p", "1.5"});
   EXPECT_EQ(r.exit_code, 64);
-  EXPECT_NE(r.err.find("--top-p must be in (0, 1], got 1.5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--top-p: sampling parameter 'top_p' must be in (0, 1], got 1.5"), std::string::npos) << r.err;
   r = generate(kModel, {"--device", "tpu"});
   EXPECT_NE(r.err.find("--device: unknown device 'tpu'"), std::string::npos) << r.err;
   r = generate(kModel, {"--max-tokens", "1000"});
-  EXPECT_NE(r.err.find("exceed the model's max_position_embeddings 128"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--max-tokens: 37 prompt tokens + 1000 new tokens exceed max_model_len 128 (the model's "
+                       "max_position_embeddings)"),
+            std::string::npos)
+      << r.err;
   r = run_process({OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt-token-ids", "5,384"});
   EXPECT_EQ(r.exit_code, 64);
   EXPECT_NE(r.err.find("token id 384 at index 1 is outside the vocabulary [0, 384)"), std::string::npos) << r.err;

@@ -1,0 +1,385 @@
+#include "engine/ar_engine.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/kv_cache_sizing.h"
+#include "engine/stop_strings.h"
+#include "tensor/cpu/thread_pool.h"
+
+namespace omni::engine {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+  }
+  return "unknown";
+}
+
+// One of a request's n completions: its sequence plus what the client has been sent of it.
+struct ArEngine::Completion {
+  Completion(Request& r, int i, uint64_t seed) : request(r), index(i), rng(seed) {}
+
+  Request& request;
+  int index;
+  Sequence seq;
+  SamplingRng rng;
+  std::unique_ptr<DetokenizerStream> detokenizer;
+  std::string text;
+  size_t text_sent = 0;
+  int tokens_sent = 0;  // output tokens already reported
+  std::vector<SampledToken> unsent_logprobs;
+  std::optional<FinishReason> finish_reason;
+  StopReason stop_reason;
+  bool finish_sent = false;
+};
+
+struct ArEngine::Request {
+  std::string id;
+  SamplingParams params;
+  int max_tokens = 0;
+  // What min_tokens masks: EOS (unless ignore_eos) and stop_token_ids (vLLM's all_stop_token_ids).
+  std::vector<int32_t> min_tokens_stop_ids;
+  size_t text_holdback = 0;
+  std::vector<std::unique_ptr<Completion>> completions;
+  int num_unfinished = 0;
+  bool in_step_output = false;
+};
+
+namespace {
+
+ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config) {
+  const model::CausalLmInfo& info = model.info();
+  if (info.vocab_size <= 0) throw_error(ErrorCode::kInternal, "the model reports a vocabulary of {}", info.vocab_size);
+  if (config.max_num_seqs < 1) {
+    throw_error(ErrorCode::kInvalidConfig, "max_num_seqs must be at least 1, got {}", config.max_num_seqs);
+  }
+  if (config.max_num_batched_tokens < 0) {
+    throw_error(ErrorCode::kInvalidConfig, "max_num_batched_tokens must be positive, got {}",
+                config.max_num_batched_tokens);
+  }
+  ResolvedEngineConfig r;
+  r.max_num_seqs = config.max_num_seqs;
+  r.enable_chunked_prefill = config.enable_chunked_prefill;
+  r.enable_prefix_caching = config.enable_prefix_caching;
+  size_t budget = config.kv_cache_memory_bytes || config.num_gpu_blocks_override > 0 ? 0 : default_cpu_kv_cache_bytes();
+  size_kv_cache(config, model.kv_bytes_per_block(), info.max_position_embeddings, budget, r);
+
+  constexpr int kChunkedPrefillTokens = 2048;
+  r.max_num_batched_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
+                             : config.enable_chunked_prefill   ? kChunkedPrefillTokens
+                                                               : std::max(r.max_model_len, kChunkedPrefillTokens);
+  if (!config.enable_chunked_prefill && r.max_num_batched_tokens < r.max_model_len) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "max_num_batched_tokens ({}) is smaller than max_model_len ({}) with chunked prefill disabled, so "
+                "long prompts could never run; raise max_num_batched_tokens, lower max_model_len or enable chunked "
+                "prefill",
+                r.max_num_batched_tokens, r.max_model_len);
+  }
+  if (r.max_num_batched_tokens < r.max_num_seqs) {
+    throw_error(ErrorCode::kInvalidConfig, "max_num_batched_tokens ({}) must be at least max_num_seqs ({})",
+                r.max_num_batched_tokens, r.max_num_seqs);
+  }
+  return r;
+}
+
+}  // namespace
+
+ArEngine::ArEngine(model::CausalLm& model, const EngineConfig& config, const Detokenizer* detokenizer)
+    : model_(model),
+      info_(model.info()),
+      detokenizer_(detokenizer),
+      config_(resolve(model, config)),
+      kv_(config_.num_blocks, config_.enable_prefix_caching),
+      scheduler_(SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens, config_.enable_chunked_prefill},
+                 kv_),
+      seed_source_(config.seed) {
+  model_.init_kv_cache(config_.num_blocks);
+  spdlog::info(
+      "engine: {} KV blocks of {} tokens ({} bytes each), max_model_len {}, max_num_seqs {}, "
+      "max_num_batched_tokens {}, chunked prefill {}, prefix caching {}",
+      config_.num_blocks, model::kKvBlockSize, config_.kv_bytes_per_block, config_.max_model_len, config_.max_num_seqs,
+      config_.max_num_batched_tokens, config_.enable_chunked_prefill ? "on" : "off",
+      config_.enable_prefix_caching ? "on" : "off");
+}
+
+ArEngine::~ArEngine() = default;
+
+SamplingParams ArEngine::check_request(const EngineRequest& request) const {
+  const auto& prompt = request.prompt_token_ids;
+  if (prompt.empty()) throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt is empty", request.request_id);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= info_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "request {}: prompt token {} (at index {}) is outside the vocabulary of {} tokens",
+                  request.request_id, prompt[i], i, info_.vocab_size);
+    }
+  }
+  if (static_cast<int>(prompt.size()) > config_.max_model_len) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt ({} tokens) is longer than max_model_len ({})",
+                request.request_id, prompt.size(), config_.max_model_len);
+  }
+  SamplingParams params = validated(request.sampling_params);
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token < 0 || token >= info_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "sampling parameter 'logit_bias' names token {}, outside the vocabulary of {} tokens", token,
+                  info_.vocab_size);
+    }
+  }
+  if (!params.stop.empty() && !detokenizer_) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "sampling parameter 'stop' needs the output text, but this engine has no tokenizer to detokenize "
+                "with; use stop_token_ids instead");
+  }
+  return params;
+}
+
+void ArEngine::add_request(EngineRequest request) {
+  SamplingParams params = check_request(request);
+  if (requests_.count(request.request_id)) {
+    throw_error(ErrorCode::kInvalidArgument, "request id '{}' is already in the engine", request.request_id);
+  }
+  auto r = std::make_unique<Request>();
+  r->id = request.request_id;
+  int prompt_len = static_cast<int>(request.prompt_token_ids.size());
+  r->max_tokens = params.max_tokens.value_or(std::max(1, config_.max_model_len - prompt_len));
+  if (!params.ignore_eos) r->min_tokens_stop_ids = info_.eos_token_ids;
+  r->min_tokens_stop_ids.insert(r->min_tokens_stop_ids.end(), params.stop_token_ids.begin(),
+                                params.stop_token_ids.end());
+  r->text_holdback = stop_string_holdback(params.stop, params.include_stop_str_in_output);
+  r->params = std::move(params);
+
+  for (int i = 0; i < r->params.n; ++i) {
+    // vLLM's parallel sampling gives completion i the seed `seed + i`.
+    uint64_t seed =
+        r->params.seed ? static_cast<uint64_t>(*r->params.seed) + static_cast<uint64_t>(i) : seed_source_.next_u64();
+    auto c = std::make_unique<Completion>(*r, i, seed);
+    c->seq.id = next_sequence_id_++;
+    c->seq.token_ids = request.prompt_token_ids;
+    c->seq.num_prompt_tokens = prompt_len;
+    if (detokenizer_) c->detokenizer = detokenizer_->start(request.prompt_token_ids, r->params.skip_special_tokens);
+    completions_[&c->seq] = c.get();
+    r->completions.push_back(std::move(c));
+  }
+  r->num_unfinished = r->params.n;
+  for (auto& c : r->completions) scheduler_.add(c->seq);
+  std::string id = r->id;
+  requests_.emplace(std::move(id), std::move(r));
+}
+
+std::vector<RequestOutput> ArEngine::step() {
+  SchedulerOutput plan = scheduler_.schedule();
+  ++num_steps_;
+  last_step_num_seqs_ = static_cast<int>(plan.scheduled.size());
+  last_step_num_tokens_ = plan.num_batched_tokens;
+  if (plan.scheduled.empty()) return {};
+
+  batch_.token_ids.clear();
+  batch_.positions.clear();
+  batch_.seqs.clear();
+  batch_.all_logits = false;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    model::SequenceSlice slice;
+    slice.query_start = static_cast<int32_t>(batch_.token_ids.size());
+    slice.query_len = s.num_new_tokens;
+    slice.context_len = s.context_len;
+    slice.block_table = s.seq->block_ids;
+    slice.wants_logits = s.samples;
+    for (int i = 0; i < s.num_new_tokens; ++i) {
+      batch_.token_ids.push_back(s.seq->token_ids[s.context_len + i]);
+      batch_.positions.push_back(s.context_len + i);
+    }
+    batch_.seqs.push_back(std::move(slice));
+  }
+  model_.forward(batch_, logits_);
+  scheduler_.complete(plan);
+
+  // Sampling reads only each sequence's own row, tokens and random stream, so rows are sampled in
+  // parallel (a fixed split, each part with its own Sampler scratch); appending tokens, which touches
+  // shared state, stays serial and in batch order.
+  const size_t vocab = static_cast<size_t>(info_.vocab_size);
+  sampling_.clear();
+  for (const ScheduledSequence& s : plan.scheduled) {
+    if (s.samples) sampling_.push_back(completions_.at(s.seq));
+  }
+  if (logits_.size() < sampling_.size() * vocab) {
+    throw_error(ErrorCode::kInternal, "the model returned {} logits for {} rows of {}", logits_.size(),
+                sampling_.size(), vocab);
+  }
+  sampled_.resize(sampling_.size());
+  const int64_t parts = std::min<int64_t>(static_cast<int64_t>(sampling_.size()), tensor::cpu::thread_count());
+  if (static_cast<int64_t>(samplers_.size()) < parts) samplers_.resize(parts);
+  tensor::cpu::parallel_for(parts, 1, [&](int64_t first_part, int64_t end_part) {
+    for (int64_t part = first_part; part < end_part; ++part) {
+      size_t begin = sampling_.size() * part / parts;
+      size_t end = sampling_.size() * (part + 1) / parts;
+      for (size_t row = begin; row < end; ++row) {
+        Completion& c = *sampling_[row];
+        const Request& r = c.request;
+        std::span<float> logits(logits_.data() + row * vocab, vocab);
+        sampled_[row] = samplers_[part].sample(
+            logits,
+            SamplingState{r.params, c.seq.prompt_token_ids(), c.seq.output_token_ids(), r.min_tokens_stop_ids, c.rng});
+      }
+    }
+  });
+
+  std::vector<Request*> touched;
+  for (size_t row = 0; row < sampling_.size(); ++row) {
+    Completion& c = *sampling_[row];
+    append_token(c, sampled_[row]);
+    Request& r = c.request;
+    if (!r.in_step_output) {
+      r.in_step_output = true;
+      touched.push_back(&r);
+    }
+  }
+
+  std::vector<RequestOutput> outputs;
+  outputs.reserve(touched.size());
+  for (Request* r : touched) {
+    r->in_step_output = false;
+    outputs.push_back(take_output(*r));
+    if (outputs.back().finished) forget(*r);
+  }
+  return outputs;
+}
+
+void ArEngine::append_token(Completion& c, const SampledToken& sampled) {
+  Request& r = c.request;
+  const SamplingParams& params = r.params;
+  int32_t token = sampled.token_id;
+  c.seq.token_ids.push_back(token);
+  if (params.logprobs) c.unsent_logprobs.push_back(sampled);
+
+  // Token-level stops, in vLLM's order: length first, then (once min_tokens exist) EOS and stop tokens.
+  int num_output = c.seq.num_output_tokens();
+  std::optional<FinishReason> reason;
+  if (c.seq.num_tokens() >= config_.max_model_len || num_output >= r.max_tokens) {
+    reason = FinishReason::kLength;
+  } else if (num_output >= params.min_tokens) {
+    bool eos = !params.ignore_eos &&
+               std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(), token) != info_.eos_token_ids.end();
+    if (eos) {
+      reason = FinishReason::kStop;
+    } else if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) !=
+               params.stop_token_ids.end()) {
+      reason = FinishReason::kStop;
+      c.stop_reason = token;
+    }
+  }
+
+  // The token that stopped the sequence is not part of its text unless asked for.
+  bool stopped_by_token = reason == FinishReason::kStop;
+  if (c.detokenizer && (!stopped_by_token || params.include_stop_str_in_output)) {
+    size_t before = c.text.size();
+    c.text += c.detokenizer->push(token);
+    if (!stopped_by_token && !params.stop.empty() && num_output > params.min_tokens) {
+      if (auto match =
+              find_stop_string(c.text, c.text.size() - before, params.stop, params.include_stop_str_in_output)) {
+        reason = FinishReason::kStop;
+        c.stop_reason = params.stop[match->stop_index];
+        if (match->truncate_to != std::string::npos) c.text.resize(match->truncate_to);
+      }
+    }
+  }
+  if (reason) finish(c, *reason);
+}
+
+void ArEngine::finish(Completion& c, FinishReason reason) {
+  assert(!c.finish_reason);
+  c.finish_reason = reason;
+  scheduler_.remove(c.seq);
+  c.seq.status = SequenceStatus::kFinished;
+  --c.request.num_unfinished;
+}
+
+CompletionOutput ArEngine::take_delta(Completion& c) {
+  CompletionOutput out;
+  out.index = c.index;
+  auto output_tokens = c.seq.output_token_ids();
+  out.token_ids.assign(output_tokens.begin() + c.tokens_sent, output_tokens.end());
+  c.tokens_sent = static_cast<int>(output_tokens.size());
+  out.logprobs = std::move(c.unsent_logprobs);
+  c.unsent_logprobs.clear();
+
+  size_t end = c.text.size();
+  if (!c.finish_reason) {
+    end = end > c.request.text_holdback ? end - c.request.text_holdback : 0;
+    // Never split a UTF-8 character between two outputs.
+    while (end > c.text_sent && end < c.text.size() && (static_cast<unsigned char>(c.text[end]) & 0xC0) == 0x80) --end;
+  }
+  if (end > c.text_sent) {
+    out.text = c.text.substr(c.text_sent, end - c.text_sent);
+    c.text_sent = end;
+  }
+  if (c.finish_reason) {
+    out.finish_reason = c.finish_reason;
+    out.stop_reason = c.stop_reason;
+    c.finish_sent = true;
+  }
+  return out;
+}
+
+RequestOutput ArEngine::take_output(Request& r) {
+  RequestOutput out;
+  out.request_id = r.id;
+  out.num_prompt_tokens = r.completions.front()->seq.num_prompt_tokens;
+  for (auto& c : r.completions) {
+    bool has_news = c->tokens_sent < c->seq.num_output_tokens() || (c->finish_reason && !c->finish_sent);
+    if (has_news) out.completions.push_back(take_delta(*c));
+  }
+  out.finished = r.num_unfinished == 0;
+  return out;
+}
+
+void ArEngine::forget(Request& r) {
+  for (auto& c : r.completions) completions_.erase(&c->seq);
+  requests_.erase(r.id);
+}
+
+std::optional<RequestOutput> ArEngine::abort(std::string_view request_id, std::string error) {
+  auto it = requests_.find(std::string(request_id));
+  if (it == requests_.end()) return std::nullopt;
+  Request& r = *it->second;
+  for (auto& c : r.completions) {
+    if (!c->finish_reason) finish(*c, FinishReason::kAbort);
+  }
+  RequestOutput out = take_output(r);
+  out.error = std::move(error);
+  forget(r);
+  return out;
+}
+
+std::vector<RequestOutput> ArEngine::abort_all(std::string error) {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<RequestOutput> outputs;
+  for (const std::string& id : ids) outputs.push_back(*abort(id, error));
+  return outputs;
+}
+
+EngineStats ArEngine::stats() const {
+  EngineStats s;
+  s.num_blocks = kv_.num_blocks();
+  s.num_free_blocks = kv_.num_free_blocks();
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.num_preemptions = scheduler_.num_preemptions();
+  s.num_steps = num_steps_;
+  s.last_step_num_seqs = last_step_num_seqs_;
+  s.last_step_num_tokens = last_step_num_tokens_;
+  s.prefix_cache = kv_.stats();
+  return s;
+}
+
+}  // namespace omni::engine

@@ -1,0 +1,113 @@
+// ArEngine — the autoregressive stage engine (the role of vLLM's EngineCore): continuous batching
+// over a paged KV cache with prefix caching, chunked prefill, preemption by recompute, and sampling.
+//
+// Each step() is one scheduler iteration: admit and pick the batch (Scheduler), run the model once
+// on it, sample one token for every sequence whose prompt or decode step completed, check stops, and
+// return the deltas. Requests move waiting -> running -> finished (stop, length, abort), and
+// running -> preempted -> running when the KV cache runs short.
+//
+// Threads: an ArEngine is owned by one thread, which makes every call (EngineLoop runs it on its
+// own thread and is the thread-safe front door). The exception is check_request(), which reads only
+// immutable state and may be called from any thread.
+// Ownership: the engine borrows the model and the detokenizer; both must outlive it. It sizes and
+// initialises the model's KV cache in its constructor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/detokenizer.h"
+#include "engine/engine_config.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request_output.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "model/causal_lm.h"
+
+namespace omni::engine {
+
+struct EngineRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling_params;
+};
+
+struct EngineStats {
+  int num_blocks = 0;
+  int num_free_blocks = 0;  // free or evictable
+  int num_running = 0;      // sequences
+  int num_waiting = 0;      // sequences, preempted ones included
+  uint64_t num_preemptions = 0;
+  uint64_t num_steps = 0;
+  // The batch of the latest step: sequences and tokens fed to the model (equal for a pure decode).
+  int last_step_num_seqs = 0;
+  int last_step_num_tokens = 0;
+  PrefixCacheStats prefix_cache;
+};
+
+class ArEngine {
+ public:
+  // Resolves `config` against the model (see EngineConfig), then sizes and initialises the KV cache.
+  // Throws omni::Error(kInvalidConfig) for settings that cannot work, naming them.
+  ArEngine(model::CausalLm& model, const EngineConfig& config, const Detokenizer* detokenizer = nullptr);
+  ~ArEngine();
+  ArEngine(const ArEngine&) = delete;
+  ArEngine& operator=(const ArEngine&) = delete;
+
+  const ResolvedEngineConfig& config() const { return config_; }
+  const model::CausalLmInfo& model_info() const { return info_; }
+
+  // Checks a request as add_request would (except for a duplicate id) and returns its validated
+  // sampling parameters. Throws omni::Error(kInvalidArgument) naming the parameter or token at fault.
+  // Any thread.
+  SamplingParams check_request(const EngineRequest& request) const;
+  // Queues a request (FCFS). Throws as check_request, and for an id already in the engine.
+  void add_request(EngineRequest request);
+  // Ends an unfinished request now, freeing its KV blocks, and returns its last output (finish
+  // reason abort, carrying `error` if given). nullopt when the id is unknown or already finished.
+  std::optional<RequestOutput> abort(std::string_view request_id, std::string error = {});
+  // Aborts every unfinished request (engine shutdown or failure).
+  std::vector<RequestOutput> abort_all(std::string error = {});
+  // One iteration; returns one output per request that advanced, finished or failed, in batch order.
+  // An exception from the model propagates; the engine is then only good for abort_all().
+  std::vector<RequestOutput> step();
+  bool has_unfinished_requests() const { return !requests_.empty(); }
+  EngineStats stats() const;
+
+ private:
+  struct Request;
+  struct Completion;
+
+  void append_token(Completion& completion, const SampledToken& sampled);
+  void finish(Completion& completion, FinishReason reason);
+  CompletionOutput take_delta(Completion& completion);
+  RequestOutput take_output(Request& request);
+  void forget(Request& request);
+
+  model::CausalLm& model_;
+  model::CausalLmInfo info_;
+  const Detokenizer* detokenizer_;
+  ResolvedEngineConfig config_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::vector<Sampler> samplers_;  // one per part of a step's rows sampled in parallel
+  std::vector<Completion*> sampling_;
+  std::vector<SampledToken> sampled_;
+  SamplingRng seed_source_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unordered_map<const Sequence*, Completion*> completions_;
+  int64_t next_sequence_id_ = 0;
+  uint64_t num_steps_ = 0;
+  int last_step_num_seqs_ = 0;
+  int last_step_num_tokens_ = 0;
+  model::ForwardBatch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace omni::engine

@@ -1,0 +1,38 @@
+// The settings of one autoregressive engine, with vLLM's names and defaults. Zero / absent fields
+// mean "derive": ArEngine resolves them against the model and the machine (ResolvedEngineConfig).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace omni::engine {
+
+struct EngineConfig {
+  int max_num_seqs = 256;
+  // Tokens per step over all sequences; 0 = 2048 with chunked prefill, else max_model_len.
+  int max_num_batched_tokens = 0;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  // > 0: exactly this many KV blocks, whatever the memory budget.
+  int num_gpu_blocks_override = 0;
+  // The KV cache memory budget on the CPU; absent = default_cpu_kv_cache_bytes().
+  std::optional<size_t> kv_cache_memory_bytes;
+  // Longest sequence (prompt + output); 0 = the model's max_position_embeddings, lowered to what the
+  // KV cache can hold when the budget was not set explicitly.
+  int max_model_len = 0;
+  // Seeds the random streams of requests without a seed (deterministic per engine, not per request).
+  uint64_t seed = 0;
+};
+
+struct ResolvedEngineConfig {
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_caching = true;
+  int max_model_len = 0;
+  int num_blocks = 0;
+  size_t kv_bytes_per_block = 0;
+};
+
+}  // namespace omni::engine

@@ -1,0 +1,80 @@
+#include "engine/kv_cache_sizing.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/kv_cache_manager.h"
+#include "model/causal_lm.h"
+
+namespace omni::engine {
+
+namespace {
+
+constexpr size_t kMaxDefaultKvBytes = size_t{4} << 30;
+
+size_t available_ram_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES);
+  long page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page_size) : 0;
+}
+
+}  // namespace
+
+size_t default_cpu_kv_cache_bytes() { return std::min(available_ram_bytes() / 4, kMaxDefaultKvBytes); }
+
+void size_kv_cache(const EngineConfig& config, size_t kv_bytes_per_block, int max_position_embeddings,
+                   size_t available_bytes, ResolvedEngineConfig& resolved) {
+  if (kv_bytes_per_block == 0) throw_error(ErrorCode::kInternal, "the model reports 0 bytes per KV block");
+  resolved.kv_bytes_per_block = kv_bytes_per_block;
+  const bool explicit_size = config.num_gpu_blocks_override > 0 || config.kv_cache_memory_bytes.has_value();
+  size_t budget = config.kv_cache_memory_bytes.value_or(available_bytes);
+  std::string source = config.num_gpu_blocks_override > 0 ? "num_gpu_blocks_override"
+                       : config.kv_cache_memory_bytes     ? fmt::format("kv_cache_memory_bytes={}", budget)
+                                                          : fmt::format("the default KV budget of {} bytes", budget);
+  size_t blocks = config.num_gpu_blocks_override > 0 ? static_cast<size_t>(config.num_gpu_blocks_override)
+                                                     : budget / kv_bytes_per_block;
+  blocks = std::min<size_t>(blocks, std::numeric_limits<int32_t>::max());
+
+  int max_model_len = config.max_model_len > 0 ? config.max_model_len : max_position_embeddings;
+  if (max_model_len <= 0) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "max_model_len is not set and the model declares no max_position_embeddings");
+  }
+  if (!explicit_size) {
+    // A default budget never needs to exceed what max_num_seqs full-length sequences could use.
+    size_t useful = static_cast<size_t>(config.max_num_seqs) *
+                    static_cast<size_t>(KvCacheManager::blocks_for_tokens(max_model_len));
+    blocks = std::min(blocks, useful);
+  }
+  size_t needed = static_cast<size_t>(KvCacheManager::blocks_for_tokens(max_model_len));
+  if (blocks < needed) {
+    if (config.max_model_len > 0 || blocks == 0) {
+      throw_error(ErrorCode::kInvalidConfig,
+                  "the KV cache ({} blocks of {} tokens from {}) cannot hold one sequence of max_model_len {} "
+                  "(needs {} blocks of {} bytes); raise kv_cache_memory_bytes or num_gpu_blocks_override, or "
+                  "lower max_model_len",
+                  blocks, model::kKvBlockSize, source, max_model_len, needed, kv_bytes_per_block);
+    }
+    int fitted = static_cast<int>(blocks) * model::kKvBlockSize;
+    spdlog::warn("max_model_len lowered from the model's {} to {} tokens: what the KV cache of {} blocks ({}) holds",
+                 max_model_len, fitted, blocks, source);
+    max_model_len = fitted;
+  }
+  resolved.num_blocks = static_cast<int>(blocks);
+  resolved.max_model_len = max_model_len;
+}
+
+}  // namespace omni::engine
