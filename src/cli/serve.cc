@@ -113,6 +113,8 @@ int run_serve(const ServeFlags& flags) {
     orchestrator.shutdown();
     throw;
   }
+  spdlog::info("serve: session {}, shared-memory segments /dev/shm/omnistage_{}_*", orchestrator.session(),
+               orchestrator.session());
   spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
                flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
                api.port());
