@@ -340,7 +340,7 @@ TEST_F(ServeTest, ErrorStatusesLeaveTheServerHealthy) {
 TEST_F(ServeTest, ClientDisconnectMidStreamFreesTheEngineSlot) {
   // A stream far longer than curl's patience: curl hangs up after 1.5 s.
   HttpResult cut =
-      curl(*server_, "/v1/completions", completion_body("Tell me", 100000, true).dump(), {"--max-time", "1.5"});
+      curl(*server_, "/v1/completions", completion_body("Tell me", 8000, true).dump(), {"--max-time", "1.5"});
   EXPECT_FALSE(sse_events(cut.body.substr(0, cut.body.rfind("data: "))).empty()) << "tokens arrived before the cut";
   bool freed = false;
   for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
@@ -377,7 +377,7 @@ TEST(ServeStageFailure, KilledStageFailsTheRequestNamingTheStageAndHealthTurns50
   HttpResult result;
   std::thread client([&] {
     Json body = {
-        {"model", kModelName}, {"prompt", "Hi"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}};
+        {"model", kModelName}, {"prompt", "Hi"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}};
     result = curl(server, "/v1/completions", body.dump(), {"--max-time", "30"});
   });
   std::this_thread::sleep_for(1s);  // the request is generating
