@@ -35,9 +35,9 @@ std::string runner_kind(const config::EffectiveConfig& config, const config::Eff
     return std::string(kArRunnerKind);
   }
   throw_error(ErrorCode::kUnsupported,
-              "pipeline '{}' cannot be served yet: stage {} ('{}', {}, architecture {}{}) has no stage model in "
-              "omnistage (served today: llm_ar stages of {}). `omnistage config {}` prints the effective "
-              "configuration.",
+              "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
+              "model in omnistage (architecture {}{}; served today: llm_ar stages of {}). `omnistage config {}` "
+              "prints the effective configuration.",
               config.pipeline->model_type, topology.stage_id, topology.model_stage,
               config::execution_type_name(topology.execution_type), arch,
               whole_model ? "" : ", sub-config " + topology.hf_config_name,

@@ -376,8 +376,7 @@ TEST(ServeStageFailure, KilledStageFailsTheRequestNamingTheStageAndHealthTurns50
 
   HttpResult result;
   std::thread client([&] {
-    Json body = {
-        {"model", kModelName}, {"prompt", "Hi"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}};
+    Json body = {{"model", kModelName}, {"prompt", "Hi"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}};
     result = curl(server, "/v1/completions", body.dump(), {"--max-time", "30"});
   });
   std::this_thread::sleep_for(1s);  // the request is generating
