@@ -9,6 +9,7 @@
 #include "cli/bench_serve.h"
 #include "cli/command.h"
 #include "cli/config_command.h"
+#include "cli/demo_model.h"
 #include "cli/generate.h"
 #include "cli/serve.h"
 #include "cli/stage_worker.h"
@@ -18,8 +19,8 @@
 namespace omni::cli {
 
 std::vector<Command> all_commands() {
-  return {serve_command(),    config_command(),       generate_command(),
-          tokenize_command(), stage_worker_command(), bench_command()};
+  return {serve_command(),        config_command(), generate_command(),  tokenize_command(),
+          stage_worker_command(), bench_command(),  demo_model_command()};
 }
 
 namespace {

@@ -2,11 +2,25 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "cli/serve_flags.h"
+#include "cli/version.h"
+#include "model/chat_template/chat_template.h"
+#include "model/tokenizer/tokenizer.h"
+#include "runtime/orchestrator.h"
+#include "runtime/pipeline_from_config.h"
+#include "runtime/termination_signals.h"
+#include "server/api_server.h"
+#include "server/tokenizer_renderer.h"
 
 namespace omni::cli {
 
@@ -30,6 +44,43 @@ std::vector<std::string> unsupported_flags(const ServeFlags& flags) {
   return out;
 }
 
+// --chat-template is a file when one exists at that path, else the template text itself (as in vLLM).
+std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::path& model_dir,
+                                                         const ServeFlags& flags) {
+  if (!flags.was_given("chat_template")) return server::TokenizerRenderer::load(model_dir);
+  const std::string value = flags.values["chat_template"].get<std::string>();
+  std::string source = value;
+  std::string name = "--chat-template";
+  if (std::error_code ec; std::filesystem::is_regular_file(value, ec)) {
+    std::ifstream in(value);
+    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
+    name = value;
+  }
+  return std::make_unique<server::TokenizerRenderer>(model::Tokenizer::load(model_dir),
+                                                     model::ChatTemplate(source, name));
+}
+
+server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config) {
+  server::ApiServerOptions options;
+  options.host = flags.values["host"].is_null() ? "0.0.0.0" : flags.values["host"].get<std::string>();
+  options.port = static_cast<uint16_t>(flags.values["port"].get<int64_t>());
+  if (!flags.values["api_key"].is_null()) options.api_key = flags.values["api_key"].get<std::string>();
+  if (flags.values["served_model_name"].is_array()) {
+    for (const auto& name : flags.values["served_model_name"]) options.served_model_names.push_back(name);
+  }
+  options.model_path = config.model;
+  for (const config::EffectiveStage& stage : config.stages) {
+    if (!stage.topology->final_output) continue;
+    if (auto it = stage.engine_args.find("max_model_len"); it != stage.engine_args.end() && it->is_number_integer()) {
+      options.max_model_len = it->get<int>();
+    }
+  }
+  const std::string version = version_text();
+  options.version = version.substr(0, version.find('\n'));
+  return options;
+}
+
 int run_serve(const ServeFlags& flags) {
   if (flags.was_given("log_file")) {
     init_logging(spdlog::level::to_string_view(spdlog::get_level()).data(), flags.values["log_file"]);
@@ -42,13 +93,36 @@ int run_serve(const ServeFlags& flags) {
   if (std::vector<std::string> unsupported = unsupported_flags(flags); !unsupported.empty()) {
     throw_error(ErrorCode::kUnsupported, "not supported yet: {}", fmt::join(unsupported, "; "));
   }
-  const config::EffectiveStage& first = config.stages.front();
-  throw_error(ErrorCode::kUnsupported,
-              "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
-              "model and there is no serving runtime yet (issue 6). `omnistage config {}` prints the effective "
-              "configuration.",
-              config.pipeline->model_type, first.topology->stage_id, first.topology->model_stage,
-              config::execution_type_name(first.topology->execution_type), config.model);
+  const runtime::PipelineSpec pipeline = runtime::pipeline_spec_from_config(config);
+  const std::filesystem::path model_dir(config.model);
+  std::unique_ptr<server::TokenizerRenderer> renderer = load_renderer(model_dir, flags);
+
+  // Before any thread starts, so that SIGINT/SIGTERM reach only this thread's wait below.
+  runtime::TerminationSignals signals;
+  runtime::OrchestratorOptions orchestrator_options;
+  orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());
+  orchestrator_options.init_timeout = std::chrono::seconds(flags.values["init_timeout"].get<int64_t>());
+  orchestrator_options.shm_threshold_bytes = flags.values["shm_threshold_bytes"].get<uint64_t>();
+  runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
+
+  MetricsRegistry metrics;
+  server::ApiServer api(api_server_options(flags, config), orchestrator, renderer.get(), metrics);
+  try {
+    api.start();
+  } catch (...) {
+    orchestrator.shutdown();
+    throw;
+  }
+  spdlog::info("serve: session {}, shared-memory segments /dev/shm/omnistage_{}_*", orchestrator.session(),
+               orchestrator.session());
+  spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
+               flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
+               api.port());
+  const int signal = signals.wait();
+  spdlog::info("serve: {} received, shutting down", strsignal(signal));
+  api.stop();
+  orchestrator.shutdown();
+  return 0;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/ar_stage_runner.h"
 #include "runtime/test_echo_runner.h"
 
 namespace omni::runtime {
@@ -24,6 +25,7 @@ Registry& registry() {
     r->factories[std::string(kTestEchoRunnerKind)] = [](const Json& args, const StageRunnerContext& context) {
       return std::make_unique<TestEchoRunner>(TestEchoRunner::Options::from_engine_args(args, context), context);
     };
+    r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
     return r;
   }();
   return *instance;

@@ -1,0 +1,11 @@
+// `omnistage demo-model`: writes a small random-weight checkpoint in the Hugging Face layout that
+// serves on the CPU, for trying `omnistage serve` without downloading a model. Its output is noise.
+#pragma once
+
+#include "cli/command.h"
+
+namespace omni::cli {
+
+Command demo_model_command();
+
+}  // namespace omni::cli

@@ -1,0 +1,144 @@
+#include "runtime/ar_stage_runner.h"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/ar_engine.h"
+#include "engine/tokenizer_detokenizer.h"
+#include "model/hf_config.h"
+#include "model/model_registry.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace omni::runtime {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sampling keys a pipeline's sampling_constraints may set that are not engine parameters: every
+// "ar" stage detokenizes when its model has a tokenizer, so the flag carries no information here.
+constexpr std::string_view kPipelineOnlySamplingKeys[] = {"detokenize"};
+
+template <typename T>
+std::optional<T> optional_arg(const Json& args, const char* key, const StageRunnerContext& context) {
+  auto it = args.find(key);
+  if (it == args.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    throw_error(ErrorCode::kInvalidConfig, "stage {}: engine argument {} has the wrong type ({})", context.stage_id,
+                key, it->dump());
+  }
+}
+
+engine::EngineConfig engine_config_from_args(const Json& args, const StageRunnerContext& context) {
+  engine::EngineConfig config;
+  config.max_num_seqs = optional_arg<int>(args, "max_num_seqs", context).value_or(config.max_num_seqs);
+  config.max_num_batched_tokens =
+      optional_arg<int>(args, "max_num_batched_tokens", context).value_or(config.max_num_batched_tokens);
+  config.enable_prefix_caching =
+      optional_arg<bool>(args, "enable_prefix_caching", context).value_or(config.enable_prefix_caching);
+  config.enable_chunked_prefill =
+      optional_arg<bool>(args, "enable_chunked_prefill", context).value_or(config.enable_chunked_prefill);
+  config.num_gpu_blocks_override =
+      optional_arg<int>(args, "num_gpu_blocks_override", context).value_or(config.num_gpu_blocks_override);
+  if (auto bytes = optional_arg<uint64_t>(args, "kv_cache_memory_bytes", context)) {
+    config.kv_cache_memory_bytes = static_cast<size_t>(*bytes);
+  }
+  config.max_model_len = optional_arg<int>(args, "max_model_len", context).value_or(config.max_model_len);
+  config.seed = optional_arg<uint64_t>(args, "seed", context).value_or(config.seed);
+  return config;
+}
+
+class ArStageRunner final : public StageRunner {
+ public:
+  ArStageRunner(const Json& engine_args, const StageRunnerContext& context) : stage_id_(context.stage_id) {
+    std::optional<std::string> model_dir = optional_arg<std::string>(engine_args, "model", context);
+    if (!model_dir || model_dir->empty()) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: engine_args.model must name the checkpoint directory",
+                  context.stage_id);
+    }
+    const fs::path dir(*model_dir);
+    model_ = model::builtin_model_registry().create_causal_lm(dir);
+    if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
+      tokenizer_ = model::Tokenizer::load(dir);
+      detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);
+    }
+    const model::GenerationDefaults defaults = model::read_generation_defaults(dir);
+    base_.temperature = defaults.temperature.value_or(base_.temperature);
+    base_.top_p = defaults.top_p.value_or(base_.top_p);
+    base_.top_k = defaults.top_k.value_or(base_.top_k);
+    engine_ =
+        std::make_unique<engine::ArEngine>(*model_, engine_config_from_args(engine_args, context), detokenizer_.get());
+  }
+
+  ~ArStageRunner() override {
+    // The engine borrows the model and the detokenizer, so it goes first.
+    engine_.reset();
+  }
+
+  void add_request(StageRequest request) override {
+    Json params = request.sampling_params;
+    for (std::string_view key : kPipelineOnlySamplingKeys) params.erase(std::string(key));
+    const std::string source = fmt::format("stage {} request {} sampling_params", stage_id_, request.request_id);
+    engine::EngineRequest engine_request;
+    engine_request.request_id = request.request_id;
+    engine_request.prompt_token_ids = std::move(request.prompt_token_ids);
+    engine_request.sampling_params = engine::sampling_params_from_json(params, base_, source);
+    if (engine_request.sampling_params.n != 1) {
+      throw_error(ErrorCode::kUnsupported, "{}: n = {} (a stage streams one completion per request)", source,
+                  engine_request.sampling_params.n);
+    }
+    engine_->add_request(std::move(engine_request));
+  }
+
+  void abort(const std::string& request_id) override { engine_->abort(request_id); }
+
+  size_t running_requests() const override {
+    const engine::EngineStats stats = engine_->stats();
+    return static_cast<size_t>(stats.num_running + stats.num_waiting);
+  }
+
+  bool can_step() const override { return engine_->has_unfinished_requests(); }
+
+  std::vector<StageOutput> step() override {
+    std::vector<StageOutput> outputs;
+    for (engine::RequestOutput& out : engine_->step()) {
+      StageOutput stage_output;
+      stage_output.request_id = std::move(out.request_id);
+      for (engine::CompletionOutput& completion : out.completions) {
+        stage_output.token_ids.insert(stage_output.token_ids.end(), completion.token_ids.begin(),
+                                      completion.token_ids.end());
+        stage_output.text += completion.text;
+        if (completion.finish_reason) {
+          stage_output.finish_reason = std::string(engine::finish_reason_name(*completion.finish_reason));
+        }
+      }
+      if (!out.error.empty()) {
+        stage_output.error = Error(ErrorCode::kInternal, fmt::format("stage {}: {}", stage_id_, out.error));
+      }
+      if (out.finished && !stage_output.finish_reason) stage_output.finish_reason = "stop";
+      outputs.push_back(std::move(stage_output));
+    }
+    return outputs;
+  }
+
+ private:
+  int stage_id_;
+  std::unique_ptr<model::CausalLm> model_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<engine::TokenizerDetokenizer> detokenizer_;
+  engine::SamplingParams base_;
+  std::unique_ptr<engine::ArEngine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<StageRunner> make_ar_stage_runner(const Json& engine_args, const StageRunnerContext& context) {
+  return std::make_unique<ArStageRunner>(engine_args, context);
+}
+
+}  // namespace omni::runtime

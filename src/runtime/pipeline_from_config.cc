@@ -1,0 +1,84 @@
+#include "runtime/pipeline_from_config.h"
+
+#include <fmt/ranges.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "model/model_registry.h"
+#include "runtime/ar_stage_runner.h"
+
+namespace omni::runtime {
+
+namespace {
+
+Json plain(const OrderedJson& value) { return Json::parse(value.dump()); }
+
+ConnectorSpec resolve_connector(const config::EffectiveConfig& config, int stage_id, const std::string& name) {
+  auto it = config.connectors.find(name);
+  if (it == config.connectors.end()) {
+    throw_error(ErrorCode::kInvalidConfig, "stage {}: connector '{}' is not defined under connectors:", stage_id, name);
+  }
+  ConnectorSpec spec;
+  spec.name = it->second.name.empty() ? std::string(kDefaultConnectorName) : it->second.name;
+  spec.extra = plain(it->second.extra);
+  return spec;
+}
+
+// The runner kind that implements a stage, from its execution type and architecture.
+std::string runner_kind(const config::EffectiveConfig& config, const config::EffectiveStage& stage) {
+  const config::StagePipelineConfig& topology = *stage.topology;
+  const std::string arch = topology.model_arch.empty() ? config.pipeline->model_arch : topology.model_arch;
+  const bool whole_model = topology.hf_config_name.empty();
+  if (topology.execution_type == config::ExecutionType::kLlmAr && whole_model &&
+      model::builtin_model_registry().has_causal_lm(arch)) {
+    return std::string(kArRunnerKind);
+  }
+  throw_error(ErrorCode::kUnsupported,
+              "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
+              "model in omnistage (architecture {}{}; served today: llm_ar stages of {}). `omnistage config {}` "
+              "prints the effective configuration.",
+              config.pipeline->model_type, topology.stage_id, topology.model_stage,
+              config::execution_type_name(topology.execution_type), arch,
+              whole_model ? "" : ", sub-config " + topology.hf_config_name,
+              fmt::join(model::builtin_model_registry().causal_lm_architectures(), ", "), config.model);
+}
+
+}  // namespace
+
+PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config) {
+  PipelineSpec pipeline;
+  for (const config::EffectiveStage& stage : config.stages) {
+    const config::StagePipelineConfig& topology = *stage.topology;
+    StageSpec spec;
+    spec.stage_id = topology.stage_id;
+    spec.input_sources = topology.input_sources;
+    spec.final_output = topology.final_output;
+    if (!topology.final_output_type.empty()) spec.final_output_type = topology.final_output_type;
+    spec.async_chunk = stage.async_chunk;
+    spec.devices = stage.devices.value_or("");
+    spec.num_replicas = static_cast<int>(stage.num_replicas);
+    spec.engine_args = plain(stage.engine_args);
+    spec.engine_args["model"] = config.model;
+    spec.engine_args["runner"] = runner_kind(config, stage);
+    spec.default_sampling_params = plain(stage.default_sampling_params);
+    spec.sampling_constraints = topology.sampling_constraints;
+    for (int source : topology.input_sources) {
+      auto in = stage.input_connectors.find(fmt::format("from_stage_{}", source));
+      if (in != stage.input_connectors.end()) {
+        spec.input_connectors[source] = resolve_connector(config, spec.stage_id, in->second);
+        continue;
+      }
+      if (source < 0 || static_cast<size_t>(source) >= config.stages.size()) continue;  // validate_pipeline names it
+      const auto& producer_outputs = config.stages[static_cast<size_t>(source)].output_connectors;
+      auto out = producer_outputs.find(fmt::format("to_stage_{}", spec.stage_id));
+      if (out != producer_outputs.end()) {
+        spec.input_connectors[source] = resolve_connector(config, spec.stage_id, out->second);
+      }
+    }
+    pipeline.stages.push_back(std::move(spec));
+  }
+  return pipeline;
+}
+
+}  // namespace omni::runtime

@@ -1,0 +1,394 @@
+// `omnistage serve` end to end: the real binary on a random-weight demo checkpoint (Qwen3's real
+// tokenizer and chat template), driven with curl and with the official OpenAI client.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/json.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace omni::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr const char* kApiKey = "integration-key";
+constexpr const char* kModelName = "demo";
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The processes whose parent is `parent`.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = read_file(entry.path() / "stat");
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+bool process_exists(pid_t pid) { return kill(pid, 0) == 0; }
+
+std::vector<std::string> shm_entries(const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    if (entry.path().filename().string().starts_with(prefix)) out.push_back(entry.path().filename());
+  }
+  return out;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+// One `omnistage serve` process on a free loopback port, its log in a file.
+class ServeProcess {
+ public:
+  ServeProcess(const fs::path& model, const fs::path& log, std::vector<std::string> extra = {}) : log_(log) {
+    std::vector<std::string> args = {
+        OMNISTAGE_BINARY,      "serve",    model.string(), "--host", "127.0.0.1",      "--port", "0",
+        "--served-model-name", kModelName, "--api-key",    kApiKey,  "--max-num-seqs", "64"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* out = freopen(log.c_str(), "w", stdout);
+      if (out == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const std::regex ready(R"(ready on http://127\.0\.0\.1:(\d+))");
+    const std::regex session(R"(session (\S+),)");
+    for (auto deadline = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < deadline;) {
+      const std::string text = read_file(log_);
+      std::smatch m;
+      if (std::regex_search(text, m, session)) session_ = m[1];
+      if (std::regex_search(text, m, ready)) {
+        port_ = std::stoi(m[1]);
+        return;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "serve did not become ready; its log:\n" << read_file(log_);
+  }
+
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // SIGTERM, then waits up to `timeout`; the exit status, or nullopt when it did not exit.
+  std::optional<int> terminate(std::chrono::milliseconds timeout) {
+    kill(pid_, SIGTERM);
+    for (auto deadline = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < deadline;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  pid_t pid() const { return pid_; }
+  int port() const { return port_; }
+  const std::string& session() const { return session_; }
+  std::string log() const { return read_file(log_); }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string session_;
+};
+
+// curl with the API key; `extra` are more curl arguments.
+HttpResult curl(const ServeProcess& server, const std::string& path, const std::optional<std::string>& body,
+                std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {"/usr/bin/curl",  "-sS", "-N",
+                                   "--max-time",     "60",  "-w",
+                                   "\n%{http_code}", "-H",  std::string("Authorization: Bearer ") + kApiKey};
+  if (body) {
+    argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", *body});
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.push_back(server.url(path));
+  ProcessResult result = run_process(argv);
+  HttpResult out;
+  size_t split = result.out.rfind('\n');
+  if (split == std::string::npos) return out;
+  out.body = result.out.substr(0, split);
+  out.status = std::atoi(result.out.c_str() + split + 1);
+  return out;
+}
+
+// The data lines of an SSE body, parsed, up to [DONE].
+std::vector<Json> sse_events(const std::string& body) {
+  std::vector<Json> events;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: ")) continue;
+    std::string data = line.substr(6);
+    if (data == "[DONE]") break;
+    events.push_back(Json::parse(data));
+  }
+  return events;
+}
+
+double metric(const std::string& metrics_text, const std::string& name) {
+  std::istringstream lines(metrics_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with(name) ||
+        (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) {
+      continue;
+    }
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    ProcessResult made =
+        run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3", "--out", (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    server_ = new ServeProcess(dir_->path() / "model", dir_->path() / "serve.log");
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+
+  static Json completion_body(const Json& prompt, int max_tokens, bool stream = false) {
+    return {{"model", kModelName}, {"prompt", prompt},   {"max_tokens", max_tokens},
+            {"temperature", 0},    {"ignore_eos", true}, {"stream", stream}};
+  }
+
+  static TempDir* dir_;
+  static ServeProcess* server_;
+};
+
+TempDir* ServeTest::dir_ = nullptr;
+ServeProcess* ServeTest::server_ = nullptr;
+
+TEST_F(ServeTest, CurlModelsCompletionsAndChatWithUsage) {
+  HttpResult models = curl(*server_, "/v1/models", std::nullopt);
+  ASSERT_EQ(models.status, 200) << models.body;
+  EXPECT_EQ(Json::parse(models.body)["data"][0]["id"], kModelName);
+
+  HttpResult completion = curl(*server_, "/v1/completions", completion_body("Hello", 5).dump());
+  ASSERT_EQ(completion.status, 200) << completion.body;
+  Json c = Json::parse(completion.body);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(c["usage"]["prompt_tokens"], 1);  // "Hello" is one Qwen3 token
+  EXPECT_EQ(c["usage"]["total_tokens"], 6);
+
+  Json stream_body = completion_body("Hello", 5, true);
+  stream_body["stream_options"] = {{"include_usage", true}};
+  HttpResult streamed = curl(*server_, "/v1/completions", stream_body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::string text;
+  Json usage;
+  for (const Json& event : sse_events(streamed.body)) {
+    if (!event["choices"].empty()) text += event["choices"][0]["text"].get<std::string>();
+    if (event.contains("usage") && !event["usage"].is_null()) usage = event["usage"];
+  }
+  EXPECT_EQ(text, c["choices"][0]["text"]) << "greedy streamed text equals the non-streamed one";
+  EXPECT_EQ(usage["completion_tokens"], 5);
+
+  Json chat_body = {{"model", kModelName},
+                    {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"max_tokens", 4},
+                    {"temperature", 0},
+                    {"ignore_eos", true}};
+  HttpResult chat = curl(*server_, "/v1/chat/completions", chat_body.dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  Json ch = Json::parse(chat.body);
+  EXPECT_EQ(ch["object"], "chat.completion");
+  EXPECT_EQ(ch["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(ch["usage"]["completion_tokens"], 4);
+  // Qwen3's template wraps the message in <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n.
+  EXPECT_GT(ch["usage"]["prompt_tokens"].get<int>(), 5);
+}
+
+TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSequentialOnes) {
+  constexpr int kPrompts = 4;
+  constexpr int kStreams = 64;
+  std::vector<std::string> sequential;
+  for (int i = 0; i < kPrompts; ++i) {
+    HttpResult r = curl(*server_, "/v1/completions", completion_body("Request " + std::to_string(i), 6).dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    sequential.push_back(Json::parse(r.body)["choices"][0]["text"]);
+  }
+  std::vector<std::string> streamed(kStreams);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      HttpResult r =
+          curl(*server_, "/v1/completions", completion_body("Request " + std::to_string(i % kPrompts), 6, true).dump());
+      for (const Json& event : sse_events(r.body)) {
+        if (!event["choices"].empty()) streamed[i] += event["choices"][0]["text"].get<std::string>();
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kStreams; ++i) EXPECT_EQ(streamed[i], sequential[i % kPrompts]) << "stream " << i;
+}
+
+TEST_F(ServeTest, OfficialOpenAiClient) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_TRUE(fs::exists(modules + "/openai/package.json")) << "run scripts/install-deps";
+  ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/serve_client.cjs",
+                   server_->url("/v1"), kApiKey, kModelName},
+                  {"NODE_PATH=" + modules});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  Json out = Json::parse(result.out);
+  EXPECT_EQ(out["models"], Json({kModelName}));
+  EXPECT_EQ(out["completion"]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(out["completion"]["finish_reason"], "length");
+  EXPECT_EQ(out["chat_stream"]["role"], "assistant");
+  EXPECT_EQ(out["chat_stream"]["finish_reason"], "length");
+  EXPECT_EQ(out["chat_stream"]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(out["chat_stream"]["content"], out["chat"]["content"]) << "greedy: streamed equals non-streamed";
+  EXPECT_EQ(out["unknown_model"]["status"], 404);
+  EXPECT_EQ(out["bad_temperature"]["status"], 400);
+  EXPECT_EQ(out["bad_temperature"]["param"], "temperature");
+  EXPECT_EQ(out["wrong_key"]["status"], 401);
+}
+
+TEST_F(ServeTest, ErrorStatusesLeaveTheServerHealthy) {
+  Json bad_field = completion_body("Hi", 2);
+  bad_field["top_p"] = 7;
+  HttpResult r = curl(*server_, "/v1/completions", bad_field.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "top_p");
+
+  r = curl(*server_, "/v1/completions", completion_body(Json::array({1, 151936 + 10}), 2).dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+
+  r = curl(*server_, "/v1/completions", "{not json");
+  EXPECT_EQ(r.status, 400) << r.body;
+
+  Json unknown = completion_body("Hi", 2);
+  unknown["model"] = "no-such-model";
+  r = curl(*server_, "/v1/completions", unknown.dump());
+  EXPECT_EQ(r.status, 404) << r.body;
+
+  ProcessResult no_key =
+      run_process({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", server_->url("/v1/models")});
+  EXPECT_EQ(no_key.out, "401");
+
+  const fs::path big = dir_->path() / "big.json";
+  {
+    std::ofstream out(big);
+    out << R"({"model": "demo", "prompt": ")" << std::string(33 * 1024 * 1024, 'a') << R"("})";
+  }
+  r = curl(*server_, "/v1/completions", std::nullopt,
+           {"-H", "Content-Type: application/json", "--data-binary", "@" + big.string()});
+  EXPECT_EQ(r.status, 413) << r.body.substr(0, 200);
+
+  EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+  EXPECT_EQ(curl(*server_, "/v1/completions", completion_body("Hi", 2).dump()).status, 200);
+}
+
+TEST_F(ServeTest, ClientDisconnectMidStreamFreesTheEngineSlot) {
+  // A stream far longer than curl's patience: curl hangs up after 1.5 s.
+  HttpResult cut =
+      curl(*server_, "/v1/completions", completion_body("Tell me", 8000, true).dump(), {"--max-time", "1.5"});
+  EXPECT_FALSE(sse_events(cut.body.substr(0, cut.body.rfind("data: "))).empty()) << "tokens arrived before the cut";
+  bool freed = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
+    HttpResult metrics = curl(*server_, "/metrics", std::nullopt);
+    if (metric(metrics.body, "vllm:num_requests_running") == 0) {
+      freed = true;
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(freed) << "vllm:num_requests_running did not return to 0";
+}
+
+// Last in the suite: it ends the shared server.
+TEST_F(ServeTest, SigtermShutsDownWithoutChildrenOrSharedMemory) {
+  const std::vector<pid_t> stages = children_of(server_->pid());
+  ASSERT_FALSE(stages.empty()) << "serve runs its stage in a child process";
+  ASSERT_FALSE(server_->session().empty()) << server_->log();
+  std::optional<int> status = server_->terminate(15s);
+  ASSERT_TRUE(status.has_value()) << "serve did not exit within 15 s of SIGTERM";
+  EXPECT_EQ(*status, 0) << server_->log();
+  for (pid_t stage : stages) EXPECT_FALSE(process_exists(stage)) << "stage process " << stage << " outlived serve";
+  EXPECT_TRUE(shm_entries("omnistage_" + server_->session()).empty());
+}
+
+TEST(ServeStageFailure, KilledStageFailsTheRequestNamingTheStageAndHealthTurns503) {
+  TempDir dir;
+  ASSERT_EQ(run_process({OMNISTAGE_BINARY, "demo-model", "--out", (dir.path() / "model").string()}).exit_code, 0);
+  ServeProcess server(dir.path() / "model", dir.path() / "serve.log");
+  ASSERT_GT(server.port(), 0);
+  const std::vector<pid_t> stages = children_of(server.pid());
+  ASSERT_EQ(stages.size(), 1u);
+
+  HttpResult result;
+  std::thread client([&] {
+    Json body = {{"model", kModelName}, {"prompt", "Hi"}, {"max_tokens", 8000}, {"ignore_eos", true}, {"stream", true}};
+    result = curl(server, "/v1/completions", body.dump(), {"--max-time", "30"});
+  });
+  std::this_thread::sleep_for(1s);  // the request is generating
+  kill(stages[0], SIGKILL);
+  client.join();
+  EXPECT_EQ(result.status, 200) << "the stream had started";
+  EXPECT_NE(result.body.find("stage 0"), std::string::npos)
+      << result.body.substr(result.body.size() > 600 ? result.body.size() - 600 : 0);
+  EXPECT_EQ(curl(server, "/health", std::nullopt).status, 503);
+  EXPECT_NE(server.log().find("stage 0"), std::string::npos) << "the failure is logged";
+  ASSERT_TRUE(server.terminate(15s).has_value()) << "serve exits after a stage failure";
+}
+
+}  // namespace
+}  // namespace omni::testing
