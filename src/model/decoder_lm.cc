@@ -13,7 +13,11 @@ using tensor::Tensor;
 namespace ops = tensor::ops;
 
 DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant)
-    : config_(config), variant_(variant) {
+    : DecoderLm(dir, config, variant, DecoderWeights{}) {}
+
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     const DecoderWeights& weights)
+    : config_(config), variant_(variant), has_embedding_and_head_(weights.has_embedding_and_head) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
@@ -22,14 +26,17 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const int64_t q_out = config.num_attention_heads * hd, kv_out = config.num_key_value_heads * hd;
   const Checkpoint ckpt = Checkpoint::open(dir);
 
-  embed_tokens_ = ckpt.load_f32("model.embed_tokens.weight", {config.vocab_size, hidden});
-  final_norm_ = ckpt.load_f32("model.norm.weight", {hidden});
-  // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-  lm_head_ = config.tie_word_embeddings ? embed_tokens_ : ckpt.load_f32("lm_head.weight", {config.vocab_size, hidden});
+  final_norm_ = ckpt.load_f32(weights.prefix + "norm.weight", {hidden});
+  if (weights.has_embedding_and_head) {
+    embed_tokens_ = ckpt.load_f32(weights.prefix + "embed_tokens.weight", {config.vocab_size, hidden});
+    // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
+    lm_head_ =
+        config.tie_word_embeddings ? embed_tokens_ : ckpt.load_f32("lm_head.weight", {config.vocab_size, hidden});
+  }
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = weights.prefix + "layers." + std::to_string(i) + ".";
     Layer& l = layers_[i];
     l.input_norm = ckpt.load_f32(p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = ckpt.load_f32(p + "post_attention_layernorm.weight", {hidden});
@@ -83,8 +90,7 @@ void DecoderLm::init_kv_cache(int num_blocks) {
   num_blocks_ = num_blocks;
 }
 
-void DecoderLm::check_batch(const ForwardBatch& batch) const {
-  const size_t tokens = batch.token_ids.size();
+void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   if (batch.positions.size() != tokens) {
     throw_error(ErrorCode::kInvalidArgument, "forward: {} positions for {} tokens", batch.positions.size(), tokens);
   }
@@ -113,8 +119,28 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
 }
 
 void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
-  check_batch(batch);
-  const int64_t tokens = static_cast<int64_t>(batch.token_ids.size());
+  if (!has_embedding_and_head_) {
+    throw_error(ErrorCode::kInvalidArgument, "forward: this decoder stack takes input embeddings (forward_embeds)");
+  }
+  run(batch, nullptr, &logits, nullptr);
+}
+
+void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
+  if (!batch.token_ids.empty() || inputs_embeds.dtype() != DType::kF32 || inputs_embeds.shape().size() != 2 ||
+      inputs_embeds.shape()[0] != static_cast<int64_t>(batch.positions.size()) ||
+      inputs_embeds.shape()[1] != config_.hidden_size) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "forward_embeds: inputs_embeds must be float32 [{} positions, {}] with no token ids (got {} token ids)",
+                batch.positions.size(), config_.hidden_size, batch.token_ids.size());
+  }
+  run(batch, &inputs_embeds, nullptr, &hidden);
+}
+
+void DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, std::vector<float>* logits,
+                    Tensor* hidden_out) {
+  const int64_t tokens =
+      inputs_embeds != nullptr ? inputs_embeds->shape()[0] : static_cast<int64_t>(batch.token_ids.size());
+  check_batch(batch, static_cast<size_t>(tokens));
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = config_.intermediate_size;
   const int64_t heads = config_.num_attention_heads, kv_heads = config_.num_key_value_heads;
 
@@ -134,7 +160,11 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   }
 
   Tensor h = Tensor::empty({tokens, hidden}, DType::kF32);
-  ops::embedding(embed_tokens_, ids, h);
+  if (inputs_embeds != nullptr) {
+    std::copy_n(inputs_embeds->data<float>(), tokens * hidden, h.data<float>());
+  } else {
+    ops::embedding(embed_tokens_, ids, h);
+  }
   Tensor x = Tensor::empty({tokens, hidden}, DType::kF32);
   Tensor q = Tensor::empty({tokens, heads * hd}, DType::kF32);
   Tensor k = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
@@ -185,8 +215,10 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
     std::copy_n(h.data<float>() + rows[i] * hidden, hidden, picked.data<float>() + i * hidden);
   }
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
-  logits.resize(static_cast<size_t>(r) * config_.vocab_size);
-  Tensor out = Tensor::borrow(logits.data(), {r, config_.vocab_size}, DType::kF32);
+  if (hidden_out != nullptr) *hidden_out = picked;
+  if (logits == nullptr) return;
+  logits->resize(static_cast<size_t>(r) * config_.vocab_size);
+  Tensor out = Tensor::borrow(logits->data(), {r, config_.vocab_size}, DType::kF32);
   if (r > 0) ops::linear(picked, lm_head_, Tensor(), out);
 }
 
