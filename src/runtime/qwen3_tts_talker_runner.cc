@@ -184,6 +184,12 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     if (running->params.n != 1) {
       throw_error(ErrorCode::kUnsupported, "{}: n = {} (one utterance per request)", source, running->params.n);
     }
+    for (const auto& [token, bias] : running->params.logit_bias) {
+      if (token < 0 || token >= talker_->codec_vocab_size()) {
+        throw_error(ErrorCode::kInvalidArgument, "{}: logit_bias token {} is outside the codec vocabulary of {}",
+                    source, token, talker_->codec_vocab_size());
+      }
+    }
     int max_new = running->params.max_tokens.value_or(default_max_new_tokens_);
     if (auto v = request_field<int>(info, "max_new_tokens", id)) max_new = *v;
     if (max_new < 1) {
