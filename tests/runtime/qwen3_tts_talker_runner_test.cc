@@ -15,7 +15,11 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "model/qwen3_tts/codec_frames.h"
+#include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/random_checkpoint.h"
+#include "model/tokenizer/tokenizer.h"
 #include "runtime/stage_runner.h"
+#include "support/temp_dir.h"
 
 namespace omni::runtime {
 namespace {
@@ -238,6 +242,40 @@ TEST(Qwen3TtsTalkerRunner, ConfigErrorsNameTheEngineArgument) {
     EXPECT_NE(std::string(e.what()).find("subtalker_sampling_params.top_q"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_stage_runner(engine_args({{"model", "/nonexistent"}}), {}), Error);
+}
+
+TEST(Qwen3TtsTalkerRunner, ServesTheRandomWeightWriterCheckpoint) {
+  namespace tts = model::qwen3_tts;
+  omni::testing::TempDir dir;
+  tts::write_random_talker_checkpoint(dir.path(), tts::qwen3_tts_demo_shapes(), 3, tensor::DType::kBF16,
+                                      OMNI_QWEN3_TOKENIZER_DIR);
+  const tts::TalkerConfig config = tts::read_talker_config(dir.path());
+  EXPECT_EQ(config.model_type, tts::TtsModelType::kCustomVoice);
+  EXPECT_EQ(config.speaker_names(),
+            std::vector<std::string>(std::begin(tts::kRandomTalkerSpeakers), std::end(tts::kRandomTalkerSpeakers)));
+  EXPECT_EQ(*config.speaker_id("Vivian"), 3065);
+  EXPECT_EQ(*config.language_id("english"), 2050);
+  EXPECT_EQ(config.speaker_dialects.at("dylan"), "beijing_dialect");
+  EXPECT_EQ(config.codec_eos_id, 2150);
+  EXPECT_EQ(config.talker.vocab_size, 3072);
+  EXPECT_EQ(config.code_predictor.vocab_size, 2048);
+  EXPECT_EQ(config.text_vocab_size, 151936);
+
+  // The Qwen2Tokenizer files: the real ids, the TTS tokens added.
+  const auto tokenizer = model::Tokenizer::load(dir.path());
+  EXPECT_EQ(tokenizer->encode("<|im_start|>assistant\n"), (std::vector<int32_t>{151644, 77091, 198}));
+  EXPECT_EQ(tokenizer->encode("<tts_pad><tts_text_bos><tts_text_eod>"), (std::vector<int32_t>{151671, 151672, 151673}));
+
+  auto runner = make_stage_runner(engine_args({{"model", dir.path().string()}}), {});
+  runner->add_request(speech_request(
+      "demo", {{"text", "Hello, world."}, {"voice", "Eric"}, {"language", "Chinese"}, {"max_new_tokens", 3}},
+      {{"temperature", 0.0}, {"logit_bias", {{"2150", -1e9}}}}));
+  const Result result = run_all(*runner)["demo"];
+  ASSERT_EQ(result.frames.size(), 3u);
+  EXPECT_EQ(result.finish_reason, "length");
+  for (const auto& frame : result.frames) {
+    for (int32_t code : frame) EXPECT_TRUE(code >= 0 && code < 2048) << code;
+  }
 }
 
 }  // namespace
