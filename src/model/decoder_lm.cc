@@ -26,9 +26,11 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const int64_t q_out = config.num_attention_heads * hd, kv_out = config.num_key_value_heads * hd;
   const Checkpoint ckpt = Checkpoint::open(dir);
 
-  final_norm_ = ckpt.load_f32(weights.prefix + "norm.weight", {hidden});
   if (weights.has_embedding_and_head) {
     embed_tokens_ = ckpt.load_f32(weights.prefix + "embed_tokens.weight", {config.vocab_size, hidden});
+  }
+  final_norm_ = ckpt.load_f32(weights.prefix + "norm.weight", {hidden});
+  if (weights.has_embedding_and_head) {
     // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
     lm_head_ =
         config.tie_word_embeddings ? embed_tokens_ : ckpt.load_f32("lm_head.weight", {config.vocab_size, hidden});
