@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 const fs::path kDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts";
 constexpr int kEos = 2150 - 1984;
 
-Json engine_args(Json extra = Json::object()) {
+Json engine_args(const Json& extra = Json::object()) {
   Json args = {{"runner", std::string(kQwen3TtsTalkerRunnerKind)},
                {"model", kDir.string()},
                {"max_num_seqs", 4},

@@ -113,7 +113,7 @@ void Talker::init_predictor_cache(int num_slots) {
   predictor_slots_ = num_slots;
 }
 
-void Talker::run_predictor(const ForwardBatch& batch, Tensor rows, int head, std::vector<float>& logits) {
+void Talker::run_predictor(const ForwardBatch& batch, const Tensor& rows, int head, std::vector<float>& logits) {
   const int64_t n = rows.shape()[0];
   Tensor inputs = rows;
   if (mtp_projection_w_.defined()) {

@@ -68,7 +68,7 @@ class Talker {
  private:
   // Runs the predictor stack on `rows` [n, H] (talker width; projected here) and writes the logits
   // of head `head` for each slot's last row.
-  void run_predictor(const ForwardBatch& batch, tensor::Tensor rows, int head, std::vector<float>& logits);
+  void run_predictor(const ForwardBatch& batch, const tensor::Tensor& rows, int head, std::vector<float>& logits);
 
   TalkerConfig config_;
   DecoderLm talker_;

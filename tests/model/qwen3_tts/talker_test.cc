@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,8 @@ namespace fs = std::filesystem;
 using tensor::Tensor;
 
 const fs::path kDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts";
+// The fixture's talker hidden size, codec vocabulary and codes per codebook.
+constexpr int64_t kHidden = 32, kVocab = 1088, kCodebook = 64;
 
 // max |got - want| / max |want|.
 double relative_error(const float* got, const float* want, size_t n) {
@@ -38,46 +42,36 @@ double relative_error(const float* got, const float* want, size_t n) {
   return err / mag;
 }
 
-class TinyTalker : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    reference_ = new Json(read_json_file(kDir / "reference.json"));
-    talker_ = new Talker(kDir, read_talker_config(kDir));
-    tokenizer_ = Tokenizer::load(kDir).release();
-  }
-  static void TearDownTestSuite() {
-    delete reference_;
-    delete talker_;
-    delete tokenizer_;
-  }
-
-  static const Json& prompt_entry(const std::string& name) {
-    for (const Json& e : (*reference_)["prompts"]) {
-      if (e["name"] == name) return e;
-    }
-    throw std::runtime_error("no reference prompt " + name);
-  }
-
-  static SpeechRequest request_of(const Json& e) {
-    SpeechRequest r;
-    r.text = e["text"];
-    r.voice = e["voice"];
-    r.language = e["language"];
-    r.instructions = e["instructions"];
-    return r;
-  }
-
-  static Json* reference_;
-  static Talker* talker_;
-  static Tokenizer* tokenizer_;
+// The reference checkpoint, loaded once for all tests (the talker's KV caches are per test).
+struct TinyCheckpoint {
+  Json reference = read_json_file(kDir / "reference.json");
+  Talker talker{kDir, read_talker_config(kDir)};
+  std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(kDir);
 };
 
-Json* TinyTalker::reference_ = nullptr;
-Talker* TinyTalker::talker_ = nullptr;
-Tokenizer* TinyTalker::tokenizer_ = nullptr;
+TinyCheckpoint& tiny() {
+  static TinyCheckpoint* checkpoint = new TinyCheckpoint;
+  return *checkpoint;
+}
 
-TEST_F(TinyTalker, ConfigReadsIdsSpeakersAndLanguages) {
-  const TalkerConfig& c = talker_->config();
+const Json& prompt_entry(const std::string& name) {
+  for (const Json& e : tiny().reference["prompts"]) {
+    if (e["name"] == name) return e;
+  }
+  throw std::runtime_error("no reference prompt " + name);
+}
+
+SpeechRequest request_of(const Json& e) {
+  SpeechRequest r;
+  r.text = e["text"];
+  r.voice = e["voice"];
+  r.language = e["language"];
+  r.instructions = e["instructions"];
+  return r;
+}
+
+TEST(TinyTalker, ConfigReadsIdsSpeakersAndLanguages) {
+  const TalkerConfig& c = tiny().talker.config();
   EXPECT_EQ(c.model_type, TtsModelType::kCustomVoice);
   EXPECT_EQ(c.model_size, "1b7");
   EXPECT_EQ(c.talker.vocab_size, 1088);
@@ -106,7 +100,7 @@ TEST_F(TinyTalker, ConfigReadsIdsSpeakersAndLanguages) {
   EXPECT_EQ(d.max_new_tokens, 8192);
 }
 
-TEST_F(TinyTalker, ConfigErrorsNameTheField) {
+TEST(TinyTalker, ConfigErrorsNameTheField) {
   Json config = read_json_file(kDir / "config.json");
   config["talker_config"]["codec_bos_id"] = 5000;
   try {
@@ -124,26 +118,26 @@ TEST_F(TinyTalker, ConfigErrorsNameTheField) {
   EXPECT_THROW(parse_talker_config(config, "cfg.json"), Error);
 }
 
-TEST_F(TinyTalker, TalkerStackMatchesTransformers) {
+TEST(TinyTalker, TalkerStackMatchesTransformers) {
   const Tensor inputs = tensor::load_npy(kDir / "talker_inputs.npy");
   const Tensor want_hidden = tensor::load_npy(kDir / "talker_hidden.npy");
   const Tensor want_logits = tensor::load_npy(kDir / "talker_logits.npy");
   const int64_t rows = inputs.shape()[0];
   // Two sequences in one batch: the first 8 rows prefilled earlier, then the rest as a chunk,
   // next to an unrelated sequence, so that the paged cache and batching are exercised.
-  talker_->init_kv_cache(8);
+  tiny().talker.init_kv_cache(8);
   ForwardBatch first;
   first.all_logits = true;
   for (int i = 0; i < 8; ++i) first.positions.push_back(i);
   first.seqs.push_back({0, 8, 0, {0, 1}, true});
   Tensor first_rows = Tensor::empty({8, inputs.shape()[1]}, tensor::DType::kF32);
-  std::copy_n(inputs.data<float>(), 8 * inputs.shape()[1], first_rows.data<float>());
+  std::copy_n(inputs.data<float>(), 8 * kHidden, first_rows.data<float>());
   std::vector<float> logits;
   Tensor hidden;
-  talker_->forward(first, first_rows, logits, hidden);
+  tiny().talker.forward(first, first_rows, logits, hidden);
   ASSERT_EQ(hidden.shape()[0], 8);
-  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>(), 8 * 32), 1e-4);
-  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>(), 8 * 1088), 1e-4);
+  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>(), 8 * kHidden), 1e-4);
+  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>(), 8 * kVocab), 1e-4);
 
   ForwardBatch rest;
   rest.all_logits = true;
@@ -153,36 +147,37 @@ TEST_F(TinyTalker, TalkerStackMatchesTransformers) {
   rest.seqs.push_back({0, static_cast<int32_t>(n), 8, {0, 1}, true});
   rest.seqs.push_back({static_cast<int32_t>(n), 3, 0, {5}, true});
   Tensor rest_rows = Tensor::empty({n + 3, 32}, tensor::DType::kF32);
-  std::copy_n(inputs.data<float>() + 8 * 32, n * 32, rest_rows.data<float>());
-  std::copy_n(inputs.data<float>(), 3 * 32, rest_rows.data<float>() + n * 32);
-  talker_->forward(rest, rest_rows, logits, hidden);
+  std::copy_n(inputs.data<float>() + 8 * kHidden, n * kHidden, rest_rows.data<float>());
+  std::copy_n(inputs.data<float>(), 3 * kHidden, rest_rows.data<float>() + n * kHidden);
+  tiny().talker.forward(rest, rest_rows, logits, hidden);
   ASSERT_EQ(hidden.shape()[0], n + 3);
-  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>() + 8 * 32, n * 32), 1e-4);
-  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>() + 8 * 1088, n * 1088), 1e-4);
-  EXPECT_LT(relative_error(logits.data() + n * 1088, want_logits.data<float>(), 3 * 1088), 1e-4);
+  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>() + 8 * kHidden, n * kHidden), 1e-4);
+  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>() + 8 * kVocab, n * kVocab), 1e-4);
+  EXPECT_LT(relative_error(logits.data() + n * kVocab, want_logits.data<float>(), 3 * kVocab), 1e-4);
 }
 
-TEST_F(TinyTalker, CodePredictorMatchesTransformers) {
+TEST(TinyTalker, CodePredictorMatchesTransformers) {
   const Tensor past = tensor::load_npy(kDir / "predictor_past_hidden.npy");
   const Tensor want = tensor::load_npy(kDir / "predictor_logits.npy");
-  const std::vector<int32_t> codes = (*reference_)["predictor"]["codes"].get<std::vector<int32_t>>();
-  talker_->init_predictor_cache(3);
+  const std::vector<int32_t> codes = tiny().reference["predictor"]["codes"].get<std::vector<int32_t>>();
+  tiny().talker.init_predictor_cache(3);
   // Slot 2 runs the reference frame; slot 0 runs a different frame in the same batches.
   Tensor hidden = Tensor::zeros({2, 32}, tensor::DType::kF32);
   std::copy_n(past.data<float>(), 32, hidden.data<float>() + 32);
   const std::vector<int32_t> slots{0, 2};
   std::vector<float> logits;
-  talker_->predictor_prefill(slots, hidden, std::vector<int32_t>{7, codes[0]}, logits);
+  tiny().talker.predictor_prefill(slots, hidden, std::vector<int32_t>{7, codes[0]}, logits);
   ASSERT_EQ(logits.size(), 2u * 64);
   EXPECT_LT(relative_error(logits.data() + 64, want.data<float>(), 64), 1e-4) << "codebook 1";
   for (int g = 2; g < 16; ++g) {
-    talker_->predictor_step(g, slots, std::vector<int32_t>{3, codes[g - 1]}, logits);
-    EXPECT_LT(relative_error(logits.data() + 64, want.data<float>() + (g - 1) * 64, 64), 1e-4) << "codebook " << g;
+    tiny().talker.predictor_step(g, slots, std::vector<int32_t>{3, codes[g - 1]}, logits);
+    EXPECT_LT(relative_error(logits.data() + 64, want.data<float>() + (g - 1) * kCodebook, 64), 1e-4)
+        << "codebook " << g;
   }
   // A new frame in the slot starts from an empty cache: the same inputs give the same logits.
-  talker_->predictor_prefill(std::vector<int32_t>{2},
-                             Tensor::borrow(const_cast<float*>(past.data<float>()), {1, 32}, tensor::DType::kF32),
-                             std::vector<int32_t>{codes[0]}, logits);
+  tiny().talker.predictor_prefill(std::vector<int32_t>{2},
+                                  Tensor::borrow(const_cast<float*>(past.data<float>()), {1, 32}, tensor::DType::kF32),
+                                  std::vector<int32_t>{codes[0]}, logits);
   EXPECT_LT(relative_error(logits.data(), want.data<float>(), 64), 1e-4);
 }
 
@@ -195,17 +190,18 @@ void expect_prompt(const Talker& talker, const Tokenizer& tokenizer, const Speec
   EXPECT_EQ(codec_prefix(request, talker.config()), entry["codec_prefix"].get<std::vector<int32_t>>());
 }
 
-TEST_F(TinyTalker, CustomVoicePromptsMatchTheReference) {
+TEST(TinyTalker, CustomVoicePromptsMatchTheReference) {
   for (const char* name : {"custom_voice_english", "dialect_auto_instructed"}) {
-    expect_prompt(*talker_, *tokenizer_, request_of(prompt_entry(name)), prompt_entry(name));
+    expect_prompt(tiny().talker, *tiny().tokenizer, request_of(prompt_entry(name)), prompt_entry(name));
   }
 }
 
-TEST_F(TinyTalker, VoiceDesignAndBasePromptsMatchTheReference) {
+TEST(TinyTalker, VoiceDesignAndBasePromptsMatchTheReference) {
   TalkerConfig design = read_talker_config(kDir);
   design.model_type = TtsModelType::kVoiceDesign;
   const Talker design_talker(kDir, design);
-  expect_prompt(design_talker, *tokenizer_, request_of(prompt_entry("voice_design")), prompt_entry("voice_design"));
+  expect_prompt(design_talker, *tiny().tokenizer, request_of(prompt_entry("voice_design")),
+                prompt_entry("voice_design"));
 
   TalkerConfig base = read_talker_config(kDir);
   base.model_type = TtsModelType::kBase;
@@ -213,7 +209,7 @@ TEST_F(TinyTalker, VoiceDesignAndBasePromptsMatchTheReference) {
   SpeechRequest request = request_of(prompt_entry("base_xvector"));
   const Tensor xvector = tensor::load_npy(kDir / "base_xvector.npy");
   request.speaker_embedding.assign(xvector.data<float>(), xvector.data<float>() + xvector.numel());
-  expect_prompt(base_talker, *tokenizer_, request, prompt_entry("base_xvector"));
+  expect_prompt(base_talker, *tiny().tokenizer, request, prompt_entry("base_xvector"));
 }
 
 void expect_invalid(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request,
@@ -227,44 +223,44 @@ void expect_invalid(const Talker& talker, const Tokenizer& tokenizer, const Spee
   }
 }
 
-TEST_F(TinyTalker, BadRequestsNameTheField) {
+TEST(TinyTalker, BadRequestsNameTheField) {
   SpeechRequest ok;
   ok.text = "Hi.";
   ok.voice = "vivian";
-  EXPECT_NO_THROW(build_talker_prompt(ok, *talker_, *tokenizer_));
+  EXPECT_NO_THROW(build_talker_prompt(ok, tiny().talker, *tiny().tokenizer));
 
   SpeechRequest r = ok;
   r.text = "  \n";
-  expect_invalid(*talker_, *tokenizer_, r, {"text", "empty"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"text", "empty"});
   r = ok;
   r.voice = "ethan";
-  expect_invalid(*talker_, *tokenizer_, r, {"voice 'ethan'", "aiden, dylan, eric, vivian"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"voice 'ethan'", "aiden, dylan, eric, vivian"});
   r = ok;
   r.voice = "";
-  expect_invalid(*talker_, *tokenizer_, r, {"voice is required", "vivian"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"voice is required", "vivian"});
   r = ok;
   r.language = "Klingon";
-  expect_invalid(*talker_, *tokenizer_, r, {"language 'Klingon'", "Auto", "english"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"language 'Klingon'", "Auto", "english"});
   r = ok;
   r.task_type = "VoiceDesign";
-  expect_invalid(*talker_, *tokenizer_, r, {"task_type 'VoiceDesign'", "CustomVoice"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"task_type 'VoiceDesign'", "CustomVoice"});
   r = ok;
   r.task_type = "Clone";
-  expect_invalid(*talker_, *tokenizer_, r, {"task_type 'Clone'", "CustomVoice, VoiceDesign, Base"});
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"task_type 'Clone'", "CustomVoice, VoiceDesign, Base"});
   r = ok;
   r.instructions = std::string(11, 'x');
-  expect_invalid(*talker_, *tokenizer_, r, {"instructions", "11 characters", "at most 10"}, 10);
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"instructions", "11 characters", "at most 10"}, 10);
   // Characters, not bytes: ten two-byte characters fit a limit of ten.
   r.instructions.clear();
   for (int i = 0; i < 10; ++i) r.instructions += "\xc3\xa9";
-  EXPECT_NO_THROW(build_talker_prompt(r, *talker_, *tokenizer_, 10));
+  EXPECT_NO_THROW(build_talker_prompt(r, tiny().talker, *tiny().tokenizer, 10));
 
   TalkerConfig design = read_talker_config(kDir);
   design.model_type = TtsModelType::kVoiceDesign;
   const Talker design_talker(kDir, design);
   SpeechRequest d;
   d.text = "Hi.";
-  expect_invalid(design_talker, *tokenizer_, d, {"instructions are required"});
+  expect_invalid(design_talker, *tiny().tokenizer, d, {"instructions are required"});
 
   TalkerConfig base = read_talker_config(kDir);
   base.model_type = TtsModelType::kBase;
@@ -272,11 +268,11 @@ TEST_F(TinyTalker, BadRequestsNameTheField) {
   SpeechRequest b;
   b.text = "Hi.";
   b.speaker_embedding.assign(31, 0.0f);
-  expect_invalid(base_talker, *tokenizer_, b, {"speaker_embedding", "32 floats", "got 31"});
+  expect_invalid(base_talker, *tiny().tokenizer, b, {"speaker_embedding", "32 floats", "got 31"});
 }
 
-TEST_F(TinyTalker, LanguageAndDialectChooseTheCodecPrefix) {
-  const TalkerConfig& c = talker_->config();
+TEST(TinyTalker, LanguageAndDialectChooseTheCodecPrefix) {
+  const TalkerConfig& c = tiny().talker.config();
   SpeechRequest r;
   r.text = "x";
   r.voice = "dylan";
