@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "model/model_registry.h"
 #include "runtime/child_process.h"
+#include "tensor/communicator.h"
 #include "tensor/cpu/shm_communicator.h"
 
 namespace omni::runtime {
@@ -126,19 +127,21 @@ class RankZeroLm final : public model::CausalLm {
   RankZeroLm(const std::filesystem::path& dir, const TensorParallelLaunch& launch)
       : ranks_(std::make_shared<RankProcesses>()) {
     std::shared_ptr<RankProcesses> ranks = ranks_;
-    comm_ = tensor::cpu::ShmCommunicator::create(launch.size, [ranks] { ranks->check(); });
+    auto host = tensor::cpu::ShmCommunicator::create(launch.size, [ranks] { ranks->check(); });
+    host_ = host.get();
     for (int r = 1; r < launch.size; ++r) {
       ranks_->children.push_back(
-          ChildProcess::spawn({launch.program, "tp-rank", "--group", comm_->name(), "--rank", std::to_string(r),
+          ChildProcess::spawn({launch.program, "tp-rank", "--group", host_->name(), "--rank", std::to_string(r),
                                "--tensor-parallel-size", std::to_string(launch.size), "--model", dir.string(),
                                "--device", tensor::device_name(tensor::Device{launch.device.type, r})},
                               {}));
     }
-    spdlog::info("tensor parallelism: {} ranks over {} (rank 0 is pid {})", launch.size, comm_->name(), getpid());
-    comm_->join();
+    spdlog::info("tensor parallelism: {} ranks over {} (rank 0 is pid {})", launch.size, host_->name(), getpid());
+    host_->join();
+    comm_ = tensor::make_device_communicator(std::move(host), tensor::Device{launch.device.type, 0});
     shard_ = model::builtin_model_registry().create_causal_lm(dir, {.tensor_parallel = comm_.get()});
     // Every rank has loaded its shard once this returns.
-    comm_->barrier();
+    host_->barrier();
   }
 
   ~RankZeroLm() override {
@@ -189,7 +192,8 @@ class RankZeroLm final : public model::CausalLm {
   }
 
   std::shared_ptr<RankProcesses> ranks_;
-  std::unique_ptr<tensor::cpu::ShmCommunicator> comm_;
+  tensor::cpu::ShmCommunicator* host_ = nullptr;  // the control channel; owned by comm_
+  std::unique_ptr<tensor::Communicator> comm_;
   std::unique_ptr<model::CausalLm> shard_;
   std::optional<std::string> broken_;
 };
@@ -207,17 +211,20 @@ std::unique_ptr<model::CausalLm> load_tensor_parallel_lm(const std::filesystem::
 }
 
 int run_tensor_parallel_rank(const TensorParallelRankArgs& args) {
-  check_device(tensor::parse_device(args.device, "--device"));
+  const tensor::Device device = tensor::parse_device(args.device, "--device");
+  check_device(device);
   const pid_t parent = getppid();
-  auto comm = tensor::cpu::ShmCommunicator::attach(args.group, args.rank, args.size, [parent, rank = args.rank] {
+  auto host = tensor::cpu::ShmCommunicator::attach(args.group, args.rank, args.size, [parent, rank = args.rank] {
     if (getppid() != parent) {
       throw_error(ErrorCode::kUnavailable, "tensor-parallel rank {}: rank 0 (pid {}) is gone", rank, parent);
     }
   });
-  comm->join();
+  tensor::cpu::ShmCommunicator& control = *host;
+  control.join();
+  std::unique_ptr<tensor::Communicator> comm = tensor::make_device_communicator(std::move(host), device);
   std::unique_ptr<model::CausalLm> shard =
       model::builtin_model_registry().create_causal_lm(args.model, {.tensor_parallel = comm.get()});
-  comm->barrier();
+  control.barrier();
   std::vector<float> logits;
   while (true) {
     std::string message;

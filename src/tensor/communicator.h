@@ -13,6 +13,7 @@
 // Threads: one thread per rank uses a communicator at a time.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "tensor/tensor.h"
@@ -35,5 +36,11 @@ class Communicator {
   // Host-side control messages: rank 0's `bytes` replace every other rank's `bytes`.
   virtual void broadcast_bytes(std::string& bytes) = 0;
 };
+
+// The communicator a rank's shard uses on `device`: `host` itself for the CPU; on CUDA, NCCL
+// between the ranks' devices with `host` carrying the control messages (every rank calls this at
+// the same time). kUnsupported for CUDA in a build without the CUDA backend; what the NCCL
+// communicator throws otherwise.
+std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host, Device device);
 
 }  // namespace omni::tensor
