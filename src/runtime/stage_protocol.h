@@ -22,7 +22,7 @@
 namespace omni::runtime {
 
 // Bumped on any incompatible change; a peer speaking another version is refused with both named.
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 
 // worker → head, first message, before the runner is built.
 struct RegisterMessage {
@@ -57,6 +57,7 @@ struct SubmitMessage {
   std::vector<int> output_stages;  // stages that consume this request's payloads from this stage
   // async_chunk: more input follows in InputChunk messages, the last one marked `last`.
   bool input_open = false;
+  Json additional_information = Json::object();  // GenerationRequest::additional_information
 };
 
 // head → worker (async_chunk): the next piece of a request's input from its upstream stage.
@@ -74,6 +75,9 @@ struct OutputMessage {
   std::string text;
   std::optional<std::string> finish_reason;  // set on the request's last output at this stage
   std::vector<PayloadRef> payloads;          // one per (chunk, consumer stage)
+  // Audio for the client (StageOutput::audio); travels as little-endian float32 bytes.
+  std::vector<float> audio;
+  int audio_sample_rate = 0;
 };
 
 // head → worker: drop a request and everything it holds.

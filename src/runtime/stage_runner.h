@@ -25,6 +25,8 @@ struct StageRequest {
   std::vector<PayloadView> inputs;  // upstream payloads, read in place; held as long as needed
   // async_chunk: the input goes on in add_input() calls until one marked `last`.
   bool input_open = false;
+  // GenerationRequest::additional_information of the request (a JSON object).
+  Json additional_information = Json::object();
 };
 
 // The next piece of a streamed (async_chunk) request input.
@@ -41,6 +43,10 @@ struct StageOutput {
   std::optional<std::string> finish_reason;  // set once, on the request's last output
   // Bulk data for the downstream stages (one chunk); the worker hands it to the edge connectors.
   std::optional<std::vector<uint8_t>> payload;
+  // New audio (mono float32 PCM in [-1, 1]) for the client, from a stage whose final output is
+  // audio; audio_sample_rate is set whenever audio is.
+  std::vector<float> audio;
+  int audio_sample_rate = 0;
   std::optional<Error> error;  // the request failed; it is finished
 };
 

@@ -109,11 +109,9 @@ class Worker {
 
   void handle(StageMessage& message) {
     if (auto* submit = std::get_if<SubmitMessage>(&message)) {
-      StageRequest request{submit->request_id,
-                           std::move(submit->prompt_token_ids),
-                           std::move(submit->sampling_params),
-                           {},
-                           submit->input_open};
+      StageRequest request{
+          submit->request_id, std::move(submit->prompt_token_ids),      std::move(submit->sampling_params), {},
+          submit->input_open, std::move(submit->additional_information)};
       try {
         request.inputs = read_payloads(submit->inputs);
         routes_[submit->request_id] = RequestRoute{submit->output_stages, 0};
@@ -166,7 +164,8 @@ class Worker {
       return;
     }
     OutputMessage message{
-        output.request_id, std::move(output.token_ids), std::move(output.text), output.finish_reason, {}};
+        output.request_id,       std::move(output.token_ids), std::move(output.text), output.finish_reason, {},
+        std::move(output.audio), output.audio_sample_rate};
     if (output.payload) {
       try {
         for (int to : route->second.output_stages) {
