@@ -145,19 +145,23 @@ class RankZeroLm final : public model::CausalLm {
   }
 
   ~RankZeroLm() override {
+    // Ranks that took the stop message exit by themselves; the others (a failed group) are killed.
+    bool stopped = false;
     if (!broken_) {
       try {
         MessageWriter stop(RankOp::kStop);
         comm_->broadcast_bytes(stop.bytes());
+        stopped = true;
       } catch (const Error& e) {
         spdlog::warn("tensor parallelism: stopping the ranks: {}", e.what());
       }
     }
     shard_.reset();
     for (ChildProcess& child : ranks_->children) {
-      const ExitStatus status = child.wait_or_kill(broken_ ? std::chrono::seconds(0) : kRankStopTimeout);
-      if (status.code != 0 || status.signal != 0)
+      const ExitStatus status = child.wait_or_kill(stopped ? kRankStopTimeout : std::chrono::seconds(0));
+      if (status.code != 0 || status.signal != 0) {
         spdlog::debug("tensor-parallel rank pid {} {}", child.pid(), status.describe());
+      }
     }
   }
 
