@@ -805,6 +805,44 @@ TEST_P(OpsTest, SampleDrawsFromTheFilteredDistribution) {
   }
 }
 
+// Flat distributions, where thousands of tokens decide the cut-offs (the CUDA kernel's bisection
+// path): 1500 tokens at logit 1, 2500 at 0 and 1000 at -50, interleaved.
+TEST_P(OpsTest, SampleFindsCutOffsAmongThousandsOfCandidates) {
+  const int vocab = 5000, draws = 1000;
+  std::vector<float> logits(vocab);
+  for (int i = 0; i < vocab; ++i) logits[i] = i % 10 < 3 ? 1.0f : i % 10 < 8 ? 0.0f : -50.0f;
+  struct Case {
+    int top_k;
+    float top_p;
+    float high_fraction;  // of the draws from the logit-1 tokens; the rest from logit 0
+  };
+  const double e = std::exp(1.0);
+  for (const Case c :
+       {Case{0, 0.5f, 1.0f}, Case{1500, 1.0f, 1.0f}, Case{0, 0.7f, static_cast<float>(1500 * e / (1500 * e + 2500))},
+        Case{4000, 1.0f, static_cast<float>(1500 * e / (1500 * e + 2500))}}) {
+    Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
+    for (int r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
+    std::vector<ops::SamplingParams> params(draws);
+    for (int r = 0; r < draws; ++r) {
+      params[r].top_k = c.top_k;
+      params[r].top_p = c.top_p;
+      params[r].seed = 77 + r;
+    }
+    Tensor x = dev(host), ids = out({draws}, DType::kI32);
+    ops::sample(x, params, ids);
+    const Tensor got = download(ids);
+    int high = 0;
+    for (int r = 0; r < draws; ++r) {
+      const float v = logits[got.data<int32_t>()[r]];
+      ASSERT_NE(v, -50.0f) << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+      if (c.high_fraction == 1.0f) ASSERT_EQ(v, 1.0f) << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+      high += v == 1.0f;
+    }
+    EXPECT_NEAR(static_cast<double>(high) / draws, c.high_fraction, 0.05)
+        << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+  }
+}
+
 TEST_P(OpsTest, SampleRejectsBadParamsNamingTheRowAndField) {
   std::vector<double> x;
   Tensor logits = dev(random({2, 5}, x));

@@ -104,25 +104,36 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
   }
 
+  // Cache row of each of this step's keys (-1 past the end). The block-table lookups of the next
+  // step are issued before this step's arithmetic, so their latency overlaps it instead of
+  // preceding the next K/V loads.
+  int64_t rows_now[U];
+  auto look_up = [&](int step_base, int64_t(&rows)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int key = step_base + u * kSlots + slot;
+      rows[u] = key < end ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size : -1;
+    }
+  };
+  look_up(begin, rows_now);
   for (int base = begin; base < end; base += kSlots * U) {
     uint4 kr[U], vr[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int key = base + u * kSlots + slot;
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-      if (key < end) {
-        const int64_t at =
-            (static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size) * token_stride;
-        kr[u] = __ldg(reinterpret_cast<const uint4*>(k_base + at));
-        vr[u] = __ldg(reinterpret_cast<const uint4*>(v_base + at));
+      if (rows_now[u] >= 0) {
+        kr[u] = __ldg(reinterpret_cast<const uint4*>(k_base + rows_now[u] * token_stride));
+        vr[u] = __ldg(reinterpret_cast<const uint4*>(v_base + rows_now[u] * token_stride));
       }
     }
+    int64_t rows_next[U];
+    look_up(base + kSlots * U, rows_next);
     float s[G][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float kf[8];
       unpack8(kr[u], kf, T{});
-      const bool valid = base + u * kSlots + slot < end;
+      const bool valid = rows_now[u] >= 0;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
@@ -155,6 +166,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
       m[g] = mx;
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u) rows_now[u] = rows_next[u];
   }
 
 #pragma unroll

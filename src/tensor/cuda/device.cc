@@ -47,8 +47,10 @@ void check(cudaError_t status, const char* what, int device) {
 
 cudaStream_t stream_for(int index) {
   thread_local int current = -1;
-  if (index < 0 || index >= kMaxDevices || index >= visible_device_count()) {
-    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, visible_device_count());
+  // Asked once: every op calls this, and the set of visible devices is fixed for the process.
+  static const int visible = visible_device_count();
+  if (index < 0 || index >= kMaxDevices || index >= visible) {
+    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, visible);
   }
   DeviceState& state = states()[index];
   if (current != index) {
