@@ -104,10 +104,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
   }
 
-  // Cache row of each of this step's keys (-1 past the end). The block-table lookups of the next
-  // step are issued before this step's arithmetic, so their latency overlaps it instead of
-  // preceding the next K/V loads.
-  int64_t rows_now[U];
+  // Software pipeline over steps of kSlots * U keys: while a step's scores are computed, the K/V
+  // rows of the next step are in flight and the block-table entries of the step after that are
+  // being looked up, so neither latency sits between two steps. rows: cache row of each key of a
+  // step, -1 past the end.
+  constexpr int kStep = kSlots * U;
   auto look_up = [&](int step_base, int64_t(&rows)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -115,19 +116,26 @@ __global__ void __launch_bounds__(kWarps * 32)
       rows[u] = key < end ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size : -1;
     }
   };
-  look_up(begin, rows_now);
-  for (int base = begin; base < end; base += kSlots * U) {
-    uint4 kr[U], vr[U];
+  auto load = [&](const int64_t(&rows)[U], uint4(&k_rows)[U], uint4(&v_rows)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-      if (rows_now[u] >= 0) {
-        kr[u] = __ldg(reinterpret_cast<const uint4*>(k_base + rows_now[u] * token_stride));
-        vr[u] = __ldg(reinterpret_cast<const uint4*>(v_base + rows_now[u] * token_stride));
+      k_rows[u] = v_rows[u] = make_uint4(0, 0, 0, 0);
+      if (rows[u] >= 0) {
+        k_rows[u] = __ldg(reinterpret_cast<const uint4*>(k_base + rows[u] * token_stride));
+        v_rows[u] = __ldg(reinterpret_cast<const uint4*>(v_base + rows[u] * token_stride));
       }
     }
-    int64_t rows_next[U];
-    look_up(base + kSlots * U, rows_next);
+  };
+  int64_t rows_now[U], rows_next[U];
+  uint4 kr[U], vr[U];
+  look_up(begin, rows_now);
+  look_up(begin + kStep, rows_next);
+  load(rows_now, kr, vr);
+  for (int base = begin; base < end; base += kStep) {
+    uint4 kr_next[U], vr_next[U];
+    load(rows_next, kr_next, vr_next);
+    int64_t rows_after[U];
+    look_up(base + 2 * kStep, rows_after);
     float s[G][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -167,7 +175,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       m[g] = mx;
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) rows_now[u] = rows_next[u];
+    for (int u = 0; u < U; ++u) {
+      rows_now[u] = rows_next[u];
+      rows_next[u] = rows_after[u];
+      kr[u] = kr_next[u];
+      vr[u] = vr_next[u];
+    }
   }
 
 #pragma unroll

@@ -153,12 +153,17 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   uint32_t qa[D / 16][4];
 
+  // Copies in flight at the top of each iteration: K and V of this tile (and Q on the first). The
+  // next tile's K is requested as soon as every warp has its scores, its V once every warp has
+  // used this V, so each load overlaps the other half of the arithmetic. A commit with nothing to
+  // copy past the last tile keeps the group count the waits rely on.
+  load_tile(k_s, k_cache, key_begin);
+  cp_async_commit();
+  load_tile(v_s, v_cache, key_begin);
+  cp_async_commit();
   for (int tile = key_begin; tile < key_end; tile += kKeys) {
-    load_tile(k_s, k_cache, tile);
-    cp_async_commit();
-    load_tile(v_s, v_cache, tile);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q and K have landed; V may still be in flight
+    const bool more = tile + kKeys < key_end;
+    cp_async_wait<1>();  // Q and this K have landed; this V may still be in flight
     __syncthreads();
     if (tile == key_begin) {
 #pragma unroll
@@ -216,7 +221,10 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
-    cp_async_wait<0>();
+    __syncthreads();  // every warp has read K
+    if (more) load_tile(k_s, k_cache, tile + kKeys);
+    cp_async_commit();
+    cp_async_wait<1>();  // this V has landed; the next K may still be in flight
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
@@ -231,8 +239,11 @@ __global__ void __launch_bounds__(kThreads)
         mma(o[2 * dp + 1], a, b[2], b[3], T{});
       }
     }
-    __syncthreads();  // every warp is done with this tile before the next one overwrites it
+    __syncthreads();  // every warp has read V
+    if (more) load_tile(v_s, v_cache, tile + kKeys);
+    cp_async_commit();
   }
+  cp_async_wait<0>();
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
