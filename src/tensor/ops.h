@@ -102,7 +102,12 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
 // tokens). q [T, heads, head_dim], caches [num_blocks, block_size, kv_heads, head_dim] with
 // heads % kv_heads == 0 (query head h reads kv head h / (heads / kv_heads)), out like q.
 // A query at position p sees keys at positions j <= p, and with sliding_window > 0 only those
-// with j > p - sliding_window. Scores are scaled by `scale`; softmax in float32.
+// with j > p - sliding_window. Scores are scaled by `scale`; softmax in float32. Rows of q that no
+// sequence owns are zeroed. On CUDA, one-token sequences take a flash-decoding kernel and longer
+// ones a tensor-core flash-attention kernel (bfloat16/float16, head_dim 64/128/256 and 64/128);
+// the block tables and work lists are uploaded through pinned staging memory on every call,
+// without a synchronisation, which also means a call cannot be captured into a CUDA graph as is
+// (sample() likewise).
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
                      float scale, int sliding_window, Tensor& out);
 

@@ -104,44 +104,25 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
   }
 
-  // Software pipeline over steps of kSlots * U keys: while a step's scores are computed, the K/V
-  // rows of the next step are in flight and the block-table entries of the step after that are
-  // being looked up, so neither latency sits between two steps. rows: cache row of each key of a
-  // step, -1 past the end.
-  constexpr int kStep = kSlots * U;
-  auto look_up = [&](int step_base, int64_t(&rows)[U]) {
+  for (int base = begin; base < end; base += kSlots * U) {
+    uint4 kr[U], vr[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int key = step_base + u * kSlots + slot;
-      rows[u] = key < end ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size : -1;
-    }
-  };
-  auto load = [&](const int64_t(&rows)[U], uint4(&k_rows)[U], uint4(&v_rows)[U]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      k_rows[u] = v_rows[u] = make_uint4(0, 0, 0, 0);
-      if (rows[u] >= 0) {
-        k_rows[u] = __ldg(reinterpret_cast<const uint4*>(k_base + rows[u] * token_stride));
-        v_rows[u] = __ldg(reinterpret_cast<const uint4*>(v_base + rows[u] * token_stride));
+      const int key = base + u * kSlots + slot;
+      kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      if (key < end) {
+        const int64_t at =
+            (static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size) * token_stride;
+        kr[u] = __ldg(reinterpret_cast<const uint4*>(k_base + at));
+        vr[u] = __ldg(reinterpret_cast<const uint4*>(v_base + at));
       }
     }
-  };
-  int64_t rows_now[U], rows_next[U];
-  uint4 kr[U], vr[U];
-  look_up(begin, rows_now);
-  look_up(begin + kStep, rows_next);
-  load(rows_now, kr, vr);
-  for (int base = begin; base < end; base += kStep) {
-    uint4 kr_next[U], vr_next[U];
-    load(rows_next, kr_next, vr_next);
-    int64_t rows_after[U];
-    look_up(base + 2 * kStep, rows_after);
     float s[G][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float kf[8];
       unpack8(kr[u], kf, T{});
-      const bool valid = rows_now[u] >= 0;
+      const bool valid = base + u * kSlots + slot < end;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
@@ -173,13 +154,6 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(prob, vf[u][e], acc[g][e]);
       }
       m[g] = mx;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      rows_now[u] = rows_next[u];
-      rows_next[u] = rows_after[u];
-      kr[u] = kr_next[u];
-      vr[u] = vr_next[u];
     }
   }
 
