@@ -131,10 +131,10 @@ void argmax(const Tensor& x, Tensor& out);
 // and their indices: values [R, k] (x's dtype), indices [R, k] i32; 1 <= k <= N.
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 
-// How one row of logits (one request) becomes a token id in sample(). The steps, in this order
-// (those of vLLM and of Hugging Face's generate): penalties on the logits, then temperature, then
-// top-k, top-p and min-p keep a set of candidates, then one draw from their renormalised
-// probabilities.
+// How one row of logits (one request) becomes a token id in sample(). The steps, in vLLM's order:
+// penalties on the logits; temperature; the candidates that top-k and min-p keep (both are
+// thresholds, so their order does not matter); the top-p nucleus of those; one draw from the
+// renormalised probabilities of what is left (inverse CDF in vocabulary order).
 struct SamplingParams {
   // <= 0: greedy, the argmax of the penalised logits (the lowest id on ties); no draw.
   float temperature = 1.0f;
@@ -149,10 +149,11 @@ struct SamplingParams {
   // Tokens of the output: minus presence_penalty once, minus frequency_penalty per occurrence.
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  // The draw is a pure function of (seed, step) (Philox4x32-10, tensor/philox.h): the same request
-  // gets the same ids whatever else is in the batch and on every backend. `step` is the index of
-  // the draw within the request (the number of tokens it has sampled so far); the caller picks a
-  // random seed for requests that give none.
+  // The draw's uniform is a pure function of (seed, step) (Philox4x32-10, tensor/philox.h), so a
+  // request gets the same ids whatever else is in the batch; the CPU and CUDA backends draw the
+  // same uniform (their float sums differ in rounding, so an id can differ where a draw lands on a
+  // boundary). `step` is the index of the draw within the request (the number of tokens it has
+  // sampled so far); the caller picks a random seed for requests that give none.
   uint64_t seed = 0;
   uint64_t step = 0;
   // Token history for the penalties, read only when a penalty is set (the dispatcher counts them on

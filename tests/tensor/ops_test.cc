@@ -18,6 +18,7 @@
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -734,15 +735,19 @@ TEST_P(OpsTest, SampleIsAPureFunctionOfTheRowAndItsSeed) {
     ops::sample(row, std::span(params).subspan(r, 1), alone);
     EXPECT_EQ(alone.data<int32_t>()[0], batch.data<int32_t>()[r]) << "row " << r << ", " << trace();
   }
-  params[0].step += 1;  // the next draw of row 0 comes from another counter
-  int changed = 0;
-  for (int s = 0; s < 16; ++s, ++params[0].step) {
-    Tensor row = dev(xt).slice_rows(0, 1);
-    Tensor id = Tensor::empty({1}, DType::kI32);
-    ops::sample(row, std::span(params).subspan(0, 1), id);
-    changed += id.data<int32_t>()[0] != batch.data<int32_t>()[0];
+  // Successive steps of one seed are fresh draws: over 1000 equally likely ids, 16 steps that all
+  // repeated one id would mean the counter is ignored.
+  Tensor flat = Tensor::empty({16, 1000}, DType::kF32);
+  std::fill(flat.data<float>(), flat.data<float>() + flat.numel(), 0.5f);
+  std::vector<ops::SamplingParams> steps(16);
+  for (int i = 0; i < 16; ++i) {
+    steps[i].seed = 99;
+    steps[i].step = i;
   }
-  if (params[0].top_k != 1) EXPECT_GT(changed, 0) << trace();
+  Tensor flat_dev = dev(flat), step_ids = Tensor::empty({16}, DType::kI32);
+  ops::sample(flat_dev, steps, step_ids);
+  const int32_t* drawn = step_ids.data<int32_t>();
+  EXPECT_GT(std::set<int32_t>(drawn, drawn + 16).size(), 8u) << trace();
 }
 
 // Many seeds over one row: ids only from the candidates that top-k, top-p and min-p keep, with

@@ -1,6 +1,8 @@
 // The CUDA implementations behind ops.h. Called only by the dispatchers in tensor/ops.cc, which
-// have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices and
-// the values of ids, slots and block tables; these functions assume valid arguments.
+// have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices, block
+// tables and the values of index tensors that came from the host (and uploaded them); these
+// functions assume valid arguments, except that the kernels of embedding and store_kv check ids and
+// slots themselves, for those that were already on the GPU (cuda/device.h's DeviceErrorRecord).
 //
 // Every function queues its kernels on the device's stream (cuda/device.h) and returns without
 // waiting; a failed launch is omni::Error(kInternal) naming the kernel. Arithmetic is float32
