@@ -115,7 +115,7 @@ void bench_elementwise(std::mt19937& rng) {
     report("add_rms_norm bf16 H=4096" + at, seconds_per_call([&] { ops::add_rms_norm(x, residual, w, 1e-6f, out); }),
            4 * tokens * row + row);
 
-    Tensor gate_up = random_bf16({tokens, 2 * inter}, rng);
+    Tensor gate_up = random_bf16({tokens, 2 * int64_t{inter}}, rng);
     Tensor act = Tensor::empty({tokens, inter}, DType::kBF16, Device::cuda(0));
     report("silu_and_mul bf16 I=12288" + at, seconds_per_call([&] { ops::silu_and_mul(gate_up, act); }),
            3.0 * tokens * inter * 2);
@@ -132,7 +132,7 @@ void bench_elementwise(std::mt19937& rng) {
     Tensor v = random_bf16({tokens, 8, 128}, rng);
     Tensor k_cache = random_bf16({4096, 16, 8, 128}, rng), v_cache = random_bf16({4096, 16, 8, 128}, rng);
     std::vector<int32_t> slot_values(tokens);
-    for (int t = 0; t < tokens; ++t) slot_values[t] = static_cast<int32_t>(rng() % (4096 * 16));
+    for (int t = 0; t < tokens; ++t) slot_values[t] = static_cast<int32_t>(rng() % (int64_t{4096} * 16));
     Tensor slots = host_ints(slot_values).to(Device::cuda(0));
     report("store_kv bf16 8 x 128" + at, seconds_per_call([&] { ops::store_kv(k, v, slots, k_cache, v_cache); }),
            4.0 * tokens * 8 * 128 * 2);
@@ -156,18 +156,19 @@ void bench_decode_attention(std::mt19937& rng) {
   for (const Case c : {Case{1, 4096}, Case{1, 32768}, Case{8, 4096}, Case{32, 1024}, Case{32, 4096}, Case{128, 1024},
                        Case{256, 512}}) {
     const int blocks_per_seq = (c.context + 1 + block - 1) / block;
-    Tensor k_cache = random_bf16({c.batch * blocks_per_seq, block, kv_heads, head_dim}, rng);
-    Tensor v_cache = random_bf16({c.batch * blocks_per_seq, block, kv_heads, head_dim}, rng);
+    Tensor k_cache = random_bf16({int64_t{c.batch} * blocks_per_seq, block, kv_heads, head_dim}, rng);
+    Tensor v_cache = random_bf16({int64_t{c.batch} * blocks_per_seq, block, kv_heads, head_dim}, rng);
     Tensor q = random_bf16({c.batch, heads, head_dim}, rng);
     Tensor out = Tensor::empty({c.batch, heads, head_dim}, DType::kBF16, Device::cuda(0));
     // Blocks in a shuffled order, as a long-running KV pool hands them out.
-    std::vector<int32_t> order(c.batch * blocks_per_seq);
+    std::vector<int32_t> order(static_cast<size_t>(c.batch) * blocks_per_seq);
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<std::vector<int32_t>> tables(c.batch);
     std::vector<ops::PagedSequence> seqs(c.batch);
     for (int s = 0; s < c.batch; ++s) {
-      tables[s].assign(order.begin() + s * blocks_per_seq, order.begin() + (s + 1) * blocks_per_seq);
+      tables[s].assign(order.begin() + static_cast<ptrdiff_t>(s) * blocks_per_seq,
+                       order.begin() + static_cast<ptrdiff_t>(s + 1) * blocks_per_seq);
       seqs[s] = {s, 1, c.context, tables[s]};
     }
     const double sec = seconds_per_call([&] { ops::paged_attention(q, k_cache, v_cache, seqs, 0.088f, 0, out); });

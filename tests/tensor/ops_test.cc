@@ -782,7 +782,7 @@ TEST_P(OpsTest, SampleDrawsFromTheFilteredDistribution) {
     for (int i = 0; i < vocab; ++i) kept_total += kept[i] ? w[i] : 0.0;
 
     Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
-    for (int r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
+    for (int64_t r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
     std::vector<ops::SamplingParams> params(draws);
     for (int r = 0; r < draws; ++r) {
       params[r].temperature = c.temperature;
@@ -826,7 +826,7 @@ TEST_P(OpsTest, SampleFindsCutOffsAmongThousandsOfCandidates) {
        {Case{0, 0.5f, 1.0f}, Case{1500, 1.0f, 1.0f}, Case{0, 0.7f, static_cast<float>(1500 * e / (1500 * e + 2500))},
         Case{4000, 1.0f, static_cast<float>(1500 * e / (1500 * e + 2500))}}) {
     Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
-    for (int r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
+    for (int64_t r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
     std::vector<ops::SamplingParams> params(draws);
     for (int r = 0; r < draws; ++r) {
       params[r].top_k = c.top_k;

@@ -48,9 +48,9 @@ void check(cudaError_t status, const char* what, int device) {
 cudaStream_t stream_for(int index) {
   thread_local int current = -1;
   // Asked once: every op calls this, and the set of visible devices is fixed for the process.
-  static const int visible = visible_device_count();
-  if (index < 0 || index >= kMaxDevices || index >= visible) {
-    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, visible);
+  static const int kVisible = visible_device_count();
+  if (index < 0 || index >= kMaxDevices || index >= kVisible) {
+    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, kVisible);
   }
   DeviceState& state = states()[index];
   if (current != index) {
