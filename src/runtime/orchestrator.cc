@@ -176,6 +176,7 @@ class Orchestrator::Loop {
     RequestPlan plan;
     int prompt_tokens = 0;
     std::vector<int32_t> prompt;
+    Json additional_information;
     std::map<int, StageProgress> stages;  // stages submitted to so far
     std::vector<Edge> held_edges;         // edges whose in-flight count includes this request
     // async_chunk outputs for a consumer that has not started yet (its edge is full).
@@ -475,6 +476,7 @@ class Orchestrator::Loop {
     request.sink = std::move(command.sink);
     request.plan = std::move(command.plan);
     request.prompt = std::move(command.request.prompt_token_ids);
+    request.additional_information = std::move(command.request.additional_information);
     request.prompt_tokens = static_cast<int>(request.prompt.size());
     std::string id = request.id;
     int entry = request.plan.stages.front();
@@ -502,7 +504,8 @@ class Orchestrator::Loop {
                           request.plan.sampling_params.at(stage_id),
                           std::move(inputs),
                           request.plan.consumers.at(stage_id),
-                          input_open};
+                          input_open,
+                          request.additional_information};
     if (!server_->send(replica.identity, message)) {
       replica_failed(replica, "its control connection is gone");
     }
@@ -569,6 +572,8 @@ class Orchestrator::Loop {
       event.token_ids = std::move(output.token_ids);
       event.text = std::move(output.text);
       event.logprobs = std::move(output.logprobs);
+      event.audio = std::move(output.audio);
+      event.audio_sample_rate = output.audio_sample_rate;
       event.finish_reason = output.finish_reason;
       event.finished = finished;
       event.prompt_tokens = request.prompt_tokens;

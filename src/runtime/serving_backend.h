@@ -32,6 +32,10 @@ struct GenerationRequest {
   std::vector<Json> sampling_params_list;
   // Requested output modalities ("text", "audio"); empty means the pipeline's default.
   std::vector<std::string> output_modalities;
+  // Model-specific request inputs beyond the prompt (vLLM-Omni's additional_information), given
+  // to every stage the request runs on: for Qwen3-TTS the text, voice, language, instructions
+  // and task_type of /v1/audio/speech. A JSON object; the stages validate what they read.
+  Json additional_information = Json::object();
 };
 
 // One streamed piece of a request's output.
@@ -46,6 +50,10 @@ struct ResponseEvent {
   bool finished = false;                     // the request's last event: every choice has finished
   int prompt_tokens = 0;                     // totals so far, for usage
   int completion_tokens = 0;
+  // New audio since the previous event (mono float32 PCM in [-1, 1]) from a stage that outputs
+  // audio; audio_sample_rate is set whenever audio is.
+  std::vector<float> audio;
+  int audio_sample_rate = 0;
 };
 
 using EventSink = std::function<void(ResponseEvent)>;

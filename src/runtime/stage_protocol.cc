@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 
 namespace omni::runtime {
 
@@ -74,6 +76,26 @@ std::vector<GeneratedTokenLogprobs> logprobs_from_wire(const Json& array) {
   return logprobs;
 }
 
+// Audio crosses as raw float32 bytes; every platform we build for is little-endian, which is
+// what the wire format says.
+static_assert(std::endian::native == std::endian::little, "the wire's audio samples are little-endian float32");
+
+std::vector<uint8_t> samples_to_bytes(const std::vector<float>& samples) {
+  std::vector<uint8_t> bytes(samples.size() * sizeof(float));
+  std::memcpy(bytes.data(), samples.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<float> samples_from_bytes(const std::vector<uint8_t>& bytes) {
+  if (bytes.size() % sizeof(float) != 0) {
+    throw_error(ErrorCode::kInternal, "output message: audio of {} bytes is not a whole number of float32 samples",
+                bytes.size());
+  }
+  std::vector<float> samples(bytes.size() / sizeof(float));
+  std::memcpy(samples.data(), bytes.data(), bytes.size());
+  return samples;
+}
+
 struct Encoder {
   Json& out;
   void operator()(const RegisterMessage& m) {
@@ -94,7 +116,8 @@ struct Encoder {
                 {"sampling_params", m.sampling_params},
                 {"inputs", payloads_to_wire(m.inputs)},
                 {"output_stages", m.output_stages},
-                {"input_open", m.input_open}});
+                {"input_open", m.input_open},
+                {"additional_information", m.additional_information}});
   }
   void operator()(const InputChunkMessage& m) {
     out.update({{"request_id", m.request_id},
@@ -112,6 +135,10 @@ struct Encoder {
     if (!m.logprobs.empty()) out["logprobs"] = logprobs_to_wire(m.logprobs);
     if (m.index != 0) out["index"] = m.index;
     if (m.more_choices) out["more_choices"] = true;
+    if (!m.audio.empty()) {
+      out["audio"] = Json::binary(samples_to_bytes(m.audio));
+      out["audio_sample_rate"] = m.audio_sample_rate;
+    }
   }
   void operator()(const AbortMessage& m) { out["request_id"] = m.request_id; }
   void operator()(const ErrorMessage& m) {
@@ -141,7 +168,8 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
                          j.at("sampling_params"),
                          payloads_from_wire(j.at("inputs")),
                          j.at("output_stages").get<std::vector<int>>(),
-                         j.at("input_open").get<bool>()};
+                         j.at("input_open").get<bool>(),
+                         j.at("additional_information")};
   }
   if (type == "input_chunk") {
     return InputChunkMessage{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),
@@ -158,6 +186,10 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
     if (auto it = j.find("logprobs"); it != j.end()) m.logprobs = logprobs_from_wire(*it);
     m.index = j.value("index", 0);
     m.more_choices = j.value("more_choices", false);
+    if (auto it = j.find("audio"); it != j.end()) {
+      m.audio = samples_from_bytes(it->get_binary());
+      m.audio_sample_rate = j.at("audio_sample_rate").get<int>();
+    }
     return m;
   }
   if (type == "abort") return AbortMessage{j.at("request_id").get<std::string>()};

@@ -23,7 +23,7 @@
 namespace omni::runtime {
 
 // Bumped on any incompatible change; a peer speaking another version is refused with both named.
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 
 // worker → head, first message, before the runner is built.
 struct RegisterMessage {
@@ -58,6 +58,7 @@ struct SubmitMessage {
   std::vector<int> output_stages;  // stages that consume this request's payloads from this stage
   // async_chunk: more input follows in InputChunk messages, the last one marked `last`.
   bool input_open = false;
+  Json additional_information = Json::object();  // GenerationRequest::additional_information
 };
 
 // head → worker (async_chunk): the next piece of a request's input from its upstream stage.
@@ -77,6 +78,9 @@ struct OutputMessage {
   // more_choices is set (other choices of an n > 1 request still generate).
   std::optional<std::string> finish_reason;
   std::vector<PayloadRef> payloads;  // one per (chunk, consumer stage)
+  // Audio for the client (StageOutput::audio); travels as little-endian float32 bytes.
+  std::vector<float> audio;
+  int audio_sample_rate = 0;
   // On the request's first output at this stage only: seconds from the worker taking the request's
   // Submit to sending this message. The head subtracts it from its own Submit-to-output time to get
   // the hop (transport and queueing both ways) without comparing clocks of different hosts.

@@ -111,11 +111,9 @@ class Worker {
 
   void handle(StageMessage& message) {
     if (auto* submit = std::get_if<SubmitMessage>(&message)) {
-      StageRequest request{submit->request_id,
-                           std::move(submit->prompt_token_ids),
-                           std::move(submit->sampling_params),
-                           {},
-                           submit->input_open};
+      StageRequest request{
+          submit->request_id, std::move(submit->prompt_token_ids),      std::move(submit->sampling_params), {},
+          submit->input_open, std::move(submit->additional_information)};
       try {
         request.inputs = read_payloads(submit->inputs);
         routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, Clock::now(), false};
@@ -175,6 +173,8 @@ class Worker {
     message.logprobs = std::move(output.logprobs);
     message.index = output.index;
     message.more_choices = output.more_choices;
+    message.audio = std::move(output.audio);
+    message.audio_sample_rate = output.audio_sample_rate;
     if (output.payload) {
       try {
         for (int to : route->second.output_stages) {

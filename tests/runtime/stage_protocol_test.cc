@@ -1,6 +1,9 @@
 #include "runtime/stage_protocol.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <bit>
 
 namespace omni::runtime {
 namespace {
@@ -57,6 +60,24 @@ TEST(StageProtocolTest, OutputWithAndWithoutFinishReason) {
   EXPECT_FALSE(delta.finish_reason.has_value());
   EXPECT_EQ(delta.stage_seconds, 0.125);
   EXPECT_TRUE(delta.logprobs.empty());
+  EXPECT_TRUE(delta.audio.empty());
+  EXPECT_EQ(delta.audio_sample_rate, 0);
+}
+
+TEST(StageProtocolTest, OutputAudioKeepsEverySampleBitForBit) {
+  std::vector<float> audio = {0.0f, -1.0f, 1.0f, 0.123456789f, -0.0f, 1e-30f};
+  auto decoded = round_trip<OutputMessage>(OutputMessage{"r", {}, "", "stop", {}, audio, 24000});
+  ASSERT_EQ(decoded.audio.size(), audio.size());
+  for (size_t i = 0; i < audio.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(decoded.audio[i]), std::bit_cast<uint32_t>(audio[i])) << i;
+  }
+  EXPECT_EQ(decoded.audio_sample_rate, 24000);
+}
+
+TEST(StageProtocolTest, SubmitCarriesAdditionalInformation) {
+  Json info = {{"text", "Hello"}, {"speaker", "Vivian"}, {"language", "Auto"}};
+  SubmitMessage submit{"r", {}, Json::object(), {}, {}, false, info};
+  EXPECT_EQ(round_trip<SubmitMessage>(submit).additional_information, info);
 }
 
 TEST(StageProtocolTest, OutputCarriesTokenLogprobsAndItsChoice) {
@@ -107,8 +128,10 @@ TEST(StageProtocolTest, AnotherProtocolVersionIsRefusedNamingBoth) {
     decode_message(bytes, "stage1.replica0");
     FAIL() << "a different version was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("stage1.replica0 speaks control protocol version 2, this process speaks "
-                                         "version 1"),
+    EXPECT_NE(std::string(e.what()).find(
+                  fmt::format("stage1.replica0 speaks control protocol version {}, this process speaks "
+                              "version {}",
+                              kProtocolVersion + 1, kProtocolVersion)),
               std::string::npos)
         << e.what();
   }
