@@ -58,13 +58,12 @@ std::vector<Json> read_sampling_params_list(const FieldReader& fields) {
 void handle_chat_completion(const ServingContext& context, HttpRequest& request, std::shared_ptr<Responder> responder) {
   Json body = parse_request_body(request.body);
   FieldReader fields(body);
-  CompletionResponseSpec spec;
-  spec.api = CompletionApi::kChat;
-  spec.model = context.resolve_model(body);
+  std::string model = context.resolve_model(body);
   check_messages(body);
-  spec.stream = read_stream_options(fields);
   runtime::GenerationRequest generation;
   generation.sampling_params = sampling_params_from_request(body, SamplingEndpoint::kChatCompletions);
+  CompletionResponseSpec spec =
+      response_spec_from_request(CompletionApi::kChat, std::move(model), fields, generation.sampling_params);
   generation.output_modalities = read_modalities(fields);
   generation.sampling_params_list = read_sampling_params_list(fields);
   generation.prompt_token_ids =
@@ -72,9 +71,6 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
   apply_truncate_prompt_tokens(body, generation.prompt_token_ids);
-  spec.n = generation.sampling_params.value("n", int64_t{1});
-  spec.logprobs = generation.sampling_params.contains("logprobs");
-  spec.tokens_as_ids = fields.boolean("return_tokens_as_token_ids").value_or(false);
   spec.id = random_request_id("chatcmpl-");
   generation.request_id = spec.id;
 

@@ -181,6 +181,18 @@ StreamOptions read_stream_options(const FieldReader& fields) {
   return options;
 }
 
+CompletionResponseSpec response_spec_from_request(CompletionApi api, std::string model, const FieldReader& fields,
+                                                  const Json& sampling_params) {
+  CompletionResponseSpec spec;
+  spec.api = api;
+  spec.model = std::move(model);
+  spec.stream = read_stream_options(fields);
+  spec.n = sampling_params.value("n", int64_t{1});
+  spec.logprobs = sampling_params.contains("logprobs");
+  spec.tokens_as_ids = fields.boolean("return_tokens_as_token_ids").value_or(false);
+  return spec;
+}
+
 void start_completion_response(const ServingContext& context, const HttpRequest& request,
                                std::shared_ptr<Responder> responder, std::vector<runtime::GenerationRequest> requests,
                                CompletionResponseSpec spec) {

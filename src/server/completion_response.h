@@ -47,6 +47,12 @@ struct CompletionResponseSpec {
   std::vector<std::string> echo;  // text only, per prompt: text put before the choice's output
 };
 
+// The spec's fields that come from the request: stream options, n and logprobs (from the
+// sampling parameters the route derived), return_tokens_as_token_ids. InvalidField as
+// read_stream_options.
+CompletionResponseSpec response_spec_from_request(CompletionApi api, std::string model, const FieldReader& fields,
+                                                  const Json& sampling_params);
+
 // Submits `requests` (one per prompt; their `n` choices each) and answers through `responder`.
 // Throws what GenerationRun::start throws (the handler answers it as an HTTP error).
 void start_completion_response(const ServingContext& context, const HttpRequest& request,

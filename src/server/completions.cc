@@ -72,16 +72,11 @@ std::vector<Prompt> read_prompts(const Json& body, const ServingContext& context
 void handle_completion(const ServingContext& context, HttpRequest& request, std::shared_ptr<Responder> responder) {
   Json body = parse_request_body(request.body);
   FieldReader fields(body);
-  CompletionResponseSpec spec;
-  spec.api = CompletionApi::kText;
-  spec.model = context.resolve_model(body);
-  spec.stream = read_stream_options(fields);
+  std::string model = context.resolve_model(body);
   if (fields.has("suffix")) throw_invalid_field("suffix", "'suffix' is not supported");
   bool echo = fields.boolean("echo").value_or(false);
   Json sampling = sampling_params_from_request(body, SamplingEndpoint::kCompletions);
-  spec.n = sampling.value("n", int64_t{1});
-  spec.logprobs = sampling.contains("logprobs");
-  spec.tokens_as_ids = fields.boolean("return_tokens_as_token_ids").value_or(false);
+  CompletionResponseSpec spec = response_spec_from_request(CompletionApi::kText, std::move(model), fields, sampling);
 
   std::vector<Prompt> prompts = read_prompts(body, context, fields.boolean("add_special_tokens").value_or(true));
   for (Prompt& prompt : prompts) apply_truncate_prompt_tokens(body, prompt.token_ids);
