@@ -194,8 +194,8 @@ CompletionResponseSpec response_spec_from_request(CompletionApi api, std::string
 }
 
 void start_completion_response(const ServingContext& context, const HttpRequest& request,
-                               std::shared_ptr<Responder> responder, std::vector<runtime::GenerationRequest> requests,
-                               CompletionResponseSpec spec) {
+                               const std::shared_ptr<Responder>& responder,
+                               std::vector<runtime::GenerationRequest> requests, CompletionResponseSpec spec) {
   auto response = std::make_shared<CompletionResponse>(context, responder, std::move(spec), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     response->set_prompt_tokens(i, static_cast<int64_t>(requests[i].prompt_token_ids.size()));

@@ -56,7 +56,7 @@ CompletionResponseSpec response_spec_from_request(CompletionApi api, std::string
 // Submits `requests` (one per prompt; their `n` choices each) and answers through `responder`.
 // Throws what GenerationRun::start throws (the handler answers it as an HTTP error).
 void start_completion_response(const ServingContext& context, const HttpRequest& request,
-                               std::shared_ptr<Responder> responder, std::vector<runtime::GenerationRequest> requests,
-                               CompletionResponseSpec spec);
+                               const std::shared_ptr<Responder>& responder,
+                               std::vector<runtime::GenerationRequest> requests, CompletionResponseSpec spec);
 
 }  // namespace omni::server
