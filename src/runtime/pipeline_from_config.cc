@@ -16,6 +16,10 @@ namespace omni::runtime {
 
 namespace {
 
+// The runner kinds of Qwen3-TTS's stage models (the talker and code2wav runners register them).
+constexpr std::string_view kTtsTalkerKind = "qwen3_tts_talker";
+constexpr std::string_view kTtsCode2WavKind = "qwen3_tts_code2wav";
+
 Json plain(const OrderedJson& value) { return Json::parse(value.dump()); }
 
 // A connector as the deploy YAML defines it: vLLM-Omni's `extra` mixes the transport's own
@@ -55,10 +59,10 @@ bool runner_registered(std::string_view kind) {
 // stage's execution type and architecture; empty when none.
 std::string family_runner_kind(const config::StagePipelineConfig& topology, const std::string& arch) {
   if (topology.execution_type == config::ExecutionType::kLlmAr && arch == "Qwen3TTSForConditionalGeneration") {
-    return std::string(kQwen3TtsTalkerRunnerKind);
+    return std::string(kTtsTalkerKind);
   }
   if (topology.execution_type == config::ExecutionType::kLlmGeneration && arch == "Qwen3TTSCode2Wav") {
-    return std::string(kQwen3TtsCode2WavRunnerKind);
+    return std::string(kTtsCode2WavKind);
   }
   return {};
 }

@@ -7,15 +7,10 @@
 // The user never names a runner.
 #pragma once
 
-#include <string_view>
-
 #include "config/effective_config.h"
 #include "runtime/stage_spec.h"
 
 namespace omni::runtime {
-
-inline constexpr std::string_view kQwen3TtsTalkerRunnerKind = "qwen3_tts_talker";
-inline constexpr std::string_view kQwen3TtsCode2WavRunnerKind = "qwen3_tts_code2wav";
 
 // Edges: a stage's input_connectors["from_stage_N"] names an entry of the config's connectors;
 // when only the producer's output_connectors["to_stage_M"] is set, it names the edge's

@@ -31,6 +31,9 @@ namespace {
 constexpr int kSamplesPerFrame = 1920;
 constexpr int kRate = 24000;
 
+constexpr std::string_view kTalkerKind = "qwen3_tts_talker";
+constexpr std::string_view kCode2WavKind = "qwen3_tts_code2wav";
+
 const config::PipelineRegistry& registry() {
   static const config::PipelineRegistry instance = [] {
     config::PipelineRegistry r;
@@ -50,7 +53,7 @@ void write_checkpoint(const TempDir& dir) {
 // kinds are registered here (in this process only) so that pipeline_spec_from_config accepts the
 // pipeline; the stage processes then run test-tone.
 runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
-  for (std::string_view kind : {runtime::kQwen3TtsTalkerRunnerKind, runtime::kQwen3TtsCode2WavRunnerKind}) {
+  for (std::string_view kind : {kTalkerKind, kCode2WavKind}) {
     auto kinds = runtime::stage_runner_kinds();
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
       runtime::register_stage_runner(std::string(kind), [](const Json& args, const runtime::StageRunnerContext& c) {
@@ -66,8 +69,8 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
   runtime::PipelineSpec pipeline =
       runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
   EXPECT_EQ(pipeline.stages.size(), 2u);
-  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kQwen3TtsTalkerRunnerKind);
-  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kQwen3TtsCode2WavRunnerKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], kTalkerKind);
+  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], kCode2WavKind);
   // The bundled qwen3_tts.yaml's connector options reach code2wav.
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["initial_codec_chunk_frames"], 1);
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["codec_chunk_frames"], 25);
