@@ -123,7 +123,7 @@ struct Speech {
 };
 
 void handle_speech(const ServingContext& context, const SpeechOptions& options, HttpRequest& http,
-                   std::shared_ptr<Responder> responder) {
+                   const std::shared_ptr<Responder>& responder) {
   Json body = parse_request_body(http.body);
   context.resolve_model(body);
   auto speech = std::make_shared<Speech>();
@@ -146,9 +146,9 @@ void handle_speech(const ServingContext& context, const SpeechOptions& options, 
 void add_speech_routes(Router& router, const ServingContext& context, const SpeechOptions& options) {
   router.add("POST", "/v1/audio/speech",
              [&context, &options](HttpRequest& request, std::shared_ptr<Responder> responder) {
-               handle_speech(context, options, request, std::move(responder));
+               handle_speech(context, options, request, responder);
              });
-  router.add("GET", "/v1/audio/voices", [&options](HttpRequest&, std::shared_ptr<Responder> responder) {
+  router.add("GET", "/v1/audio/voices", [&options](HttpRequest&, const std::shared_ptr<Responder>& responder) {
     Json voices = Json::array();
     for (const std::string& name : options.voices) voices.push_back({{"name", name}});
     responder->respond(json_response({{"voices", std::move(voices)}}));
