@@ -101,6 +101,11 @@ TEST_F(SpeechApiTest, WavFileHoldsTheToneAtTwentyFourKilohertzMono) {
   EXPECT_EQ(audio.channels, 1);
   EXPECT_EQ(audio.samples.size(), kFrames * kToneSamplesPerFrame);
   expect_samples(audio.samples, ToneBackend::expected_samples(kText, std::nullopt));
+  // The first audio is the first output: speech requests have a time to first token.
+  const std::string metrics = run_curl({url("/metrics")}).body;
+  EXPECT_EQ(metric_value(metrics, "vllm:time_to_first_token_seconds_count{model_name=\"tts\"}"), 1);
+  EXPECT_EQ(metric_value(metrics, "vllm:inter_token_latency_seconds_count{model_name=\"tts\"}"),
+            3);  // 4 chunks: 1, 2, 2, 1 frames
 }
 
 TEST_F(SpeechApiTest, TheBackendGetsTheFieldsAsAdditionalInformation) {
