@@ -11,6 +11,8 @@ build="${1:-$root/build}"
 dest="${2:-/work/main/.devrun/cuda}"
 binaries=("$build/tests/tensor_test")
 [[ -x "$build/bench/cuda_op_bench" ]] && binaries+=("$build/bench/cuda_op_bench")
+# Tensor parallelism (tp_check.sh): the NCCL test and the omnistage binary for the TP runs.
+[[ -x "$build/tests/nccl_communicator_test" ]] && binaries+=("$build/tests/nccl_communicator_test" "$build/omnistage")
 
 rm -rf "$dest"
 mkdir -p "$dest/lib"
@@ -26,6 +28,6 @@ for binary in "${binaries[@]}"; do
     esac
   done
 done
-cp "$root/scripts/gpu/run_on_gpu.sh" "$dest/"
+cp "$root/scripts/gpu/run_on_gpu.sh" "$root/scripts/gpu/tp_check.sh" "$dest/"
 du -sh "$dest"
 ls "$dest" "$dest/lib"

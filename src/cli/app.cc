@@ -14,13 +14,14 @@
 #include "cli/serve.h"
 #include "cli/stage_worker.h"
 #include "cli/tokenize.h"
+#include "cli/tp_rank.h"
 #include "cli/version.h"
 
 namespace omni::cli {
 
 std::vector<Command> all_commands() {
-  return {serve_command(),        config_command(), generate_command(),  tokenize_command(),
-          stage_worker_command(), bench_command(),  demo_model_command()};
+  return {serve_command(),        config_command(), generate_command(),   tokenize_command(),
+          stage_worker_command(), bench_command(),  demo_model_command(), tp_rank_command()};
 }
 
 namespace {

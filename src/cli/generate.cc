@@ -19,8 +19,8 @@
 #include "model/causal_lm.h"
 #include "model/chat_template/chat_template.h"
 #include "model/hf_config.h"
-#include "model/model_registry.h"
 #include "model/tokenizer/tokenizer.h"
+#include "runtime/tensor_parallel_model.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
 
@@ -49,6 +49,7 @@ struct GenerateOptions {
   std::string dump_logits;
   std::string output = "text";
   std::string device = "cpu";
+  int tensor_parallel_size = 1;
   // Engine (vLLM's names and defaults).
   int max_num_seqs = 256;
   std::optional<int> max_num_batched_tokens;
@@ -254,12 +255,15 @@ int run_generate(const GenerateOptions& options) {
     throw_error(ErrorCode::kUnsupported, "--device {}: only the cpu backend can run models in this build",
                 options.device);
   }
+  if (options.tensor_parallel_size < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got {}",
+                options.tensor_parallel_size);
+  }
   if (options.max_tokens < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--max-tokens must be >= 1, got {}", options.max_tokens);
   }
-  const int prompt_sources =
-      !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.messages.empty() +
-      !options.prompts_file.empty();
+  const int prompt_sources = !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.messages.empty() +
+                             !options.prompts_file.empty();
   if (prompt_sources != 1) {
     throw_error(ErrorCode::kInvalidArgument,
                 "give exactly one of --prompt-token-ids, --prompt, --messages and --prompts-file");
@@ -291,8 +295,11 @@ int run_generate(const GenerateOptions& options) {
   }
 
   auto load_start = std::chrono::steady_clock::now();
-  std::unique_ptr<model::CausalLm> lm = model::builtin_model_registry().create_causal_lm(options.model);
-  spdlog::info("loaded {} in {:.2f} s", options.model, seconds_since(load_start));
+  std::unique_ptr<model::CausalLm> lm =
+      runtime::load_tensor_parallel_lm(options.model, {.size = options.tensor_parallel_size, .device = device});
+  spdlog::info(
+      "loaded {} in {:.2f} s{}", options.model, seconds_since(load_start),
+      options.tensor_parallel_size > 1 ? fmt::format(" ({} tensor-parallel ranks)", options.tensor_parallel_size) : "");
   const model::CausalLmInfo& info = lm->info();
   for (const PromptJob& job : jobs) {
     for (size_t i = 0; i < job.token_ids.size(); ++i) {
@@ -454,6 +461,9 @@ Command generate_command() {
             ->check(CLI::IsMember({"text", "json"}))
             ->default_val("text");
         sub.add_option("--device", options->device, "Device to run on")->default_val("cpu");
+        sub.add_option("--tensor-parallel-size", options->tensor_parallel_size,
+                       "Split the model over this many ranks, one process each (rank r on device r)")
+            ->default_val(1);
         const std::string engine_group = "Engine";
         sub.add_option("--max-num-seqs", options->max_num_seqs, "Most sequences per engine step")
             ->default_val(256)

@@ -1,5 +1,6 @@
 #include "model/decoder_lm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -12,20 +13,32 @@ using tensor::DType;
 using tensor::Tensor;
 namespace ops = tensor::ops;
 
-DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant)
-    : config_(config), variant_(variant) {
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     tensor::Communicator* tensor_parallel)
+    : config_(config), variant_(variant), tensor_parallel_(tensor_parallel) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
   }
-  const int64_t hidden = config.hidden_size, hd = config.head_dim, inter = config.intermediate_size;
+  const int rank = tensor_parallel ? tensor_parallel->rank() : 0;
+  shard_ = plan_decoder_shard(config, rank, tensor_parallel ? tensor_parallel->world_size() : 1,
+                              (dir / "config.json").string());
+  const int64_t hidden = config.hidden_size, hd = config.head_dim, inter_all = config.intermediate_size;
   const int64_t q_out = config.num_attention_heads * hd, kv_out = config.num_key_value_heads * hd;
+  // This rank's slices (the whole tensors with one rank).
+  const int64_t q_rows = shard_.heads * hd, q_begin = rank * q_rows;
+  const int64_t kv_rows = shard_.kv_heads * hd, kv_begin = shard_.kv_head_begin * hd;
+  const int64_t inter = shard_.intermediate, inter_begin = rank * inter;
   const Checkpoint ckpt = Checkpoint::open(dir);
 
-  embed_tokens_ = ckpt.load_f32("model.embed_tokens.weight", {config.vocab_size, hidden});
+  const tensor::Shape vocab_shape{config.vocab_size, hidden};
+  embed_tokens_ = load_vocab_shard(ckpt, "model.embed_tokens.weight", vocab_shape, shard_.vocab_begin,
+                                   shard_.vocab_rows, shard_.vocab_rows + 1);
   final_norm_ = ckpt.load_f32("model.norm.weight", {hidden});
   // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-  lm_head_ = config.tie_word_embeddings ? embed_tokens_ : ckpt.load_f32("lm_head.weight", {config.vocab_size, hidden});
+  lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
+                                        : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
+                                                           shard_.vocab_rows, shard_.vocab_rows);
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
@@ -33,14 +46,14 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     Layer& l = layers_[i];
     l.input_norm = ckpt.load_f32(p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = ckpt.load_f32(p + "post_attention_layernorm.weight", {hidden});
-    l.q_proj = ckpt.load_f32(p + "self_attn.q_proj.weight", {q_out, hidden});
-    l.k_proj = ckpt.load_f32(p + "self_attn.k_proj.weight", {kv_out, hidden});
-    l.v_proj = ckpt.load_f32(p + "self_attn.v_proj.weight", {kv_out, hidden});
-    l.o_proj = ckpt.load_f32(p + "self_attn.o_proj.weight", {hidden, q_out});
+    l.q_proj = load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows);
+    l.k_proj = load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows);
+    l.v_proj = load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows);
+    l.o_proj = load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows);
     if (variant.qkv_bias) {
-      l.q_bias = ckpt.load_f32(p + "self_attn.q_proj.bias", {q_out});
-      l.k_bias = ckpt.load_f32(p + "self_attn.k_proj.bias", {kv_out});
-      l.v_bias = ckpt.load_f32(p + "self_attn.v_proj.bias", {kv_out});
+      l.q_bias = load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows);
+      l.k_bias = load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows);
+      l.v_bias = load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows);
     }
     if (variant.qk_norm) {
       l.q_norm = ckpt.load_f32(p + "self_attn.q_norm.weight", {hd});
@@ -48,9 +61,11 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     }
     // Gate and up share one matrix so the MLP's first step is a single product.
     l.gate_up_proj = Tensor::empty({2 * inter, hidden}, DType::kF32);
-    ckpt.load_f32_into(p + "mlp.gate_proj.weight", {inter, hidden}, l.gate_up_proj.data<float>());
-    ckpt.load_f32_into(p + "mlp.up_proj.weight", {inter, hidden}, l.gate_up_proj.data<float>() + inter * hidden);
-    l.down_proj = ckpt.load_f32(p + "mlp.down_proj.weight", {hidden, inter});
+    ckpt.load_f32_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter,
+                             l.gate_up_proj.data<float>());
+    ckpt.load_f32_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter,
+                             l.gate_up_proj.data<float>() + inter * hidden);
+    l.down_proj = load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter);
   }
 
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
@@ -65,8 +80,8 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
 }
 
 size_t DecoderLm::kv_bytes_per_block() const {
-  return static_cast<size_t>(config_.num_hidden_layers) * 2 * kKvBlockSize * config_.num_key_value_heads *
-         config_.head_dim * sizeof(float);
+  return static_cast<size_t>(config_.num_hidden_layers) * 2 * kKvBlockSize * shard_.kv_heads * config_.head_dim *
+         sizeof(float);
 }
 
 void DecoderLm::init_kv_cache(int num_blocks) {
@@ -76,7 +91,7 @@ void DecoderLm::init_kv_cache(int num_blocks) {
     l.v_cache = Tensor();
   }
   for (Layer& l : layers_) {
-    const tensor::Shape shape{num_blocks, kKvBlockSize, config_.num_key_value_heads, config_.head_dim};
+    const tensor::Shape shape{num_blocks, kKvBlockSize, shard_.kv_heads, config_.head_dim};
     l.k_cache = Tensor::empty(shape, DType::kF32);
     l.v_cache = Tensor::empty(shape, DType::kF32);
   }
@@ -87,6 +102,13 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
   const size_t tokens = batch.token_ids.size();
   if (batch.positions.size() != tokens) {
     throw_error(ErrorCode::kInvalidArgument, "forward: {} positions for {} tokens", batch.positions.size(), tokens);
+  }
+  // Checked here rather than by the embedding op: a vocabulary shard maps foreign ids to its zero row.
+  for (size_t t = 0; t < tokens; ++t) {
+    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
+                  batch.token_ids[t], t, config_.vocab_size);
+    }
   }
   if (!layers_.empty() && !layers_[0].k_cache.defined()) {
     throw_error(ErrorCode::kInvalidArgument, "forward: init_kv_cache was not called");
@@ -115,11 +137,15 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
 void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   check_batch(batch);
   const int64_t tokens = static_cast<int64_t>(batch.token_ids.size());
-  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = config_.intermediate_size;
-  const int64_t heads = config_.num_attention_heads, kv_heads = config_.num_key_value_heads;
+  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
+  const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
 
+  // Row ids into the vocabulary shard; ids of other shards read its zero row.
   Tensor ids = Tensor::empty({tokens}, DType::kI32);
-  std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids.data<int32_t>());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t local = batch.token_ids[t] - shard_.vocab_begin;
+    ids.data<int32_t>()[t] = static_cast<int32_t>(local >= 0 && local < shard_.vocab_rows ? local : shard_.vocab_rows);
+  }
   Tensor positions = Tensor::empty({tokens}, DType::kI32);
   std::copy(batch.positions.begin(), batch.positions.end(), positions.data<int32_t>());
   Tensor slots = Tensor::empty({tokens}, DType::kI32);
@@ -135,6 +161,7 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
 
   Tensor h = Tensor::empty({tokens, hidden}, DType::kF32);
   ops::embedding(embed_tokens_, ids, h);
+  reduce_partial_sums(h);
   Tensor x = Tensor::empty({tokens, hidden}, DType::kF32);
   Tensor q = Tensor::empty({tokens, heads * hd}, DType::kF32);
   Tensor k = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
@@ -162,11 +189,13 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
     ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
     ops::paged_attention(q_heads, l.k_cache, l.v_cache, seqs, scale, config_.sliding_window[i], attn);
     ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
+    reduce_partial_sums(proj);
     ops::add(h, proj, h);
     ops::rms_norm(h, l.post_attention_norm, config_.rms_norm_eps, x);
     ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
     ops::silu_and_mul(gate_up, act);
     ops::linear(act, l.down_proj, Tensor(), proj);
+    reduce_partial_sums(proj);
     ops::add(h, proj, h);
   }
 
@@ -187,7 +216,30 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
   logits.resize(static_cast<size_t>(r) * config_.vocab_size);
   Tensor out = Tensor::borrow(logits.data(), {r, config_.vocab_size}, DType::kF32);
-  if (r > 0) ops::linear(picked, lm_head_, Tensor(), out);
+  if (r > 0) project_vocabulary(picked, out);
+}
+
+void DecoderLm::reduce_partial_sums(Tensor& x) {
+  if (shard_.size > 1) tensor_parallel_->all_reduce_sum(x);
+}
+
+void DecoderLm::project_vocabulary(const Tensor& picked, Tensor& out) {
+  if (shard_.size == 1) {
+    ops::linear(picked, lm_head_, Tensor(), out);
+    return;
+  }
+  const int64_t r = picked.dim(0), rows = shard_.vocab_rows, vocab = config_.vocab_size;
+  Tensor local = Tensor::empty({r, rows}, DType::kF32);
+  ops::linear(picked, lm_head_, Tensor(), local);
+  Tensor gathered = Tensor::empty({shard_.size, r, rows}, DType::kF32);
+  tensor_parallel_->all_gather(local, gathered);
+  // [rank, row, shard column] -> [row, vocabulary id], dropping the last shard's padding.
+  for (int rank = 0; rank < shard_.size; ++rank) {
+    const int64_t begin = rank * rows, count = std::min(rows, vocab - begin);
+    for (int64_t i = 0; count > 0 && i < r; ++i) {
+      std::copy_n(gathered.data<float>() + (rank * r + i) * rows, count, out.data<float>() + i * vocab + begin);
+    }
+  }
 }
 
 }  // namespace omni::model

@@ -5,6 +5,12 @@
 //
 // Weights are loaded once as float32 CPU tensors (bf16/f16 on disk are widened); the KV cache is
 // float32 [num_blocks, kKvBlockSize, kv_heads, head_dim] per layer. Threading per CausalLm.
+//
+// Tensor parallelism: given a communicator of size N, the object is rank r's shard
+// (model/tensor_parallel.h): it loads only its slices, holds the KV cache of its KV heads, and
+// meets the other ranks in two all-reduces per layer, one for the embedding and one all-gather
+// of the logits. Every rank must call init_kv_cache and forward with the same arguments in the
+// same order (model/tensor_parallel_lm.h does that); every rank returns the full logits.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +18,8 @@
 
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
+#include "model/tensor_parallel.h"
+#include "tensor/communicator.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -26,8 +34,11 @@ class DecoderLm : public CausalLm {
  public:
   // Loads the weights of `dir` under Hugging Face names (model.layers.{i}.self_attn.q_proj.weight…;
   // lm_head.weight, or the embedding when tied). Throws kLoadFailed naming a missing or
-  // mis-shaped tensor, kUnsupported for an activation other than silu.
-  DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant);
+  // mis-shaped tensor, kUnsupported for an activation other than silu. `tensor_parallel` (not
+  // owned, outlives the model; null for one rank) makes this its rank's shard; kInvalidConfig
+  // when the model cannot be cut into that many ranks.
+  DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+            tensor::Communicator* tensor_parallel = nullptr);
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override;
@@ -48,11 +59,19 @@ class DecoderLm : public CausalLm {
   };
 
   void check_batch(const ForwardBatch& batch) const;
+  // Sums a row-parallel product's partial results over the ranks.
+  void reduce_partial_sums(tensor::Tensor& x);
+  // The logits of `picked` [rows, hidden] over the whole vocabulary into `out` [rows, vocab].
+  void project_vocabulary(const tensor::Tensor& picked, tensor::Tensor& out);
 
   TextModelConfig config_;
   DecoderVariant variant_;
   CausalLmInfo info_;
   tensor::ops::RopeSpec rope_;
+  tensor::Communicator* tensor_parallel_ = nullptr;
+  DecoderShard shard_;
+  // embed_tokens_ holds the shard's vocab_rows rows plus one zero row that every token outside
+  // the shard's range reads; lm_head_ is [vocab_rows, hidden].
   tensor::Tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   int num_blocks_ = 0;

@@ -13,12 +13,21 @@
 
 #include "base/json.h"
 #include "model/causal_lm.h"
+#include "tensor/communicator.h"
 
 namespace omni::model {
 
+// How to build a model beyond its checkpoint.
+struct CausalLmLoadOptions {
+  // Not owned, outlives the model. When set, the model is this rank's shard of a tensor-parallel
+  // group (a family that cannot be split answers kUnsupported).
+  tensor::Communicator* tensor_parallel = nullptr;
+};
+
 // Builds the model in `dir`, whose parsed config.json is `config` ("source" for error messages
 // is dir/config.json). Throws omni::Error like the loaders it calls.
-using CausalLmFactory = std::function<std::unique_ptr<CausalLm>(const std::filesystem::path& dir, const Json& config)>;
+using CausalLmFactory = std::function<std::unique_ptr<CausalLm>(const std::filesystem::path& dir, const Json& config,
+                                                                const CausalLmLoadOptions& options)>;
 
 // Registration happens before the registry is shared; afterwards const access is thread-safe.
 class ModelRegistry {
@@ -31,7 +40,8 @@ class ModelRegistry {
   // Reads dir/config.json and builds the model of its architectures[0]. kNotFound when the
   // folder or config.json is missing; kUnsupported naming the architecture and the registered
   // ones when no family serves it.
-  std::unique_ptr<CausalLm> create_causal_lm(const std::filesystem::path& dir) const;
+  std::unique_ptr<CausalLm> create_causal_lm(const std::filesystem::path& dir,
+                                             const CausalLmLoadOptions& options = {}) const;
 
  private:
   std::map<std::string, CausalLmFactory> causal_lms_;

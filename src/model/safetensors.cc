@@ -167,6 +167,28 @@ void Checkpoint::load_f32_into(const std::string& name, const tensor::Shape& exp
   tensor::convert_to_f32(e.dtype, e.data, dst, static_cast<size_t>(tensor::shape_numel(e.shape)));
 }
 
+void Checkpoint::load_f32_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                                     int64_t count, float* dst) const {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry& e = entry(name, expected, &file);
+  const int rank = static_cast<int>(e.shape.size());
+  if (rank < 1 || rank > 2 || dim < 0 || dim >= rank || begin < 0 || count < 0 || begin + count > e.shape[dim]) {
+    throw_error(ErrorCode::kInvalidArgument, "checkpoint {}: tensor '{}' {} has no slice [{}, {}) of dimension {}",
+                dir_.string(), name, tensor::shape_to_string(e.shape), begin, begin + count, dim);
+  }
+  const size_t element = tensor::dtype_size(e.dtype);
+  const auto* bytes = static_cast<const unsigned char*>(e.data);
+  if (dim == 0) {
+    const int64_t row = rank == 2 ? e.shape[1] : 1;
+    tensor::convert_to_f32(e.dtype, bytes + begin * row * element, dst, static_cast<size_t>(count * row));
+    return;
+  }
+  const int64_t rows = e.shape[0], cols = e.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    tensor::convert_to_f32(e.dtype, bytes + (r * cols + begin) * element, dst + r * count, static_cast<size_t>(count));
+  }
+}
+
 tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape& expected) const {
   tensor::Tensor t = tensor::Tensor::empty(expected, DType::kF32);
   load_f32_into(name, expected, t.data<float>());

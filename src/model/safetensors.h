@@ -58,6 +58,11 @@ class Checkpoint {
   tensor::Tensor load_f32(const std::string& name, const tensor::Shape& expected) const;
   // Same, converted into `dst`, which holds shape_numel(expected) floats.
   void load_f32_into(const std::string& name, const tensor::Shape& expected, float* dst) const;
+  // Only indices [begin, begin + count) of dimension `dim` (0 or 1 of a 1-D or 2-D tensor),
+  // converted into `dst` (the slice, contiguous): a tensor-parallel rank touches only its shard
+  // of the mapping. kInvalidArgument for a slice outside the tensor.
+  void load_f32_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                           int64_t count, float* dst) const;
 
  private:
   const SafetensorsEntry& entry(const std::string& name, const tensor::Shape& expected,

@@ -9,8 +9,8 @@
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/hf_config.h"
-#include "model/model_registry.h"
 #include "model/tokenizer/tokenizer.h"
+#include "runtime/tensor_parallel_model.h"
 
 namespace omni::runtime {
 
@@ -62,7 +62,12 @@ class ArStageRunner final : public StageRunner {
                   context.stage_id);
     }
     const fs::path dir(*model_dir);
-    model_ = model::builtin_model_registry().create_causal_lm(dir);
+    const int tensor_parallel_size = optional_arg<int>(engine_args, "tensor_parallel_size", context).value_or(1);
+    if (tensor_parallel_size < 1) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: tensor_parallel_size must be >= 1, got {}", context.stage_id,
+                  tensor_parallel_size);
+    }
+    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = tensor::Device::cpu()});
     if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
       tokenizer_ = model::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);

@@ -7,6 +7,8 @@
 //   model (required): the checkpoint directory
 //   max_num_seqs, max_num_batched_tokens, enable_prefix_caching, enable_chunked_prefill,
 //   kv_cache_memory_bytes, num_gpu_blocks_override, max_model_len, seed
+//   tensor_parallel_size: the model is split over that many rank processes started by this stage
+//   process (runtime/tensor_parallel_model.h); rank r uses the r-th device the stage sees
 // Requests carry their sampling parameters already merged over the stage's
 // default_sampling_params by the orchestrator (request_plan.h); generation_config.json's
 // temperature/top_p/top_k are the base below them, as in vLLM.

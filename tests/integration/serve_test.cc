@@ -390,5 +390,44 @@ TEST(ServeStageFailure, KilledStageFailsTheRequestNamingTheStageAndHealthTurns50
   ASSERT_TRUE(server.terminate(15s).has_value()) << "serve exits after a stage failure";
 }
 
+// tensor_parallel_size on a stage: the stage process is rank 0 and starts one rank process; the
+// greedy text equals one rank's; killing the rank fails the stage cleanly (named in the error, no
+// process or shared memory left).
+TEST(ServeTensorParallel, StageOverTwoRanksServesOneRanksTextAndFailsWhenARankDies) {
+  TempDir dir;
+  ASSERT_EQ(run_process({OMNISTAGE_BINARY, "demo-model", "--out", (dir.path() / "model").string()}).exit_code, 0);
+  const Json body = {
+      {"model", kModelName}, {"prompt", "Hello there"}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+  std::string one_rank;
+  {
+    ServeProcess server(dir.path() / "model", dir.path() / "serve1.log");
+    ASSERT_GT(server.port(), 0);
+    HttpResult r = curl(server, "/v1/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    one_rank = Json::parse(r.body)["choices"][0]["text"];
+  }
+  ServeProcess server(dir.path() / "model", dir.path() / "serve2.log",
+                      {"--stage-overrides", R"({"0": {"tensor_parallel_size": 2, "devices": "0,1"}})"});
+  ASSERT_GT(server.port(), 0);
+  const std::vector<pid_t> stages = children_of(server.pid());
+  ASSERT_EQ(stages.size(), 1u);
+  const std::vector<pid_t> ranks = children_of(stages[0]);
+  ASSERT_EQ(ranks.size(), 1u) << "the stage process starts rank 1";
+  HttpResult r = curl(server, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["choices"][0]["text"], one_rank);
+
+  kill(ranks[0], SIGKILL);
+  r = curl(server, "/v1/completions", body.dump());
+  EXPECT_NE(r.status, 200) << r.body;
+  EXPECT_NE(server.log().find("tensor-parallel rank 1 (pid " + std::to_string(ranks[0]) + ") was killed by signal 9"),
+            std::string::npos)
+      << server.log();
+  EXPECT_EQ(curl(server, "/health", std::nullopt).status, 503);
+  ASSERT_TRUE(server.terminate(15s).has_value());
+  EXPECT_FALSE(process_exists(stages[0]));
+  EXPECT_EQ(shm_entries("omnistage_tp_" + std::to_string(stages[0])), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace omni::testing

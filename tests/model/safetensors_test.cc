@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "base/error.h"
 #include "model/safetensors_writer.h"
@@ -61,6 +62,32 @@ TEST_F(SafetensorsTest, WriterRoundTripsFloat32AndBfloat16) {
       const float want = dtype == DType::kF32 ? values[i] : tensor::bf16_to_f32(tensor::f32_to_bf16(values[i]));
       EXPECT_EQ(t.data<float>()[i], want) << i;
     }
+  }
+}
+
+TEST_F(SafetensorsTest, SlicesOfRowsAndColumnsAreReadAlone) {
+  // [3, 4] = 0..11; a tensor-parallel shard reads rows [1, 3) or columns [1, 3).
+  float values[12];
+  for (int i = 0; i < 12; ++i) values[i] = static_cast<float>(i);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SafetensorsWriter w(dtype);
+    w.add("w", {3, 4}, values);
+    w.add("b", {4}, values);
+    w.write(dir_ / "model.safetensors");
+    Checkpoint c = Checkpoint::open(dir_);
+    float rows[8], cols[6], bias[2];
+    c.load_f32_slice_into("w", {3, 4}, 0, 1, 2, rows);
+    c.load_f32_slice_into("w", {3, 4}, 1, 1, 2, cols);
+    c.load_f32_slice_into("b", {4}, 0, 2, 2, bias);
+    EXPECT_EQ(std::vector<float>(rows, rows + 8), (std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11}));
+    EXPECT_EQ(std::vector<float>(cols, cols + 6), (std::vector<float>{1, 2, 5, 6, 9, 10}));
+    EXPECT_EQ(std::vector<float>(bias, bias + 2), (std::vector<float>{2, 3}));
+    const std::string message = expect_error(
+        [&] {
+          c.load_f32_slice_into("w", {3, 4}, 1, 3, 2, cols);
+        },
+        ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("tensor 'w' [3, 4] has no slice [3, 5) of dimension 1"), std::string::npos) << message;
   }
 }
 

@@ -51,5 +51,24 @@ TEST(DeviceAssignmentTest, ReplicaVisibleDevicesCombinesBoth) {
   EXPECT_FALSE(none[1].has_value());
 }
 
+TEST(DeviceAssignmentTest, TensorParallelReplicasTakeConsecutiveDevicesInLauncherOrder) {
+  // Two replicas of a TP-2 stage over logical devices 0-3 of CUDA_VISIBLE_DEVICES=4,5,6,7: each
+  // replica process sees its two GPUs, and its rank r runs on the r-th of them.
+  auto visible = replica_visible_devices(0, "0,1,2,3", 2, 2, std::string("4,5,6,7"));
+  ASSERT_EQ(visible.size(), 2u);
+  EXPECT_EQ(visible[0], "4,5");
+  EXPECT_EQ(visible[1], "6,7");
+  // Two stages on one GPU, another on the next: each maps on its own.
+  EXPECT_EQ(replica_visible_devices(0, "1", 1, 1, std::string("2,3"))[0], "3");
+  EXPECT_EQ(replica_visible_devices(1, "1", 1, 1, std::string("2,3"))[0], "3");
+  EXPECT_EQ(replica_visible_devices(2, "0", 1, 1, std::string("2,3"))[0], "2");
+  try {
+    replica_visible_devices(3, "0", 1, 2, std::nullopt);
+    FAIL() << "a TP-2 replica got one device";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "stage 3: 1 devices for 1 replicas of 2 devices each; need either 2 (template) or 2 (pool)");
+  }
+}
+
 }  // namespace
 }  // namespace omni::runtime
