@@ -35,12 +35,12 @@ constexpr std::string_view kTalkerKind = "qwen3_tts_talker";
 constexpr std::string_view kCode2WavKind = "qwen3_tts_code2wav";
 
 const config::PipelineRegistry& registry() {
-  static const config::PipelineRegistry instance = [] {
+  static const config::PipelineRegistry kRegistry = [] {
     config::PipelineRegistry r;
     model::register_all_pipelines(r);
     return r;
   }();
-  return instance;
+  return kRegistry;
 }
 
 // The checkpoint directory: a config.json with Qwen3-TTS's model type and two speakers.

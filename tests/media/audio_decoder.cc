@@ -50,30 +50,31 @@ int64_t seek(void* opaque, int64_t offset, int whence) {
 }
 
 void append_first_channel(const AVFrame* frame, std::vector<float>& out) {
-  const int n = frame->nb_samples;
-  const int channels = frame->ch_layout.nb_channels;
+  const size_t n = static_cast<size_t>(frame->nb_samples);
+  const size_t channels = static_cast<size_t>(frame->ch_layout.nb_channels);
   switch (static_cast<AVSampleFormat>(frame->format)) {
     case AV_SAMPLE_FMT_FLTP:
-      for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<const float*>(frame->data[0])[i]);
+      for (size_t i = 0; i < n; ++i) out.push_back(reinterpret_cast<const float*>(frame->data[0])[i]);
       return;
     case AV_SAMPLE_FMT_FLT:
-      for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<const float*>(frame->data[0])[i * channels]);
+      for (size_t i = 0; i < n; ++i) out.push_back(reinterpret_cast<const float*>(frame->data[0])[i * channels]);
       return;
     case AV_SAMPLE_FMT_S16P:
-      for (int i = 0; i < n; ++i) out.push_back(reinterpret_cast<const int16_t*>(frame->data[0])[i] / 32768.0f);
+      for (size_t i = 0; i < n; ++i)
+        out.push_back(static_cast<float>(reinterpret_cast<const int16_t*>(frame->data[0])[i]) / 32768.0f);
       return;
     case AV_SAMPLE_FMT_S16:
-      for (int i = 0; i < n; ++i) {
-        out.push_back(reinterpret_cast<const int16_t*>(frame->data[0])[i * channels] / 32768.0f);
+      for (size_t i = 0; i < n; ++i) {
+        out.push_back(static_cast<float>(reinterpret_cast<const int16_t*>(frame->data[0])[i * channels]) / 32768.0f);
       }
       return;
     case AV_SAMPLE_FMT_S32P:
-      for (int i = 0; i < n; ++i) {
+      for (size_t i = 0; i < n; ++i) {
         out.push_back(static_cast<float>(reinterpret_cast<const int32_t*>(frame->data[0])[i] / 2147483648.0));
       }
       return;
     case AV_SAMPLE_FMT_S32:
-      for (int i = 0; i < n; ++i) {
+      for (size_t i = 0; i < n; ++i) {
         out.push_back(
             static_cast<float>(reinterpret_cast<const int32_t*>(frame->data[0])[i * channels] / 2147483648.0));
       }
