@@ -1,16 +1,22 @@
-// Times the decode-path CUDA ops on device 0: a 1 x 4096 x 4096 bf16 linear (the weight-streaming
-// bound of a decode step) and decode paged attention (one new token per sequence, Qwen3-8B's
-// 32 query / 8 kv heads, head_dim 128, bf16 cache). Prints one line per case with the time per
-// call and the bandwidth that implies for the bytes the op must read.
+// Times the CUDA ops of a decode/prefill step on device 0 against the copy bandwidth measured in the
+// same run. One line per case: time per call, the bytes the op must move (each input read once,
+// each output written once), that over the time, and that as a fraction of the copy bandwidth;
+// prefill attention also prints its matrix rate.
 //
 //   cuda_op_bench [iterations]
 //
-// Times are host wall-clock over `iterations` back-to-back calls between two stream
-// synchronisations, so they include launch overhead (no CUDA graphs).
-#include <chrono>
+// Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up calls, so they
+// include the host's launch overhead whenever that is longer than the kernel (no CUDA graphs).
+// Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936); inputs
+// are random, and working sets of the bandwidth cases exceed the 50 MB L2 where the case is large
+// enough to be bandwidth-bound at all.
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -23,27 +29,193 @@ using omni::tensor::Device;
 using omni::tensor::DType;
 using omni::tensor::Tensor;
 namespace ops = omni::tensor::ops;
+namespace cuda = omni::tensor::cuda;
 
-Tensor random_bf16(const omni::tensor::Shape& shape, std::mt19937& rng) {
+// Uniform values in [-scale, scale) from a 64-bit LCG: gigabytes of random bf16 in about a second
+// (std::normal_distribution would take a minute for the embedding table and the KV caches).
+Tensor random_bf16(const omni::tensor::Shape& shape, std::mt19937& rng, float scale = 1.0f) {
   Tensor host = Tensor::empty(shape, DType::kBF16);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  uint64_t state = (static_cast<uint64_t>(rng()) << 32) | rng();
   uint16_t* data = host.data<uint16_t>();
-  for (int64_t i = 0; i < host.numel(); ++i) data[i] = omni::tensor::f32_to_bf16(normal(rng));
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);
+    data[i] = omni::tensor::f32_to_bf16((2.0f * u - 1.0f) * scale);
+  }
   return host.to(Device::cuda(0));
 }
 
-template <typename F>
-double seconds_per_call(int iterations, F&& call) {
-  for (int i = 0; i < 5; ++i) call();  // plans, caches, clocks
-  omni::tensor::cuda::synchronize(0);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) call();
-  omni::tensor::cuda::synchronize(0);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+Tensor host_ints(const std::vector<int32_t>& values) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32);
+  std::copy(values.begin(), values.end(), t.data<int32_t>());
+  return t;
 }
 
-void report(const char* name, double seconds, double bytes) {
-  std::printf("%-48s %9.2f us  %7.0f GB/s\n", name, seconds * 1e6, bytes / seconds / 1e9);
+int g_iterations = 200;
+double g_copy_bandwidth = 0.0;  // bytes/s
+
+template <typename F>
+double seconds_per_call(F&& call) {
+  for (int i = 0; i < 5; ++i) call();  // plans, caches, clocks
+  cudaStream_t stream = cuda::stream_for(0);
+  cudaEvent_t start, stop;
+  cuda::check(cudaEventCreate(&start), "cudaEventCreate", 0);
+  cuda::check(cudaEventCreate(&stop), "cudaEventCreate", 0);
+  cuda::check(cudaEventRecord(start, stream), "cudaEventRecord", 0);
+  for (int i = 0; i < g_iterations; ++i) call();
+  cuda::check(cudaEventRecord(stop, stream), "cudaEventRecord", 0);
+  cuda::synchronize(0);
+  float ms = 0.0f;
+  cuda::check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime", 0);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / 1e3 / g_iterations;
+}
+
+void report(const std::string& name, double seconds, double bytes, double flops = 0.0) {
+  std::printf("%-58s %9.2f us %8.0f GB/s %5.0f%% of copy", name.c_str(), seconds * 1e6, bytes / seconds / 1e9,
+              100.0 * bytes / seconds / g_copy_bandwidth);
+  if (flops > 0.0) std::printf(" %7.1f TFLOP/s", flops / seconds / 1e12);
+  std::printf("\n");
+}
+
+// Device-to-device copy of 2 GiB: bytes read plus bytes written, the ceiling of every case below.
+void measure_copy_bandwidth() {
+  const size_t bytes = size_t{2} << 30;
+  void *src = nullptr, *dst = nullptr;
+  cuda::check(cudaMalloc(&src, bytes), "cudaMalloc", 0);
+  cuda::check(cudaMalloc(&dst, bytes), "cudaMalloc", 0);
+  cuda::check(cudaMemset(src, 1, bytes), "cudaMemset", 0);
+  const int saved = g_iterations;
+  g_iterations = 20;
+  const double s = seconds_per_call(
+      [&] { cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda::stream_for(0)), "copy", 0); });
+  g_iterations = saved;
+  g_copy_bandwidth = 2.0 * bytes / s;
+  std::printf("%-58s %9.2f us %8.0f GB/s (read + write)\n", "copy 2 GiB device to device", s * 1e6,
+              g_copy_bandwidth / 1e9);
+  cudaFree(src);
+  cudaFree(dst);
+}
+
+void bench_elementwise(std::mt19937& rng) {
+  const int hidden = 4096, inter = 12288, vocab = 151936;
+  for (int tokens : {1, 256}) {
+    const std::string at = " T=" + std::to_string(tokens);
+    Tensor table = random_bf16({vocab, hidden}, rng);
+    std::vector<int32_t> id_values(tokens);
+    for (auto& id : id_values) id = static_cast<int32_t>(rng() % vocab);
+    Tensor ids = host_ints(id_values).to(Device::cuda(0));
+    Tensor x = random_bf16({tokens, hidden}, rng), residual = random_bf16({tokens, hidden}, rng);
+    Tensor w = random_bf16({hidden}, rng), out = Tensor::empty({tokens, hidden}, DType::kBF16, Device::cuda(0));
+    const double row = 2.0 * hidden;
+    report("embedding bf16 H=4096" + at, seconds_per_call([&] { ops::embedding(table, ids, out); }), 2 * tokens * row);
+    report("rms_norm bf16 H=4096" + at, seconds_per_call([&] { ops::rms_norm(x, w, 1e-6f, out); }),
+           2 * tokens * row + row);
+    report("add_rms_norm bf16 H=4096" + at, seconds_per_call([&] { ops::add_rms_norm(x, residual, w, 1e-6f, out); }),
+           4 * tokens * row + row);
+
+    Tensor gate_up = random_bf16({tokens, 2 * int64_t{inter}}, rng);
+    Tensor act = Tensor::empty({tokens, inter}, DType::kBF16, Device::cuda(0));
+    report("silu_and_mul bf16 I=12288" + at, seconds_per_call([&] { ops::silu_and_mul(gate_up, act); }),
+           3.0 * tokens * inter * 2);
+
+    Tensor q = random_bf16({tokens, 32, 128}, rng), k = random_bf16({tokens, 8, 128}, rng);
+    Tensor qn = random_bf16({128}, rng), kn = random_bf16({128}, rng);
+    std::vector<int32_t> pos(tokens);
+    for (int t = 0; t < tokens; ++t) pos[t] = 100 + t;
+    Tensor positions = host_ints(pos).to(Device::cuda(0));
+    report("qk_norm_rope bf16 32/8 heads x 128" + at,
+           seconds_per_call([&] { ops::qk_norm_rope(q, k, qn, kn, 1e-6f, positions, 1e6f); }),
+           2.0 * tokens * 40 * 128 * 2);
+
+    Tensor v = random_bf16({tokens, 8, 128}, rng);
+    Tensor k_cache = random_bf16({4096, 16, 8, 128}, rng), v_cache = random_bf16({4096, 16, 8, 128}, rng);
+    std::vector<int32_t> slot_values(tokens);
+    for (int t = 0; t < tokens; ++t) slot_values[t] = static_cast<int32_t>(rng() % (int64_t{4096} * 16));
+    Tensor slots = host_ints(slot_values).to(Device::cuda(0));
+    report("store_kv bf16 8 x 128" + at, seconds_per_call([&] { ops::store_kv(k, v, slots, k_cache, v_cache); }),
+           4.0 * tokens * 8 * 128 * 2);
+  }
+}
+
+void bench_linear(std::mt19937& rng) {
+  for (int m : {1, 8, 32}) {
+    Tensor x = random_bf16({m, 4096}, rng), w = random_bf16({4096, 4096}, rng);
+    Tensor out = Tensor::empty({m, 4096}, DType::kBF16, Device::cuda(0));
+    report("linear bf16 " + std::to_string(m) + " x 4096 x 4096",
+           seconds_per_call([&] { ops::linear(x, w, Tensor(), out); }), 4096.0 * 4096 * 2);
+  }
+}
+
+void bench_decode_attention(std::mt19937& rng) {
+  const int heads = 32, kv_heads = 8, head_dim = 128, block = 16;
+  struct Case {
+    int batch, context;
+  };
+  for (const Case c : {Case{1, 4096}, Case{1, 32768}, Case{8, 4096}, Case{32, 1024}, Case{32, 4096}, Case{128, 1024},
+                       Case{256, 512}}) {
+    const int blocks_per_seq = (c.context + 1 + block - 1) / block;
+    Tensor k_cache = random_bf16({int64_t{c.batch} * blocks_per_seq, block, kv_heads, head_dim}, rng);
+    Tensor v_cache = random_bf16({int64_t{c.batch} * blocks_per_seq, block, kv_heads, head_dim}, rng);
+    Tensor q = random_bf16({c.batch, heads, head_dim}, rng);
+    Tensor out = Tensor::empty({c.batch, heads, head_dim}, DType::kBF16, Device::cuda(0));
+    // Blocks in a shuffled order, as a long-running KV pool hands them out.
+    std::vector<int32_t> order(static_cast<size_t>(c.batch) * blocks_per_seq);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<std::vector<int32_t>> tables(c.batch);
+    std::vector<ops::PagedSequence> seqs(c.batch);
+    for (int s = 0; s < c.batch; ++s) {
+      tables[s].assign(order.begin() + static_cast<ptrdiff_t>(s) * blocks_per_seq,
+                       order.begin() + static_cast<ptrdiff_t>(s + 1) * blocks_per_seq);
+      seqs[s] = {s, 1, c.context, tables[s]};
+    }
+    const double sec = seconds_per_call([&] { ops::paged_attention(q, k_cache, v_cache, seqs, 0.088f, 0, out); });
+    report("decode attention bf16 batch " + std::to_string(c.batch) + " context " + std::to_string(c.context), sec,
+           2.0 * c.batch * (c.context + 1) * kv_heads * head_dim * 2);
+  }
+}
+
+void bench_prefill_attention(std::mt19937& rng) {
+  const int heads = 32, kv_heads = 8, head_dim = 128, block = 16;
+  for (int tokens : {512, 2048, 8192}) {
+    const int blocks = (tokens + block - 1) / block;
+    Tensor k_cache = random_bf16({blocks, block, kv_heads, head_dim}, rng);
+    Tensor v_cache = random_bf16({blocks, block, kv_heads, head_dim}, rng);
+    Tensor q = random_bf16({tokens, heads, head_dim}, rng);
+    Tensor out = Tensor::empty({tokens, heads, head_dim}, DType::kBF16, Device::cuda(0));
+    std::vector<int32_t> table(blocks);
+    for (int b = 0; b < blocks; ++b) table[b] = b;
+    const std::vector<ops::PagedSequence> seqs = {{0, tokens, 0, table}};
+    const double sec = seconds_per_call([&] { ops::paged_attention(q, k_cache, v_cache, seqs, 0.088f, 0, out); });
+    // Causal: about half of the T x T scores, 2 products of 2 * head_dim flops each.
+    const double flops = 4.0 * heads * head_dim * (static_cast<double>(tokens) * (tokens + 1) / 2);
+    report("prefill attention bf16 causal T=" + std::to_string(tokens), sec,
+           2.0 * tokens * heads * head_dim * 2 + 2.0 * tokens * kv_heads * head_dim * 2, flops);
+  }
+}
+
+void bench_sample(std::mt19937& rng) {
+  const int vocab = 151936;
+  for (int rows : {1, 32, 256}) {
+    Tensor logits = random_bf16({rows, vocab}, rng, 3.0f);
+    Tensor ids = Tensor::empty({rows}, DType::kI32, Device::cuda(0));
+    std::vector<ops::SamplingParams> greedy(rows), full(rows), filtered(rows);
+    for (int r = 0; r < rows; ++r) {
+      greedy[r].temperature = 0.0f;
+      full[r].seed = filtered[r].seed = r;
+      filtered[r].top_k = 50;
+      filtered[r].top_p = 0.9f;
+      filtered[r].min_p = 0.05f;
+    }
+    const std::string at = " rows " + std::to_string(rows) + " V=151936";
+    const double bytes = 2.0 * rows * vocab;
+    report("sample greedy bf16" + at, seconds_per_call([&] { ops::sample(logits, greedy, ids); }), bytes);
+    report("sample temperature 1 bf16" + at, seconds_per_call([&] { ops::sample(logits, full, ids); }), bytes);
+    report("sample top-k 50 top-p 0.9 min-p 0.05 bf16" + at,
+           seconds_per_call([&] { ops::sample(logits, filtered, ids); }), bytes);
+  }
 }
 
 }  // namespace
@@ -53,38 +225,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuda_op_bench: no CUDA device visible\n");
     return 1;
   }
-  const int iterations = argc > 1 ? std::atoi(argv[1]) : 200;
+  g_iterations = argc > 1 ? std::atoi(argv[1]) : 200;
   std::mt19937 rng(7);
-
-  for (int m : {1, 8, 32}) {
-    Tensor x = random_bf16({m, 4096}, rng), w = random_bf16({4096, 4096}, rng);
-    Tensor out = Tensor::empty({m, 4096}, DType::kBF16, Device::cuda(0));
-    const double s = seconds_per_call(iterations, [&] { ops::linear(x, w, Tensor(), out); });
-    char name[96];
-    std::snprintf(name, sizeof name, "linear bf16 %d x 4096 x 4096", m);
-    report(name, s, 4096.0 * 4096 * 2);
-  }
-
-  const int heads = 32, kv_heads = 8, head_dim = 128, block = 16;
-  for (int batch : {1, 32}) {
-    for (int context : {1024, 4096}) {
-      const int blocks_per_seq = (context + 1 + block - 1) / block;
-      Tensor k_cache = random_bf16({batch * blocks_per_seq, block, kv_heads, head_dim}, rng);
-      Tensor v_cache = random_bf16({batch * blocks_per_seq, block, kv_heads, head_dim}, rng);
-      Tensor q = random_bf16({batch, heads, head_dim}, rng);
-      Tensor out = Tensor::empty({batch, heads, head_dim}, DType::kBF16, Device::cuda(0));
-      std::vector<std::vector<int32_t>> tables(batch);
-      std::vector<ops::PagedSequence> seqs(batch);
-      for (int s = 0; s < batch; ++s) {
-        for (int b = 0; b < blocks_per_seq; ++b) tables[s].push_back(s * blocks_per_seq + b);
-        seqs[s] = {s, 1, context, tables[s]};
-      }
-      const double sec =
-          seconds_per_call(iterations, [&] { ops::paged_attention(q, k_cache, v_cache, seqs, 0.088f, 0, out); });
-      char name[96];
-      std::snprintf(name, sizeof name, "decode attention bf16 batch %d context %d", batch, context);
-      report(name, sec, 2.0 * batch * (context + 1) * kv_heads * head_dim * 2);
-    }
-  }
+  measure_copy_bandwidth();
+  bench_elementwise(rng);
+  bench_linear(rng);
+  bench_decode_attention(rng);
+  bench_prefill_attention(rng);
+  bench_sample(rng);
   return 0;
 }

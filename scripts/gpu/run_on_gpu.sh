@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from a folder made by bundle.sh: the op tests on every backend, a short
-# compute-sanitizer memcheck run of the CUDA op tests, and the CUDA benchmarks when bundled.
+# Runs on the GPU machine from a folder made by bundle.sh: the op tests on every backend, short
+# compute-sanitizer memcheck and racecheck runs of the CUDA op tests, and the CUDA benchmarks when
+# bundled.
 # Logs go to $OUT (or ./out).
 #
 #   bash run_on_gpu.sh
@@ -32,9 +33,14 @@ tail -5 "$out/tensor_test.log"
 
 if command -v compute-sanitizer > /dev/null || [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  timeout 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$here/tensor_test" \
+  timeout 200 "$sanitizer" --tool memcheck --error-exitcode 3 "$here/tensor_test" \
       --gtest_filter='Backends/OpsTest.*/cuda_bf16:CudaDeviceTest.*' > "$out/memcheck.log" 2>&1 || status=1
   tail -5 "$out/memcheck.log"
+  # Shared-memory races in the kernels that share tiles between warps (attention, sampling).
+  timeout 90 "$sanitizer" --tool racecheck --error-exitcode 3 "$here/tensor_test" \
+      --gtest_filter='Backends/OpsTest.PagedAttentionMatchesReferenceAcrossHeadSizesAndGroups/cuda_bf16:Backends/OpsTest.SampleIsAPureFunctionOfTheRowAndItsSeed/cuda_bf16' \
+      > "$out/racecheck.log" 2>&1 || status=1
+  tail -5 "$out/racecheck.log"
 else
   echo "compute-sanitizer: not installed" | tee "$out/memcheck.log"
 fi

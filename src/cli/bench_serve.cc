@@ -5,13 +5,16 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "base/json.h"
 #include "cli/bench/dataset.h"
 #include "cli/bench/load_runner.h"
 #include "cli/bench/report.h"
+#include "cli/bench/server_metrics.h"
 
 namespace omni::cli {
 namespace {
@@ -87,6 +90,18 @@ std::vector<double> parse_percentiles(const std::string& text) {
     pos = comma + 1;
   }
   return out;
+}
+
+// The server's omnistage:* histograms (its own time per request), or nullopt when it has no
+// /metrics: the benchmark does not depend on them.
+std::optional<std::map<std::string, bench::HistogramTotals>> server_histograms(const bench::Target& target) {
+  try {
+    auto [status, body] = bench::http_get(target, "/metrics");
+    if (status != 200) return std::nullopt;
+    return bench::histogram_totals(body, "omnistage:");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 int run_bench_serve(const BenchServeFlags& flags) {
@@ -178,10 +193,13 @@ int run_bench_serve(const BenchServeFlags& flags) {
               flags.max_concurrency ? std::to_string(*flags.max_concurrency).c_str() : "None");
   std::fflush(stdout);
 
+  auto before = server_histograms(load.target);
   bench::LoadResult result = bench::run_load(load, requests);
+  auto after = server_histograms(load.target);
   bench::ReportContext context{base_url,           flags.endpoint,        model,      flags.num_prompts,
                                flags.request_rate, flags.max_concurrency, percentiles};
   Json report = bench::make_report(context, result);
+  if (before && after) report["server_time"] = bench::histogram_deltas(*before, *after);
   std::fputs(bench::format_report(report, percentiles).c_str(), stdout);
   for (const bench::RequestOutcome& outcome : result.outcomes) {
     if (!outcome.success) {

@@ -106,13 +106,14 @@ int run_serve(const ServeFlags& flags) {
 
   // Before any thread starts, so that SIGINT/SIGTERM reach only this thread's wait below.
   runtime::TerminationSignals signals;
+  MetricsRegistry metrics;
   runtime::OrchestratorOptions orchestrator_options;
   orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());
   orchestrator_options.init_timeout = std::chrono::seconds(flags.values["init_timeout"].get<int64_t>());
   orchestrator_options.shm_threshold_bytes = flags.values["shm_threshold_bytes"].get<uint64_t>();
+  orchestrator_options.metrics = &metrics;
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
-  MetricsRegistry metrics;
   server::ApiServer api(api_server_options(flags, config), orchestrator, renderer.get(), metrics);
   try {
     api.start();

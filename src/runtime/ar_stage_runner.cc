@@ -1,5 +1,6 @@
 #include "runtime/ar_stage_runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -93,10 +94,6 @@ class ArStageRunner final : public StageRunner {
     engine_request.request_id = request.request_id;
     engine_request.prompt_token_ids = std::move(request.prompt_token_ids);
     engine_request.sampling_params = engine::sampling_params_from_json(params, base_, source);
-    if (engine_request.sampling_params.n != 1) {
-      throw_error(ErrorCode::kUnsupported, "{}: n = {} (a stage streams one completion per request)", source,
-                  engine_request.sampling_params.n);
-    }
     engine_->add_request(std::move(engine_request));
   }
 
@@ -112,21 +109,45 @@ class ArStageRunner final : public StageRunner {
   std::vector<StageOutput> step() override {
     std::vector<StageOutput> outputs;
     for (engine::RequestOutput& out : engine_->step()) {
-      StageOutput stage_output;
-      stage_output.request_id = std::move(out.request_id);
+      if (!out.error.empty()) {
+        StageOutput failed;
+        failed.request_id = std::move(out.request_id);
+        failed.error = Error(ErrorCode::kInternal, fmt::format("stage {}: {}", stage_id_, out.error));
+        outputs.push_back(std::move(failed));
+        continue;
+      }
+      const size_t first = outputs.size();
       for (engine::CompletionOutput& completion : out.completions) {
-        stage_output.token_ids.insert(stage_output.token_ids.end(), completion.token_ids.begin(),
-                                      completion.token_ids.end());
-        stage_output.text += completion.text;
+        StageOutput& choice = outputs.emplace_back();
+        choice.request_id = out.request_id;
+        choice.index = completion.index;
+        choice.token_ids = std::move(completion.token_ids);
+        choice.text = std::move(completion.text);
+        for (const engine::SampledToken& sampled : completion.logprobs) {
+          GeneratedTokenLogprobs& entry = choice.logprobs.emplace_back();
+          entry.token = {sampled.token_id, sampled.logprob};
+          entry.rank = sampled.rank;
+          for (const engine::TokenLogprob& alternative : sampled.top_logprobs) {
+            entry.top.push_back({alternative.token_id, alternative.logprob});
+          }
+        }
         if (completion.finish_reason) {
-          stage_output.finish_reason = std::string(engine::finish_reason_name(*completion.finish_reason));
+          choice.finish_reason = std::string(engine::finish_reason_name(*completion.finish_reason));
+          choice.more_choices = true;
         }
       }
-      if (!out.error.empty()) {
-        stage_output.error = Error(ErrorCode::kInternal, fmt::format("stage {}: {}", stage_id_, out.error));
+      // The request's last output is the last finishing choice of its last step.
+      if (out.finished) {
+        auto last = std::find_if(outputs.rbegin(), outputs.rend() - static_cast<std::ptrdiff_t>(first),
+                                 [](const StageOutput& o) { return o.finish_reason.has_value(); });
+        if (last == outputs.rend() - static_cast<std::ptrdiff_t>(first)) {
+          StageOutput& end = outputs.emplace_back();
+          end.request_id = out.request_id;
+          end.finish_reason = "stop";
+        } else {
+          last->more_choices = false;
+        }
       }
-      if (out.finished && !stage_output.finish_reason) stage_output.finish_reason = "stop";
-      outputs.push_back(std::move(stage_output));
     }
     return outputs;
   }

@@ -49,6 +49,10 @@ std::string endpoint_for_replicas(std::string endpoint) {
 
 double seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
+// From tens of microseconds (an idle local hop) to a second (a stage busy with long steps).
+const std::vector<double> kHopBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                         0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1.0};
+
 }  // namespace
 
 class Orchestrator::Loop {
@@ -66,6 +70,18 @@ class Orchestrator::Loop {
         edge_connectors_[{from, stage.stage_id}] = make_connector(edge_connector(stage, from), context);
         edges_[{from, stage.stage_id}];
       }
+    }
+    if (options_.metrics) {
+      dispatch_time_ =
+          &options_.metrics
+               ->histogram("omnistage:orchestrator_dispatch_seconds",
+                           "Time from a request submitted to the orchestrator to its entry stage.", {}, kHopBuckets)
+               .with({});
+      auto& hops = options_.metrics->histogram(
+          "omnistage:stage_hop_seconds",
+          "Head-to-stage round trip of a request outside the stage worker (transport and event-loop waits).", {"stage"},
+          kHopBuckets);
+      for (const StageSpec& stage : pipeline_.stages) hop_time_.push_back(&hops.with({std::to_string(stage.stage_id)}));
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) throw_error(ErrorCode::kInternal, "eventfd: {}", std::strerror(errno));
@@ -95,13 +111,13 @@ class Orchestrator::Loop {
     if (!live_ids_.insert(request.request_id).second) {
       throw_error(ErrorCode::kInvalidArgument, "request id '{}' is already in use", request.request_id);
     }
-    commands_.push_back(Command{std::move(request), std::move(sink), std::move(plan), {}});
+    commands_.push_back(Command{std::move(request), std::move(sink), std::move(plan), {}, Clock::now()});
     wake();
   }
 
   void abort(const std::string& request_id) {
     std::lock_guard lock(mutex_);
-    commands_.push_back(Command{{}, {}, {}, request_id});
+    commands_.push_back(Command{{}, {}, {}, request_id, Clock::now()});
     wake();
   }
 
@@ -149,6 +165,7 @@ class Orchestrator::Loop {
   struct StageProgress {
     int replica = -1;
     bool finished = false;
+    Clock::time_point submitted;
     std::vector<int32_t> tokens;
     std::vector<PayloadRef> payloads;  // produced here for consumers on the route
   };
@@ -176,6 +193,7 @@ class Orchestrator::Loop {
     EventSink sink;
     RequestPlan plan;
     std::string abort_id;  // set for an abort
+    Clock::time_point queued;
   };
 
   void wake() {
@@ -465,6 +483,7 @@ class Orchestrator::Loop {
     requests_.emplace(id, std::move(request));
     Request& stored = requests_.at(id);
     submit_to_stage(stored, entry, stored.prompt, {});
+    if (dispatch_time_) dispatch_time_->observe(std::chrono::duration<double>(Clock::now() - command.queued).count());
   }
 
   // Sends the request to a replica of `stage_id`; on failure the request ends with the error.
@@ -478,6 +497,7 @@ class Orchestrator::Loop {
     Replica& replica = replicas_[stage_id][index];
     StageProgress& progress = request.stages[stage_id];
     progress.replica = index;
+    progress.submitted = Clock::now();
     replica.requests.insert(request.id);
     SubmitMessage message{request.id,
                           std::move(prompt),
@@ -526,6 +546,10 @@ class Orchestrator::Loop {
       for (const PayloadRef& ref : output.payloads) discard(ref);
       return;
     }
+    if (output.stage_seconds && !hop_time_.empty()) {
+      double head_seconds = std::chrono::duration<double>(Clock::now() - progress->submitted).count();
+      hop_time_[replica.stage_id]->observe(std::max(0.0, head_seconds - *output.stage_seconds));
+    }
     Request& request = it->second;
     const std::string id = request.id;
     const std::vector<int> consumers = request.plan.consumers.at(replica.stage_id);
@@ -539,13 +563,15 @@ class Orchestrator::Loop {
       }
     }
     progress->tokens.insert(progress->tokens.end(), output.token_ids.begin(), output.token_ids.end());
-    bool finished = output.finish_reason.has_value();
+    bool finished = output.finish_reason.has_value() && !output.more_choices;
     std::vector<int32_t> chunk_tokens = output.token_ids;
     if (replica.stage_id == request.plan.final_stage) {
       request.completion_tokens += static_cast<int>(output.token_ids.size());
       ResponseEvent event;
+      event.index = output.index;
       event.token_ids = std::move(output.token_ids);
       event.text = std::move(output.text);
+      event.logprobs = std::move(output.logprobs);
       event.audio = std::move(output.audio);
       event.audio_sample_rate = output.audio_sample_rate;
       event.finish_reason = output.finish_reason;
@@ -751,6 +777,8 @@ class Orchestrator::Loop {
   const std::string session_;
   std::map<Edge, std::unique_ptr<Connector>> edge_connectors_;
   int wake_fd_ = -1;
+  Histogram* dispatch_time_ = nullptr;  // null without a metrics registry
+  std::vector<Histogram*> hop_time_;    // by stage id; empty without a metrics registry
 
   // Shared with API threads, under mutex_.
   mutable std::mutex mutex_;

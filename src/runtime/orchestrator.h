@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "base/metrics.h"
 #include "runtime/serving_backend.h"
 #include "runtime/stage_spec.h"
 
@@ -46,6 +47,13 @@ struct OrchestratorOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{30'000};  // a ready replica silent this long has failed
   std::chrono::milliseconds shutdown_grace{5000};       // then SIGKILL
+  // Where the orchestrator's series go (GET /metrics), or none. Must outlive the orchestrator.
+  //   omnistage:orchestrator_dispatch_seconds: submit() called to the request sent to its entry stage.
+  //   omnistage:stage_hop_seconds{stage}: per request and stage, the head's time from sending the
+  //     request to handling its first output there, less the worker's own time in between — the
+  //     control-message transport both ways plus the waits in the two event loops (a busy stage
+  //     takes a new request only between engine steps).
+  MetricsRegistry* metrics = nullptr;
 };
 
 class Orchestrator final : public ServingBackend {

@@ -67,6 +67,12 @@ RequestPlan plan_request(const PipelineSpec& pipeline, const GenerationRequest& 
       if (entry.is_object()) merge_into(params, entry);
     }
     merge_into(params, stage.sampling_constraints);
+    if (auto n = params.find("n"); id != plan.final_stage && n != params.end() && *n != 1) {
+      // The next stage takes one token sequence; several choices have no meaning there.
+      throw_error(ErrorCode::kInvalidArgument,
+                  "n: stage {} feeds a later stage (the final one is {}), so it generates one choice, not {}", id,
+                  plan.final_stage, n->dump());
+    }
     plan.sampling_params[id] = std::move(params);
   }
   return plan;

@@ -31,7 +31,8 @@ int final_stage_for(const PipelineSpec& pipeline, const std::vector<std::string>
 // default_sampling_params, the request's sampling_params (final stage only), the request's
 // sampling_params_list[stage_id], the stage's sampling_constraints. Objects merge key by key
 // (top level). Throws kInvalidArgument when sampling_params_list is longer than the pipeline or
-// an entry is not an object (null entries mean "defaults").
+// an entry is not an object (null entries mean "defaults"), or when a stage before the final one
+// would generate n != 1 choices.
 RequestPlan plan_request(const PipelineSpec& pipeline, const GenerationRequest& request);
 
 }  // namespace omni::runtime

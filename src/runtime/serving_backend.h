@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
 
@@ -39,13 +40,15 @@ struct GenerationRequest {
 
 // One streamed piece of a request's output.
 struct ResponseEvent {
-  int index = 0;                             // choice index (n > 1)
-  std::vector<int32_t> token_ids;            // new tokens since the previous event
-  std::string text;                          // new text since the previous event (may be empty)
-  std::optional<std::string> finish_reason;  // "stop", "length", "abort" on the last event
+  int index = 0;                   // choice index (n > 1)
+  std::vector<int32_t> token_ids;  // new tokens since the previous event
+  std::string text;                // new text since the previous event (may be empty)
+  // One per entry of token_ids when the request asked for logprobs; empty otherwise.
+  std::vector<GeneratedTokenLogprobs> logprobs;
+  std::optional<std::string> finish_reason;  // "stop", "length", "abort" on the choice's last event
   std::optional<Error> error;                // set when the request failed; finished is then true
-  bool finished = false;
-  int prompt_tokens = 0;  // totals so far, for usage
+  bool finished = false;                     // the request's last event: every choice has finished
+  int prompt_tokens = 0;                     // totals so far, for usage
   int completion_tokens = 0;
   // New audio since the previous event (mono float32 PCM in [-1, 1]) from a stage that outputs
   // audio; audio_sample_rate is set whenever audio is.

@@ -52,6 +52,30 @@ std::vector<PayloadRef> payloads_from_wire(const Json& array) {
   return refs;
 }
 
+Json logprobs_to_wire(const std::vector<GeneratedTokenLogprobs>& logprobs) {
+  Json array = Json::array();
+  for (const GeneratedTokenLogprobs& entry : logprobs) {
+    Json top = Json::array();
+    for (const TokenLogprob& alternative : entry.top) top.push_back({alternative.token_id, alternative.logprob});
+    array.push_back({entry.token.token_id, entry.token.logprob, entry.rank, std::move(top)});
+  }
+  return array;
+}
+
+std::vector<GeneratedTokenLogprobs> logprobs_from_wire(const Json& array) {
+  std::vector<GeneratedTokenLogprobs> logprobs;
+  logprobs.reserve(array.size());
+  for (const Json& entry : array) {
+    GeneratedTokenLogprobs& out = logprobs.emplace_back();
+    out.token = {entry.at(0).get<int32_t>(), entry.at(1).get<float>()};
+    out.rank = entry.at(2).get<int>();
+    for (const Json& alternative : entry.at(3)) {
+      out.top.push_back({alternative.at(0).get<int32_t>(), alternative.at(1).get<float>()});
+    }
+  }
+  return logprobs;
+}
+
 // Audio crosses as raw float32 bytes; every platform we build for is little-endian, which is
 // what the wire format says.
 static_assert(std::endian::native == std::endian::little, "the wire's audio samples are little-endian float32");
@@ -107,6 +131,10 @@ struct Encoder {
                 {"text", m.text},
                 {"payloads", payloads_to_wire(m.payloads)}});
     if (m.finish_reason) out["finish_reason"] = *m.finish_reason;
+    if (m.stage_seconds) out["stage_seconds"] = *m.stage_seconds;
+    if (!m.logprobs.empty()) out["logprobs"] = logprobs_to_wire(m.logprobs);
+    if (m.index != 0) out["index"] = m.index;
+    if (m.more_choices) out["more_choices"] = true;
     if (!m.audio.empty()) {
       out["audio"] = Json::binary(samples_to_bytes(m.audio));
       out["audio_sample_rate"] = m.audio_sample_rate;
@@ -148,9 +176,16 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
                              payloads_from_wire(j.at("payloads")), j.at("last").get<bool>()};
   }
   if (type == "output") {
-    OutputMessage m{j.at("request_id").get<std::string>(), j.at("token_ids").get<std::vector<int32_t>>(),
-                    j.at("text").get<std::string>(), std::nullopt, payloads_from_wire(j.at("payloads"))};
+    OutputMessage m;
+    m.request_id = j.at("request_id").get<std::string>();
+    m.token_ids = j.at("token_ids").get<std::vector<int32_t>>();
+    m.text = j.at("text").get<std::string>();
+    m.payloads = payloads_from_wire(j.at("payloads"));
     if (auto it = j.find("finish_reason"); it != j.end()) m.finish_reason = it->get<std::string>();
+    if (auto it = j.find("stage_seconds"); it != j.end()) m.stage_seconds = it->get<double>();
+    if (auto it = j.find("logprobs"); it != j.end()) m.logprobs = logprobs_from_wire(*it);
+    m.index = j.value("index", 0);
+    m.more_choices = j.value("more_choices", false);
     if (auto it = j.find("audio"); it != j.end()) {
       m.audio = samples_from_bytes(it->get_binary());
       m.audio_sample_rate = j.at("audio_sample_rate").get<int>();

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "runtime/payload.h"
+#include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
 
@@ -73,11 +74,22 @@ struct OutputMessage {
   std::string request_id;
   std::vector<int32_t> token_ids;
   std::string text;
-  std::optional<std::string> finish_reason;  // set on the request's last output at this stage
-  std::vector<PayloadRef> payloads;          // one per (chunk, consumer stage)
+  // Set on a choice's last output at this stage; that is the request's last output there unless
+  // more_choices is set (other choices of an n > 1 request still generate).
+  std::optional<std::string> finish_reason;
+  std::vector<PayloadRef> payloads;  // one per (chunk, consumer stage)
   // Audio for the client (StageOutput::audio); travels as little-endian float32 bytes.
   std::vector<float> audio;
   int audio_sample_rate = 0;
+  // On the request's first output at this stage only: seconds from the worker taking the request's
+  // Submit to sending this message. The head subtracts it from its own Submit-to-output time to get
+  // the hop (transport and queueing both ways) without comparing clocks of different hosts.
+  std::optional<double> stage_seconds;
+  // One per token_ids entry when the request asked for logprobs, else empty. On the wire: one
+  // array [token_id, logprob, rank, [[token_id, logprob], ...]] per token.
+  std::vector<GeneratedTokenLogprobs> logprobs;
+  int index = 0;  // the choice (sampling parameter n); on the wire only when not 0
+  bool more_choices = false;
 };
 
 // head → worker: drop a request and everything it holds.

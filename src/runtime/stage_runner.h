@@ -15,6 +15,7 @@
 #include "base/json.h"
 #include "runtime/payload.h"
 #include "runtime/stage_spec.h"
+#include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
 
@@ -38,16 +39,21 @@ struct StageInputChunk {
 
 struct StageOutput {
   std::string request_id;
-  std::vector<int32_t> token_ids;  // new since the previous output of this request
+  std::vector<int32_t> token_ids;  // new since the previous output of this choice
   std::string text;
-  std::optional<std::string> finish_reason;  // set once, on the request's last output
+  // Set once per choice, on its last output. The request has finished with it unless
+  // `more_choices` says that other choices of the request still generate.
+  std::optional<std::string> finish_reason;
   // Bulk data for the downstream stages (one chunk); the worker hands it to the edge connectors.
   std::optional<std::vector<uint8_t>> payload;
   // New audio (mono float32 PCM in [-1, 1]) for the client, from a stage whose final output is
   // audio; audio_sample_rate is set whenever audio is.
   std::vector<float> audio;
   int audio_sample_rate = 0;
-  std::optional<Error> error;  // the request failed; it is finished
+  std::optional<Error> error;                    // the request failed; it is finished
+  std::vector<GeneratedTokenLogprobs> logprobs;  // one per token_ids entry when the request asked for logprobs
+  int index = 0;                                 // which of the request's n choices (sampling parameter n)
+  bool more_choices = false;
 };
 
 class StageRunner {

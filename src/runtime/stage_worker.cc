@@ -23,6 +23,8 @@ using Clock = std::chrono::steady_clock;
 struct RequestRoute {
   std::vector<int> output_stages;
   int next_chunk = 0;
+  Clock::time_point submitted;  // when this worker took the Submit
+  bool output_sent = false;
 };
 
 class Worker {
@@ -114,7 +116,7 @@ class Worker {
           submit->input_open, std::move(submit->additional_information)};
       try {
         request.inputs = read_payloads(submit->inputs);
-        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0};
+        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, Clock::now(), false};
         runner_->add_request(std::move(request));
       } catch (const Error& e) {
         request_error(submit->request_id, e);
@@ -163,9 +165,16 @@ class Worker {
       request_error(output.request_id, *output.error);
       return;
     }
-    OutputMessage message{
-        output.request_id,       std::move(output.token_ids), std::move(output.text), output.finish_reason, {},
-        std::move(output.audio), output.audio_sample_rate};
+    OutputMessage message;
+    message.request_id = output.request_id;
+    message.token_ids = std::move(output.token_ids);
+    message.text = std::move(output.text);
+    message.finish_reason = output.finish_reason;
+    message.logprobs = std::move(output.logprobs);
+    message.index = output.index;
+    message.more_choices = output.more_choices;
+    message.audio = std::move(output.audio);
+    message.audio_sample_rate = output.audio_sample_rate;
     if (output.payload) {
       try {
         for (int to : route->second.output_stages) {
@@ -185,7 +194,11 @@ class Worker {
       }
       ++route->second.next_chunk;
     }
-    if (output.finish_reason) routes_.erase(route);
+    if (!route->second.output_sent) {
+      route->second.output_sent = true;
+      message.stage_seconds = std::chrono::duration<double>(Clock::now() - route->second.submitted).count();
+    }
+    if (output.finish_reason && !output.more_choices) routes_.erase(route);
     client_.send(message);
   }
 

@@ -3,9 +3,8 @@
 // and its choices get indexes prompt_index * n + i, as in vLLM.
 #include <optional>
 
-#include "server/generation.h"
+#include "server/completion_response.h"
 #include "server/openai_error.h"
-#include "server/openai_format.h"
 #include "server/request_fields.h"
 #include "server/routes.h"
 #include "server/sampling_params.h"
@@ -70,162 +69,34 @@ std::vector<Prompt> read_prompts(const Json& body, const ServingContext& context
   return prompts;
 }
 
-// The state of one response, touched only on the connection's executor.
-struct Completion {
-  std::shared_ptr<Responder> responder;
-  std::shared_ptr<GenerationRun> run;
-  std::string id;
-  std::string model;
-  int64_t created = unix_seconds();
-  bool stream = false;
-  bool include_usage = false;
-  bool continuous_usage = false;
-  int64_t n = 1;
-  std::vector<std::string> echo;   // per prompt: the prompt text to put before the output, when echo
-  std::vector<std::string> texts;  // per choice
-  std::vector<bool> echoed;        // per choice (streaming)
-  std::vector<std::optional<std::string>> finish_reasons;
-  std::vector<int64_t> prompt_tokens;      // per prompt, as the backend reports
-  std::vector<int64_t> completion_tokens;  // per prompt
-  std::optional<Error> error;
-
-  Json usage() const {
-    int64_t prompt = 0;
-    int64_t completion = 0;
-    for (size_t i = 0; i < prompt_tokens.size(); ++i) {
-      prompt += prompt_tokens[i];
-      completion += completion_tokens[i];
-    }
-    return usage_json(prompt, completion);
-  }
-
-  Json chunk(Json choices) const {
-    Json out = {{"id", id},
-                {"object", "text_completion"},
-                {"created", created},
-                {"model", model},
-                {"choices", std::move(choices)}};
-    if (include_usage) out["usage"] = continuous_usage ? usage() : Json(nullptr);
-    return out;
-  }
-
-  void on_event(size_t prompt_index, const runtime::ResponseEvent& event) {
-    prompt_tokens[prompt_index] = event.prompt_tokens;
-    completion_tokens[prompt_index] = event.completion_tokens;
-    if (event.error) {
-      if (!error) error = event.error;
-      run->abort_all();
-      return;
-    }
-    size_t choice = prompt_index * n + event.index;
-    if (choice >= texts.size()) {
-      throw_error(ErrorCode::kInternal, "backend reported choice {} of a request with n={}", event.index, n);
-    }
-    std::string text = event.text;
-    if (!echo.empty() && !echoed[choice]) {
-      echoed[choice] = true;
-      text = echo[prompt_index] + text;
-    }
-    texts[choice] += text;
-    if (event.finish_reason) finish_reasons[choice] = event.finish_reason;
-    if (!stream || error) return;
-    if (text.empty() && !event.finish_reason) return;
-    Json entry = {{"index", choice}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-    if (event.finish_reason) entry["finish_reason"] = *event.finish_reason;
-    responder->write(sse_event(chunk(Json::array({std::move(entry)}))));
-  }
-
-  void on_finished() {
-    if (stream) {
-      if (error) responder->write(sse_event(error_json(*error)));
-      if (include_usage && !error) {
-        Json last = chunk(Json::array());
-        last["usage"] = usage();
-        responder->write(sse_event(last));
-      }
-      responder->write(kSseDone);
-      responder->end_stream();
-      return;
-    }
-    if (error) return responder->respond(error_response(*error));
-    Json choices = Json::array();
-    for (size_t i = 0; i < texts.size(); ++i) {
-      choices.push_back({{"index", i},
-                         {"text", texts[i]},
-                         {"logprobs", nullptr},
-                         {"finish_reason", finish_reasons[i] ? Json(*finish_reasons[i]) : Json(nullptr)}});
-    }
-    responder->respond(json_response({{"id", id},
-                                      {"object", "text_completion"},
-                                      {"created", created},
-                                      {"model", model},
-                                      {"choices", std::move(choices)},
-                                      {"usage", usage()}}));
-  }
-};
-
 void handle_completion(const ServingContext& context, HttpRequest& request, std::shared_ptr<Responder> responder) {
   Json body = parse_request_body(request.body);
   FieldReader fields(body);
-  auto completion = std::make_shared<Completion>();
-  completion->responder = responder;
-  completion->model = context.resolve_model(body);
-  completion->stream = fields.boolean("stream").value_or(false);
-  if (const Json* options = fields.object("stream_options")) {
-    if (!completion->stream) {
-      throw_invalid_field("stream_options", "'stream_options' can only be given when 'stream' is true");
-    }
-    FieldReader option_fields(*options, "stream_options.");
-    completion->include_usage = option_fields.boolean("include_usage").value_or(false);
-    completion->continuous_usage = option_fields.boolean("continuous_usage_stats").value_or(false);
-  }
+  std::string model = context.resolve_model(body);
   if (fields.has("suffix")) throw_invalid_field("suffix", "'suffix' is not supported");
   bool echo = fields.boolean("echo").value_or(false);
   Json sampling = sampling_params_from_request(body, SamplingEndpoint::kCompletions);
-  completion->n = sampling.value("n", int64_t{1});
+  CompletionResponseSpec spec = response_spec_from_request(CompletionApi::kText, std::move(model), fields, sampling);
 
   std::vector<Prompt> prompts = read_prompts(body, context, fields.boolean("add_special_tokens").value_or(true));
-  if (auto keep = sampling.find("truncate_prompt_tokens"); keep != sampling.end()) {
-    size_t limit = keep->get<size_t>();
-    for (Prompt& prompt : prompts) {
-      if (prompt.token_ids.size() > limit)
-        prompt.token_ids.erase(prompt.token_ids.begin(), prompt.token_ids.end() - limit);
-    }
-  }
+  for (Prompt& prompt : prompts) apply_truncate_prompt_tokens(body, prompt.token_ids);
   if (echo) {
     for (const Prompt& prompt : prompts) {
-      completion->echo.push_back(
+      spec.echo.push_back(
           prompt.text ? *prompt.text : context.require_renderer("'echo' of token ids").decode(prompt.token_ids, false));
     }
   }
 
-  std::string base_id = random_request_id("cmpl-");
-  completion->id = base_id;
-  size_t choices = prompts.size() * completion->n;
-  completion->texts.resize(choices);
-  completion->echoed.resize(choices, false);
-  completion->finish_reasons.resize(choices);
-  completion->prompt_tokens.resize(prompts.size(), 0);
-  completion->completion_tokens.resize(prompts.size(), 0);
-
+  spec.id = random_request_id("cmpl-");
   std::vector<runtime::GenerationRequest> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
     runtime::GenerationRequest generation;
-    generation.request_id = prompts.size() == 1 ? base_id : fmt::format("{}-{}", base_id, i);
+    generation.request_id = prompts.size() == 1 ? spec.id : fmt::format("{}-{}", spec.id, i);
     generation.prompt_token_ids = std::move(prompts[i].token_ids);
-    completion->prompt_tokens[i] = static_cast<int64_t>(generation.prompt_token_ids.size());
     generation.sampling_params = sampling;
     requests.push_back(std::move(generation));
   }
-
-  completion->run = GenerationRun::start(
-      context, responder, std::move(requests),
-      {[completion](size_t index, const runtime::ResponseEvent& event) { completion->on_event(index, event); },
-       [completion] {
-         completion->on_finished();
-         completion->run.reset();  // breaks the cycle completion -> run -> callbacks -> completion
-       }});
-  if (completion->stream) responder->start_stream(200, kSseContentType, {{"Cache-Control", "no-cache"}});
+  start_completion_response(context, request, std::move(responder), std::move(requests), std::move(spec));
 }
 
 }  // namespace

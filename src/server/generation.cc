@@ -11,7 +11,7 @@ GenerationRun::GenerationRun(const ServingContext& context, std::shared_ptr<Resp
 
 std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& context, std::shared_ptr<Responder> responder,
                                                     std::vector<runtime::GenerationRequest> requests,
-                                                    Callbacks callbacks) {
+                                                    Callbacks callbacks, Clock::time_point received_at) {
   auto run = std::make_shared<GenerationRun>(context, responder, std::move(callbacks));
   for (const auto& request : requests) {
     Progress progress;
@@ -44,6 +44,7 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& contex
       throw;
     }
   }
+  context.metrics.request_preprocess.observe(std::chrono::duration<double>(Clock::now() - received_at).count());
   return run;
 }
 
@@ -87,7 +88,10 @@ void GenerationRun::deliver(size_t index, const runtime::ResponseEvent& event, C
   if (dropped_) return;
   try {
     callbacks_.on_event(index, event);
-    if (event.finished && --unfinished_ == 0) callbacks_.on_finished();
+    if (event.finished && --unfinished_ == 0) {
+      callbacks_.on_finished();
+      metrics.response_postprocess.observe(std::chrono::duration<double>(Clock::now() - at).count());
+    }
   } catch (const std::exception& e) {
     // Formatting must not take the connection's executor down; the client sees the stream end.
     spdlog::error("http: formatting the output of request {} failed: {}", progress.request_id, e.what());

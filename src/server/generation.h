@@ -31,9 +31,11 @@ class GenerationRun : public std::enable_shared_from_this<GenerationRun> {
 
   // Submits every request (their ids must be unique). When a submit() throws, the requests
   // already submitted are aborted, their events are dropped, and the error propagates so that
-  // the handler answers it as an ordinary HTTP error.
+  // the handler answers it as an ordinary HTTP error. `received_at` is when the HTTP request had
+  // been read: the server's preprocessing time is measured from it.
   static std::shared_ptr<GenerationRun> start(const ServingContext& context, std::shared_ptr<Responder> responder,
-                                              std::vector<runtime::GenerationRequest> requests, Callbacks callbacks);
+                                              std::vector<runtime::GenerationRequest> requests, Callbacks callbacks,
+                                              Clock::time_point received_at);
 
   void abort_all();
 

@@ -3,6 +3,7 @@
 // include Boost.Beast; http_server.cc is the only place that speaks the wire protocol.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,8 @@ struct HttpRequest {
   std::string query;    // after '?', undecoded; empty when absent
   HttpHeaders headers;  // names lower-cased, in arrival order
   std::string body;
+  // When the whole request had been read, for the server's own time per request.
+  std::chrono::steady_clock::time_point received_at;
 
   // The first header named `name` (lower case), or "" when absent.
   std::string_view header(std::string_view name) const;

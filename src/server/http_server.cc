@@ -274,6 +274,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     http::request<http::string_body> message = parser_->release();
     HttpRequest request;
+    request.received_at = std::chrono::steady_clock::now();
     request.method = std::string(sv(message.method_string()));
     std::string_view target = sv(message.target());
     size_t question = target.find('?');

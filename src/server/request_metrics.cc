@@ -14,6 +14,9 @@ const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2
                                          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 const std::vector<double> kTokenCountBuckets = {1,    2,    5,    10,    20,    50,    100,    200,   500,
                                                 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000};
+// The server's own share of a request is sub-millisecond when idle: finer buckets than vLLM's.
+const std::vector<double> kServerTimeBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1.0};
 
 }  // namespace
 
@@ -54,6 +57,16 @@ RequestMetrics::RequestMetrics(MetricsRegistry& registry, const std::string& mod
                            .counter("omnistage:request_failures_total", "Number of requests that ended with an error.",
                                     {"model_name"})
                            .with({model_name})),
+      request_preprocess(registry
+                             .histogram("omnistage:http_request_preprocess_seconds",
+                                        "Server time from a request read to its backend requests submitted.",
+                                        {"model_name"}, kServerTimeBuckets)
+                             .with({model_name})),
+      response_postprocess(registry
+                               .histogram("omnistage:http_response_postprocess_seconds",
+                                          "Server time from the backend's final event to the response written.",
+                                          {"model_name"}, kServerTimeBuckets)
+                               .with({model_name})),
       success_(registry.counter("vllm:request_success_total", "Count of successfully processed requests.",
                                 {"model_name", "finished_reason"})),
       model_name_(model_name) {}

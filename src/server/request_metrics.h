@@ -30,6 +30,13 @@ struct RequestMetrics {
   Counter& request_success(const std::string& finished_reason);
   // omnistage:request_failures_total: requests that ended with an error.
   Counter& request_failures;
+  // The API server's own time per generation request, outside the backend:
+  // omnistage:http_request_preprocess_seconds, from the whole request read to its backend
+  // request(s) submitted (JSON parsing, validation, chat template, tokenization), and
+  // omnistage:http_response_postprocess_seconds, from the backend handing over the final event
+  // to the response's last bytes handed to the socket (event hop onto the connection, formatting).
+  Histogram& request_preprocess;
+  Histogram& response_postprocess;
 
  private:
   MetricFamily<Counter>& success_;

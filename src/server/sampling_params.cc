@@ -28,19 +28,17 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
   put("presence_penalty", fields.number("presence_penalty", -2.0, 2.0));
   put("frequency_penalty", fields.number("frequency_penalty", -2.0, 2.0));
   put("repetition_penalty", fields.number("repetition_penalty", 0.0, kInf, /*min_exclusive=*/true));
-  put("length_penalty", fields.number("length_penalty", -kInf, kInf));
   put("seed", fields.integer("seed"));
   put("min_tokens", fields.integer("min_tokens", 0));
   put("stop", fields.strings("stop"));
   put("stop_token_ids", fields.integers("stop_token_ids"));
-  put("bad_words", fields.strings("bad_words"));
-  put("allowed_token_ids", fields.integers("allowed_token_ids"));
   put("ignore_eos", fields.boolean("ignore_eos"));
   put("include_stop_str_in_output", fields.boolean("include_stop_str_in_output"));
   put("skip_special_tokens", fields.boolean("skip_special_tokens"));
-  put("spaces_between_special_tokens", fields.boolean("spaces_between_special_tokens"));
-  put("prompt_logprobs", fields.integer("prompt_logprobs", 0));
-  put("truncate_prompt_tokens", fields.integer("truncate_prompt_tokens", 1));
+  // Read for their type only: the detokenizer keeps the spaces a byte-level vocabulary spells out,
+  // and length_penalty only shapes beam search, which vLLM's sampling ignores it for too.
+  fields.boolean("spaces_between_special_tokens");
+  fields.number("length_penalty", -kInf, kInf);
   if (const Json* bias = fields.object("logit_bias")) {
     for (const auto& [token, value] : bias->items()) {
       if (!value.is_number()) {
@@ -50,16 +48,19 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
     }
     params["logit_bias"] = *bias;
   }
-  // Structured-output constraints are checked by the engine that applies them.
-  for (const char* name :
-       {"response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
-    auto it = body.find(name);
-    if (it != body.end() && !it->is_null()) params[name] = *it;
+  // vLLM fields the engine does not implement: refused by name rather than silently ignored,
+  // because each changes which tokens a client gets.
+  for (const char* name : {"bad_words", "allowed_token_ids", "prompt_logprobs", "structured_outputs", "guided_json",
+                           "guided_regex", "guided_choice", "guided_grammar"}) {
+    if (fields.has(name)) throw_invalid_field(name, "'{}' is not supported by this server", name);
+  }
+  if (const Json* format = fields.object("response_format");
+      format && FieldReader(*format, "response_format.").string("type") != "text") {
+    throw_invalid_field("response_format", "'response_format' other than {{\"type\": \"text\"}} is not supported");
   }
 
   if (endpoint == SamplingEndpoint::kCompletions) {
     params["max_tokens"] = fields.integer("max_tokens", 1).value_or(kDefaultCompletionMaxTokens);
-    put("best_of", fields.integer("best_of", 1));
     put("logprobs", fields.integer("logprobs", 0));
   } else {
     auto max_tokens = fields.integer("max_completion_tokens", 1);
@@ -72,11 +73,19 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
     }
     if (logprobs.value_or(false)) params["logprobs"] = top_logprobs.value_or(0);
   }
-  if (params.contains("best_of") && params["best_of"].get<int64_t>() < params.value("n", int64_t{1})) {
-    throw_invalid_field("best_of", "'best_of' ({}) must be at least 'n' ({})", params["best_of"].get<int64_t>(),
-                        params.value("n", int64_t{1}));
+  if (auto best_of = fields.integer("best_of", 1); best_of && *best_of != params.value("n", int64_t{1})) {
+    // As in vLLM's V1 engine: no hidden extra sequences to rank.
+    throw_invalid_field("best_of", "'best_of' ({}) must equal 'n' ({}): ranking extra sequences is not supported",
+                        *best_of, params.value("n", int64_t{1}));
   }
   return params;
+}
+
+void apply_truncate_prompt_tokens(const Json& body, std::vector<int32_t>& prompt_token_ids) {
+  auto keep = FieldReader(body).integer("truncate_prompt_tokens", 1);
+  if (keep && prompt_token_ids.size() > static_cast<size_t>(*keep)) {
+    prompt_token_ids.erase(prompt_token_ids.begin(), prompt_token_ids.end() - *keep);
+  }
 }
 
 }  // namespace omni::server

@@ -3,6 +3,9 @@
 // and passed on to the engine under vLLM's SamplingParams names.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "base/json.h"
 
 namespace omni::server {
@@ -13,7 +16,12 @@ enum class SamplingEndpoint { kCompletions, kChatCompletions };
 // except where the endpoint's own default differs: /v1/completions' max_tokens is 16, as in
 // OpenAI's and vLLM's API. For chat, `max_completion_tokens` wins over `max_tokens`, and
 // `logprobs: true` with `top_logprobs: k` becomes `logprobs: k` (a count, as in completions).
-// Throws InvalidField naming the first bad field.
+// Throws InvalidField naming the first bad field, and for vLLM fields the engine does not implement
+// (bad_words, allowed_token_ids, prompt_logprobs, structured outputs, best_of > n).
 Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint);
+
+// vLLM's truncate_prompt_tokens (k >= 1): keeps the prompt's last k tokens. The server applies it;
+// it is not a sampling parameter of the engine.
+void apply_truncate_prompt_tokens(const Json& body, std::vector<int32_t>& prompt_token_ids);
 
 }  // namespace omni::server

@@ -1,6 +1,9 @@
 #include "tensor/ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
+#include <vector>
 
 #include "base/error.h"
 #include "tensor/cpu/kernels.h"
@@ -68,8 +71,23 @@ void expect_same_dtype(const char* op, const char* name, const Tensor& t, const 
   }
 }
 
-// Host-side view of int32 ids the dispatcher must validate (a copy when they live on a GPU).
-Tensor host_ints(const Tensor& t) { return t.device().type == DeviceType::kCpu ? t : t.to(Device::cpu()); }
+// An int32 index tensor (ids, slots, positions) of an op that runs on `device`: on that device, or on
+// the host (validated there by the caller) and then uploaded here without a synchronisation.
+Tensor index_tensor(const char* op, const char* name, const Tensor& t, Device device) {
+  if (!t.defined()) throw_error(ErrorCode::kInvalidArgument, "{}: {} is not defined", op, name);
+  if (!t.is_contiguous()) throw_error(ErrorCode::kInvalidArgument, "{}: {} is not contiguous", op, name);
+  expect_dtype(op, name, t, DType::kI32);
+  if (t.device() == device) return t;
+  if (t.device().type != DeviceType::kCpu) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} is on {} but the op runs on {} (index tensors may be on the cpu)",
+                op, name, device_name(t.device()), device_name(device));
+  }
+#ifdef OMNI_HAVE_CUDA
+  return cuda::upload_ints(t, device.index);
+#else
+  return t;
+#endif
+}
 
 void expect_rank(const char* op, const char* name, const Tensor& t, int rank) {
   if (t.rank() != rank) {
@@ -89,22 +107,24 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
-  const Device device = common_device(op, {{"table", &table}, {"ids", &ids}, {"out", &out}});
+  const Device device = common_device(op, {{"table", &table}, {"out", &out}});
   expect_float(op, "table", table);
   expect_dtype(op, "ids", ids, DType::kI32);
   expect_rank(op, "table", table, 2);
   expect_rank(op, "ids", ids, 1);
   expect_shape(op, "out", out, {ids.dim(0), table.dim(1)});
   expect_same_dtype(op, "out", out, "table", table);
-  const Tensor ids_host = host_ints(ids);
-  const int32_t* id = ids_host.data<int32_t>();
-  for (int64_t t = 0; t < ids.numel(); ++t) {
-    if (id[t] < 0 || id[t] >= table.dim(0)) {
-      throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
-                  id[t], t, table.dim(0));
+  if (ids.device().type == DeviceType::kCpu) {
+    const int32_t* id = ids.data<int32_t>();
+    for (int64_t t = 0; t < ids.numel(); ++t) {
+      if (id[t] < 0 || id[t] >= table.dim(0)) {
+        throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
+                    id[t], t, table.dim(0));
+      }
     }
   }
-  OMNI_DISPATCH(device, embedding(table, ids, out));
+  const Tensor ids_here = index_tensor(op, "ids", ids, device);
+  OMNI_DISPATCH(device, embedding(table, ids_here, out));
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
@@ -177,7 +197,7 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
 
 void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) {
   const char* op = "rotary_embedding";
-  const Device device = common_device(op, {{"x", &x}, {"positions", &positions}});
+  const Device device = common_device(op, {{"x", &x}});
   expect_float(op, "x", x);
   expect_dtype(op, "positions", positions, DType::kI32);
   expect_rank(op, "x", x, 3);
@@ -193,13 +213,44 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
     }
   }
   if (!(spec.theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: theta must be > 0");
-  OMNI_DISPATCH(device, rotary_embedding(x, positions, spec));
+  const Tensor positions_here = index_tensor(op, "positions", positions, device);
+  OMNI_DISPATCH(device, rotary_embedding(x, positions_here, spec));
+}
+
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta) {
+  const char* op = "qk_norm_rope";
+  const Device device = common_device(op, {{"q", &q}, {"k", &k}});
+  expect_float(op, "q", q);
+  expect_same_dtype(op, "k", k, "q", q);
+  expect_rank(op, "q", q, 3);
+  expect_rank(op, "k", k, 3);
+  const int64_t head_dim = q.dim(2);
+  if (head_dim % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "qk_norm_rope: head_dim {} is odd", head_dim);
+  if (k.dim(0) != q.dim(0) || k.dim(2) != head_dim) {
+    throw_error(ErrorCode::kInvalidArgument, "qk_norm_rope: k {} does not match q {} (tokens, head_dim)",
+                shape_to_string(k.shape()), shape_to_string(q.shape()));
+  }
+  if (q_norm.defined() != k_norm.defined()) {
+    throw_error(ErrorCode::kInvalidArgument, "qk_norm_rope: q_norm and k_norm must both be given or both be undefined");
+  }
+  if (q_norm.defined()) {
+    common_device(op, {{"q", &q}, {"q_norm", &q_norm}, {"k_norm", &k_norm}});
+    expect_same_dtype(op, "q_norm", q_norm, "q", q);
+    expect_same_dtype(op, "k_norm", k_norm, "q", q);
+    expect_shape(op, "q_norm", q_norm, {head_dim});
+    expect_shape(op, "k_norm", k_norm, {head_dim});
+  }
+  expect_dtype(op, "positions", positions, DType::kI32);
+  expect_shape(op, "positions", positions, {q.dim(0)});
+  if (!(theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "qk_norm_rope: theta must be > 0");
+  const Tensor positions_here = index_tensor(op, "positions", positions, device);
+  OMNI_DISPATCH(device, qk_norm_rope(q, k, q_norm, k_norm, eps, positions_here, theta));
 }
 
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
   const char* op = "store_kv";
-  const Device device =
-      common_device(op, {{"k", &k}, {"v", &v}, {"slots", &slots}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
+  const Device device = common_device(op, {{"k", &k}, {"v", &v}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
   expect_rank(op, "k", k, 3);
   expect_rank(op, "k_cache", k_cache, 4);
   expect_float(op, "k", k);
@@ -215,15 +266,17 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
                 shape_to_string(k_cache.shape()));
   }
   const int64_t capacity = k_cache.dim(0) * k_cache.dim(1);
-  const Tensor slots_host = host_ints(slots);
-  const int32_t* slot = slots_host.data<int32_t>();
-  for (int64_t t = 0; t < slots.numel(); ++t) {
-    if (slot[t] < 0 || slot[t] >= capacity) {
-      throw_error(ErrorCode::kInvalidArgument, "store_kv: slot {} of token {} is outside the cache ({} slots)", slot[t],
-                  t, capacity);
+  if (slots.device().type == DeviceType::kCpu) {
+    const int32_t* slot = slots.data<int32_t>();
+    for (int64_t t = 0; t < slots.numel(); ++t) {
+      if (slot[t] < 0 || slot[t] >= capacity) {
+        throw_error(ErrorCode::kInvalidArgument, "store_kv: slot {} of token {} is outside the cache ({} slots)",
+                    slot[t], t, capacity);
+      }
     }
   }
-  OMNI_DISPATCH(device, store_kv(k, v, slots, k_cache, v_cache));
+  const Tensor slots_here = index_tensor(op, "slots", slots, device);
+  OMNI_DISPATCH(device, store_kv(k, v, slots_here, k_cache, v_cache));
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
@@ -343,6 +396,97 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices) {
   expect_shape(op, "values", values, {x.dim(0), k});
   expect_shape(op, "indices", indices, {x.dim(0), k});
   OMNI_DISPATCH(device, top_k(x, k, values, indices));
+}
+
+namespace {
+
+void check_sampling_params(const SamplingParams& p, size_t row, int64_t vocab) {
+  auto fail = [row](const char* field, float value, const char* allowed) {
+    throw_error(ErrorCode::kInvalidArgument, "sample: row {}: {} = {} must be {}", row, field, value, allowed);
+  };
+  if (std::isnan(p.temperature)) fail("temperature", p.temperature, "a number (<= 0 for greedy)");
+  if (p.top_k < 0) fail("top_k", static_cast<float>(p.top_k), ">= 0 (0 for no limit)");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail("top_p", p.top_p, "in (0, 1]");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) fail("min_p", p.min_p, "in [0, 1]");
+  if (!(p.repetition_penalty > 0.0f) || std::isinf(p.repetition_penalty)) {
+    fail("repetition_penalty", p.repetition_penalty, "finite and > 0");
+  }
+  if (!std::isfinite(p.presence_penalty)) fail("presence_penalty", p.presence_penalty, "finite");
+  if (!std::isfinite(p.frequency_penalty)) fail("frequency_penalty", p.frequency_penalty, "finite");
+  for (const auto& [field, tokens] :
+       {std::pair{"prompt_tokens", p.prompt_tokens}, {"output_tokens", p.output_tokens}}) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= vocab) {
+        throw_error(ErrorCode::kInvalidArgument, "sample: row {}: {}[{}] = {} is outside the vocabulary [0, {})", row,
+                    field, i, tokens[i], vocab);
+      }
+    }
+  }
+}
+
+bool has_penalty(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+// The distinct penalised tokens of row `row`: its output tokens with their counts, and with a
+// repetition penalty its prompt tokens too.
+void collect_penalties(const SamplingParams& p, int32_t row, std::vector<PenalisedToken>& out) {
+  std::vector<int32_t> output(p.output_tokens.begin(), p.output_tokens.end());
+  std::sort(output.begin(), output.end());
+  std::vector<int32_t> prompt;
+  if (p.repetition_penalty != 1.0f) {
+    prompt.assign(p.prompt_tokens.begin(), p.prompt_tokens.end());
+    std::sort(prompt.begin(), prompt.end());
+    prompt.erase(std::unique(prompt.begin(), prompt.end()), prompt.end());
+  }
+  size_t i = 0, j = 0;
+  while (i < output.size() || j < prompt.size()) {
+    const int32_t token = j == prompt.size() || (i < output.size() && output[i] < prompt[j]) ? output[i] : prompt[j];
+    int32_t count = 0;
+    while (i < output.size() && output[i] == token) {
+      ++count;
+      ++i;
+    }
+    const bool in_prompt = j < prompt.size() && prompt[j] == token;
+    if (in_prompt) ++j;
+    out.push_back({row, token, count, in_prompt ? 1 : 0});
+  }
+}
+
+}  // namespace
+
+void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids) {
+  const char* op = "sample";
+  const Device device = common_device(op, {{"logits", &logits}});
+  expect_float(op, "logits", logits);
+  expect_rank(op, "logits", logits, 2);
+  if (!ids.defined() || !ids.is_contiguous()) {
+    throw_error(ErrorCode::kInvalidArgument, "sample: ids must be a defined, contiguous tensor");
+  }
+  expect_dtype(op, "ids", ids, DType::kI32);
+  expect_shape(op, "ids", ids, {logits.dim(0)});
+  if (ids.device() != device && ids.device().type != DeviceType::kCpu) {
+    throw_error(ErrorCode::kInvalidArgument, "sample: ids are on {} but logits are on {}", device_name(ids.device()),
+                device_name(device));
+  }
+  if (static_cast<int64_t>(params.size()) != logits.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "sample: {} sampling params for {} rows of logits", params.size(),
+                logits.dim(0));
+  }
+  if (logits.dim(1) == 0) throw_error(ErrorCode::kInvalidArgument, "sample: rows are empty");
+  std::vector<PenalisedToken> penalties;
+  for (size_t r = 0; r < params.size(); ++r) {
+    check_sampling_params(params[r], r, logits.dim(1));
+    if (has_penalty(params[r])) collect_penalties(params[r], static_cast<int32_t>(r), penalties);
+  }
+  if (ids.device() == device) {
+    OMNI_DISPATCH(device, sample(logits, params, penalties, ids));
+    return;
+  }
+  Tensor on_device = Tensor::empty(ids.shape(), DType::kI32, device);
+  OMNI_DISPATCH(device, sample(logits, params, penalties, on_device));
+  const Tensor back = on_device.to(Device::cpu());
+  std::copy_n(back.data<int32_t>(), back.numel(), ids.data<int32_t>());
 }
 
 }  // namespace omni::tensor::ops

@@ -7,6 +7,14 @@
 // caller allocated with the documented shape; unless an op says otherwise, outputs must not alias
 // inputs. All inputs must be contiguous; ids and indices are int32.
 //
+// Index tensors (the ids of embedding, the slots of store_kv, rotary positions) may live on the op's
+// device or on the host. Host ones are validated by the dispatcher, which throws at once, and are
+// then uploaded through pinned staging memory without a synchronisation (so `host` may be reused
+// as soon as the op returns; not inside CUDA graph capture, which needs device-resident ones).
+// Device-resident ones (token ids sampled on the GPU) are checked by the kernel itself: it skips
+// the offending element and the error is raised, as the same omni::Error(kInvalidArgument), by the
+// next synchronisation of that device (a copy to the host, cuda::synchronize).
+//
 // Dtypes: the floating tensors of one op (written "f" below) share one dtype: float32 on the
 // CPU; float32, bfloat16 or float16 on CUDA, where arithmetic is float32 and each result is
 // rounded to the dtype once.
@@ -14,9 +22,8 @@
 // Threads: ops may be called from any one thread at a time per output; the CPU implementation
 // spreads each op over the machine's cores (a shared pool, OpenBLAS threads for gemm) and
 // returns when the result is complete. The CUDA implementation queues its kernels on the device's
-// stream (tensor/cuda/device.h) and returns at once; results are read back with Tensor::to().
-// Where a dispatcher validates the values of ids, slots or block tables that live on a GPU, it
-// copies them to the host first (a synchronisation).
+// stream (tensor/cuda/device.h) and returns at once, never waiting for the GPU; results are read
+// back with Tensor::to().
 #pragma once
 
 #include <array>
@@ -28,7 +35,7 @@
 namespace omni::tensor::ops {
 
 // out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
-// kInvalidArgument naming the id), out [T, H].
+// kInvalidArgument naming the id; see above for ids on the GPU, whose row is zeroed), out [T, H].
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 
 // Per row of the last dimension: out = x * rsqrt(mean(x^2) + eps) * weight, computed in float32
@@ -66,6 +73,15 @@ struct RopeSpec {
 // angles are computed in float32, as Hugging Face does.
 void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec);
 
+// The attention-input step of a Qwen3 layer in one pass, in place: each head of q [T, heads, D] and
+// of k [T, kv_heads, D] is RMS-normalised with q_norm / k_norm [D] (as rms_norm: x * rsqrt(mean(x^2)
+// + eps) * weight) and then rotated by NeoX RoPE at positions[t] (as rotary_embedding with kNeox and
+// `theta`). Arithmetic is float32 and each element is rounded to the dtype once, at the end.
+// Undefined q_norm and k_norm (Qwen2: no q/k norm) leave just the rotation of both. positions [T]
+// i32 (on the device or the host, as the other index tensors); D even.
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta);
+
 // One sequence of a paged attention batch: its `query_len` queries are rows
 // [query_start, query_start + query_len) of q and sit at KV positions
 // [context_len, context_len + query_len); block_table[i] holds KV positions
@@ -86,7 +102,12 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
 // tokens). q [T, heads, head_dim], caches [num_blocks, block_size, kv_heads, head_dim] with
 // heads % kv_heads == 0 (query head h reads kv head h / (heads / kv_heads)), out like q.
 // A query at position p sees keys at positions j <= p, and with sliding_window > 0 only those
-// with j > p - sliding_window. Scores are scaled by `scale`; softmax in float32.
+// with j > p - sliding_window. Scores are scaled by `scale`; softmax in float32. Rows of q that no
+// sequence owns are zeroed. On CUDA, one-token sequences take a flash-decoding kernel and longer
+// ones a tensor-core flash-attention kernel (bfloat16/float16, head_dim 64/128/256 and 64/128);
+// the block tables and work lists are uploaded through pinned staging memory on every call,
+// without a synchronisation, which also means a call cannot be captured into a CUDA graph as is
+// (sample() likewise).
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
                      float scale, int sliding_window, Tensor& out);
 
@@ -109,5 +130,43 @@ void argmax(const Tensor& x, Tensor& out);
 // The k largest values of each row of x [R, N] in descending order (ties: lower index first)
 // and their indices: values [R, k] (x's dtype), indices [R, k] i32; 1 <= k <= N.
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
+
+// How one row of logits (one request) becomes a token id in sample(). The steps, in vLLM's order:
+// penalties on the logits; temperature; the candidates that top-k and min-p keep (both are
+// thresholds, so their order does not matter); the top-p nucleus of those; one draw from the
+// renormalised probabilities of what is left (inverse CDF in vocabulary order).
+struct SamplingParams {
+  // <= 0: greedy, the argmax of the penalised logits (the lowest id on ties); no draw.
+  float temperature = 1.0f;
+  // Keep the top_k largest logits (and any tied with the k-th); 0 (or >= V): no limit.
+  int32_t top_k = 0;
+  // Keep the fewest largest candidates whose probability sums to at least top_p, in (0, 1].
+  float top_p = 1.0f;
+  // Drop candidates whose probability is below min_p times the largest one's, in [0, 1].
+  float min_p = 0.0f;
+  // Tokens of the prompt or the output: a logit x becomes x / r when x > 0, x * r otherwise (> 0).
+  float repetition_penalty = 1.0f;
+  // Tokens of the output: minus presence_penalty once, minus frequency_penalty per occurrence.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // The draw's uniform is a pure function of (seed, step) (Philox4x32-10, tensor/philox.h), so a
+  // request gets the same ids whatever else is in the batch; the CPU and CUDA backends draw the
+  // same uniform (their float sums differ in rounding, so an id can differ where a draw lands on a
+  // boundary). `step` is the index of the draw within the request (the number of tokens it has
+  // sampled so far); the caller picks a random seed for requests that give none.
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  // Token history for the penalties, read only when a penalty is set (the dispatcher counts them on
+  // the host: O(prompt + output) per penalised row per call). Ids must be in [0, V).
+  std::span<const int32_t> prompt_tokens;
+  std::span<const int32_t> output_tokens;
+};
+
+// Draws one token id per row of logits [R, V] f with params[r] (params.size() == R, each checked:
+// kInvalidArgument naming the row and the field). The penalties are applied to `logits` in place
+// (rounded to its dtype), so the caller sees the logits that were sampled from; temperature and
+// the filters are not. ids [R] i32 on the logits' device, or on the host: the op then copies the
+// ids back and returns once they are there (the only synchronisation, and only ids cross).
+void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids);
 
 }  // namespace omni::tensor::ops

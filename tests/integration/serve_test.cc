@@ -5,11 +5,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -18,6 +22,7 @@
 #include "base/json.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "tensor/npy.h"
 
 namespace omni::testing {
 namespace {
@@ -335,6 +340,157 @@ TEST_F(ServeTest, ErrorStatusesLeaveTheServerHealthy) {
 
   EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
   EXPECT_EQ(curl(*server_, "/v1/completions", completion_body("Hi", 2).dump()).status, 200);
+}
+
+// log_softmax of one row of logits, in double precision.
+std::vector<double> log_softmax(const float* row, int64_t size) {
+  double max = *std::max_element(row, row + size);
+  double sum = 0;
+  for (int64_t i = 0; i < size; ++i) sum += std::exp(row[i] - max);
+  std::vector<double> out(size);
+  for (int64_t i = 0; i < size; ++i) out[i] = row[i] - max - std::log(sum);
+  return out;
+}
+
+// Token ids sorted by descending logprob (ties: lower id first), the first `k`.
+std::vector<int32_t> top_ids(const std::vector<double>& logprobs, size_t k) {
+  std::vector<int32_t> ids(logprobs.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+    return logprobs[a] > logprobs[b] || (logprobs[a] == logprobs[b] && a < b);
+  });
+  ids.resize(k);
+  return ids;
+}
+
+TEST_F(ServeTest, LogprobsAreTheModelsLogSoftmax) {
+  const std::vector<int32_t> prompt = {9707, 11, 1879, 0};
+  Json body = completion_body(prompt, 2);
+  body["logprobs"] = 3;
+  body["return_tokens_as_token_ids"] = true;
+  HttpResult r = curl(*server_, "/v1/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json logprobs = Json::parse(r.body)["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), 2u) << logprobs.dump();
+  std::vector<int32_t> generated;
+  for (const Json& token : logprobs["tokens"]) {
+    std::string name = token.get<std::string>();
+    ASSERT_TRUE(name.starts_with("token_id:")) << name;
+    generated.push_back(std::stoi(name.substr(9)));
+  }
+  EXPECT_EQ(logprobs["text_offset"], Json({0, logprobs["tokens"][0].get<std::string>().size()}));
+
+  // The model's own logits for the two positions that chose these tokens: the prompt's last and
+  // the first generated token's.
+  std::vector<int32_t> extended = prompt;
+  extended.push_back(generated[0]);
+  std::string ids;
+  for (int32_t id : extended) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const fs::path npy = dir_->path() / "logits.npy";
+  ProcessResult dumped = run_process({OMNISTAGE_BINARY, "generate", "--model", (dir_->path() / "model").string(),
+                                      "--prompt-token-ids", ids, "--max-tokens", "1", "--dump-logits", npy.string()});
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
+  tensor::Tensor logits = tensor::load_npy(npy);
+  const int64_t vocab = logits.shape()[1];
+  for (size_t step = 0; step < 2; ++step) {
+    const int64_t row = static_cast<int64_t>(prompt.size()) - 1 + static_cast<int64_t>(step);
+    std::vector<double> expected = log_softmax(logits.data<float>() + row * vocab, vocab);
+    std::vector<int32_t> best = top_ids(expected, 3);
+    EXPECT_EQ(generated[step], best[0]) << "greedy picks the most likely token at step " << step;
+    EXPECT_NEAR(logprobs["token_logprobs"][step].get<double>(), expected[best[0]], 2e-3) << "step " << step;
+    const Json& top = logprobs["top_logprobs"][step];
+    EXPECT_EQ(top.size(), 3u) << top.dump();  // the sampled token is one of the top 3
+    for (int32_t id : best) {
+      std::string key = "token_id:" + std::to_string(id);
+      ASSERT_TRUE(top.contains(key)) << key << " missing from " << top.dump();
+      EXPECT_NEAR(top[key].get<double>(), expected[id], 2e-3) << key;
+    }
+  }
+}
+
+TEST_F(ServeTest, ChatLogprobsStreamedAndNot) {
+  Json body = {{"model", kModelName}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"max_tokens", 3},     {"temperature", 0},
+               {"ignore_eos", true},  {"logprobs", true},
+               {"top_logprobs", 2}};
+  HttpResult whole = curl(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json content = Json::parse(whole.body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u) << whole.body;
+  for (const Json& entry : content) {
+    const std::string token = entry["token"];
+    Json bytes = Json::array();
+    for (unsigned char c : token) bytes.push_back(static_cast<int>(c));
+    EXPECT_EQ(entry["bytes"], bytes);
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    // Greedy: the chosen token is the most likely one, with the same logprob.
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], token);
+    EXPECT_EQ(entry["top_logprobs"][0]["logprob"], entry["logprob"]);
+    EXPECT_GE(entry["logprob"].get<double>(), entry["top_logprobs"][1]["logprob"].get<double>());
+    EXPECT_LE(entry["logprob"].get<double>(), 0.0);
+  }
+
+  body["stream"] = true;
+  HttpResult streamed = curl(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  Json streamed_content = Json::array();
+  for (const Json& event : sse_events(streamed.body)) {
+    if (event["choices"].empty() || event["choices"][0]["logprobs"].is_null()) continue;
+    for (const Json& entry : event["choices"][0]["logprobs"]["content"]) streamed_content.push_back(entry);
+  }
+  EXPECT_EQ(streamed_content, content);
+}
+
+TEST_F(ServeTest, SeveralChoicesAreDistinctAndReproducibleWithASeed) {
+  Json body = {{"model", kModelName}, {"prompt", "Hello"}, {"max_tokens", 4},   {"n", 3},
+               {"temperature", 1.0},  {"seed", 7},         {"ignore_eos", true}};
+  HttpResult first = curl(*server_, "/v1/completions", body.dump());
+  ASSERT_EQ(first.status, 200) << first.body;
+  Json a = Json::parse(first.body);
+  ASSERT_EQ(a["choices"].size(), 3u) << first.body;
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a["choices"][i]["index"], i);
+    EXPECT_EQ(a["choices"][i]["finish_reason"], "length");
+    texts.insert(a["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_EQ(texts.size(), 3u) << "each choice samples with its own seed: " << first.body;
+  EXPECT_EQ(a["usage"]["prompt_tokens"], 1);
+  EXPECT_EQ(a["usage"]["completion_tokens"], 3 * 4);
+
+  HttpResult again = curl(*server_, "/v1/completions", body.dump());
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(Json::parse(again.body)["choices"], a["choices"]);
+
+  // Streamed: each choice's chunks carry its index and end with its own finish reason.
+  body["stream"] = true;
+  HttpResult streamed = curl(*server_, "/v1/completions", body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  std::vector<std::string> streamed_texts(3);
+  std::vector<Json> finish(3);
+  for (const Json& event : sse_events(streamed.body)) {
+    for (const Json& choice : event["choices"]) {
+      int index = choice["index"];
+      ASSERT_TRUE(index >= 0 && index < 3) << event.dump();
+      streamed_texts[index] += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) finish[index] = choice["finish_reason"];
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(streamed_texts[i], a["choices"][i]["text"]) << "choice " << i;
+    EXPECT_EQ(finish[i], "length") << "choice " << i;
+  }
+
+  Json chat = {{"model", kModelName}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"max_tokens", 3},     {"n", 2},
+               {"temperature", 1.0},  {"seed", 3},
+               {"ignore_eos", true}};
+  HttpResult chat_reply = curl(*server_, "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(chat_reply.status, 200) << chat_reply.body;
+  Json c = Json::parse(chat_reply.body);
+  ASSERT_EQ(c["choices"].size(), 2u);
+  EXPECT_NE(c["choices"][0]["message"]["content"], c["choices"][1]["message"]["content"]);
+  EXPECT_EQ(c["usage"]["completion_tokens"], 2 * 3);
 }
 
 TEST_F(ServeTest, ClientDisconnectMidStreamFreesTheEngineSlot) {

@@ -128,6 +128,8 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
   OrchestratorOptions options = test_options();
   options.control_endpoint = c.endpoint;
   options.shm_threshold_bytes = uint64_t{64} * 1024;
+  MetricsRegistry metrics;
+  options.metrics = &metrics;
   Orchestrator orchestrator(pipeline, options);
   if (!c.endpoint.empty()) {
     EXPECT_EQ(orchestrator.control_endpoint().rfind("tcp://127.0.0.1:", 0), 0u) << orchestrator.control_endpoint();
@@ -151,6 +153,11 @@ TEST_P(TwoStageTest, PayloadsReachTheNextStageIntact) {
   EXPECT_EQ(log.last("r1").completion_tokens, 6);
   // Consumed segments are unlinked by their reader.
   EXPECT_TRUE(session_segments(orchestrator.session()).empty());
+  // One dispatch per request, one hop per request and stage.
+  std::string text = metrics.render_prometheus();
+  EXPECT_NE(text.find("omnistage:orchestrator_dispatch_seconds_count 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("omnistage:stage_hop_seconds_count{stage=\"0\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("omnistage:stage_hop_seconds_count{stage=\"1\"} 2\n"), std::string::npos) << text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TwoStageTest,
@@ -307,7 +314,8 @@ TEST(OrchestratorTest, UnknownRunnerKindIsAConfigErrorFromTheStage) {
   ErrorCode code{};
   std::string message = error_of([&] { Orchestrator orchestrator(pipeline, test_options()); }, &code);
   EXPECT_EQ(code, ErrorCode::kInvalidConfig);
-  EXPECT_NE(message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, test-echo"), std::string::npos)
+  EXPECT_NE(message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, test-echo"),
+            std::string::npos)
       << message;
   EXPECT_NE(message.find("exited with code 78"), std::string::npos) << message;
   EXPECT_TRUE(child_pids().empty());

@@ -136,5 +136,18 @@ TEST(StageSpecTest, JsonRoundTripKeepsEveryField) {
             "x: input_connectors key 'stage0' must be from_stage_<id>");
 }
 
+TEST(RequestPlanTest, OnlyTheFinalStageMayGenerateSeveralChoices) {
+  GenerationRequest request;
+  request.output_modalities = {"text"};
+  request.sampling_params = {{"n", 3}};
+  EXPECT_EQ(plan_request(omni_pipeline(), request).sampling_params.at(0)["n"], 3);
+
+  request.output_modalities = {"audio"};
+  request.sampling_params = Json::object();
+  request.sampling_params_list = {Json{{"n", 2}}};
+  EXPECT_EQ(error_of([&] { plan_request(omni_pipeline(), request); }),
+            "n: stage 0 feeds a later stage (the final one is 2), so it generates one choice, not 2");
+}
+
 }  // namespace
 }  // namespace omni::runtime

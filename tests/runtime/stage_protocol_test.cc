@@ -55,8 +55,11 @@ TEST(StageProtocolTest, OutputWithAndWithoutFinishReason) {
   EXPECT_EQ(last.token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(last.text, "five six");
   EXPECT_EQ(last.finish_reason, "stop");
-  auto delta = round_trip<OutputMessage>(OutputMessage{"r", {7}, "", std::nullopt, {}});
+  EXPECT_FALSE(last.stage_seconds.has_value());
+  auto delta = round_trip<OutputMessage>(OutputMessage{.request_id = "r", .token_ids = {7}, .stage_seconds = 0.125});
   EXPECT_FALSE(delta.finish_reason.has_value());
+  EXPECT_EQ(delta.stage_seconds, 0.125);
+  EXPECT_TRUE(delta.logprobs.empty());
   EXPECT_TRUE(delta.audio.empty());
   EXPECT_EQ(delta.audio_sample_rate, 0);
 }
@@ -75,6 +78,25 @@ TEST(StageProtocolTest, SubmitCarriesAdditionalInformation) {
   Json info = {{"text", "Hello"}, {"speaker", "Vivian"}, {"language", "Auto"}};
   SubmitMessage submit{"r", {}, Json::object(), {}, {}, false, info};
   EXPECT_EQ(round_trip<SubmitMessage>(submit).additional_information, info);
+}
+
+TEST(StageProtocolTest, OutputCarriesTokenLogprobsAndItsChoice) {
+  OutputMessage message{.request_id = "r", .token_ids = {7, 9}, .text = "ab", .index = 2, .more_choices = true};
+  message.logprobs = {{{7, -0.25f}, 1, {{7, -0.25f}, {3, -1.5f}}}, {{9, -2.75f}, 3, {}}};
+  auto decoded = round_trip<OutputMessage>(message);
+  ASSERT_EQ(decoded.logprobs.size(), 2u);
+  EXPECT_EQ(decoded.logprobs[0].token.token_id, 7);
+  EXPECT_EQ(decoded.logprobs[0].token.logprob, -0.25f);
+  EXPECT_EQ(decoded.logprobs[0].rank, 1);
+  ASSERT_EQ(decoded.logprobs[0].top.size(), 2u);
+  EXPECT_EQ(decoded.logprobs[0].top[1].token_id, 3);
+  EXPECT_EQ(decoded.logprobs[0].top[1].logprob, -1.5f);
+  EXPECT_EQ(decoded.logprobs[1].token.logprob, -2.75f);
+  EXPECT_EQ(decoded.logprobs[1].rank, 3);
+  EXPECT_TRUE(decoded.logprobs[1].top.empty());
+  EXPECT_EQ(decoded.index, 2);
+  EXPECT_TRUE(decoded.more_choices);
+  EXPECT_FALSE(round_trip<OutputMessage>(OutputMessage{.request_id = "r"}).more_choices);
 }
 
 TEST(StageProtocolTest, HandshakeAndErrorMessagesKeepTheirFields) {

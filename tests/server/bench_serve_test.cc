@@ -69,6 +69,14 @@ TEST_F(BenchServeTest, RandomTokenPromptsWithConcurrencyLimitProduceAResultFile)
   // TPOT is at least the backend's 1 ms between tokens.
   EXPECT_GE(report["median_tpot_ms"].get<double>(), 1.0);
   EXPECT_LE(report["p50_ttft_ms"].get<double>(), report["p99_ttft_ms"].get<double>());
+  // The server's own time per request, from its /metrics around the measured run only.
+  const Json& preprocess =
+      report["server_time"]["omnistage:http_request_preprocess_seconds{model_name=\"test-model\"}"];
+  EXPECT_EQ(preprocess["count"], 20);
+  EXPECT_GT(preprocess["mean_ms"].get<double>(), 0);
+  EXPECT_EQ(report["server_time"]["omnistage:http_response_postprocess_seconds{model_name=\"test-model\"}"]["count"],
+            20);
+  EXPECT_NE(run.out.find("Server time per request"), std::string::npos);
   // 20 measured requests plus the initial test request; every one asked for exactly 6 tokens.
   auto submitted = backend_->submitted();
   ASSERT_EQ(submitted.size(), 21u);

@@ -142,6 +142,51 @@ TEST_F(HttpApiTest, ChatCompletion) {
   EXPECT_EQ(backend_->submitted().back().prompt_token_ids, renderer_.render_chat(request));
 }
 
+TEST_F(HttpApiTest, LogprobsInTheShapesOfCompletionsAndChat) {
+  start();
+  Json completion =
+      post("/v1/completions", {{"prompt", "xy"}, {"echo", true}, {"max_tokens", 2}, {"logprobs", 2}}).json();
+  EXPECT_EQ(completion["choices"][0]["text"], "xyab");
+  EXPECT_EQ(completion["choices"][0]["logprobs"],
+            Json({{"tokens", {"a", "b"}},
+                  {"token_logprobs", {-0.25, -0.5}},
+                  {"top_logprobs", {{{"a", -0.25}, {"b", -1.25}}, {{"b", -0.5}, {"c", -1.5}}}},
+                  {"text_offset", {2, 3}}}));  // after the echoed prompt
+  Json by_id = post("/v1/completions",
+                    {{"prompt", {1}}, {"max_tokens", 1}, {"logprobs", 0}, {"return_tokens_as_token_ids", true}})
+                   .json();
+  EXPECT_EQ(by_id["choices"][0]["logprobs"]["top_logprobs"], Json::array({{{"token_id:97", -0.25}}}));
+  EXPECT_TRUE(post("/v1/completions", {{"prompt", {1}}, {"max_tokens", 1}}).json()["choices"][0]["logprobs"].is_null());
+
+  // Streamed: each chunk carries its own token's logprobs, offsets continuing.
+  CurlReply stream = post("/v1/completions", {{"prompt", {1}}, {"max_tokens", 2}, {"logprobs", 0}, {"stream", true}});
+  std::vector<std::string> chunks = sse_payloads(stream.body);
+  ASSERT_EQ(chunks.size(), 3u) << stream.body;
+  EXPECT_EQ(
+      Json::parse(chunks[1])["choices"][0]["logprobs"],
+      Json({{"tokens", {"b"}}, {"token_logprobs", {-0.5}}, {"top_logprobs", {{{"b", -0.5}}}}, {"text_offset", {1}}}));
+
+  Json chat_request = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                       {"max_tokens", 2},
+                       {"logprobs", true},
+                       {"top_logprobs", 2}};
+  Json first_token = {
+      {"token", "a"},
+      {"logprob", -0.25},
+      {"bytes", {97}},
+      {"top_logprobs",
+       {{{"token", "a"}, {"logprob", -0.25}, {"bytes", {97}}}, {{"token", "b"}, {"logprob", -1.25}, {"bytes", {98}}}}}};
+  Json chat = post("/v1/chat/completions", chat_request).json();
+  ASSERT_EQ(chat["choices"][0]["logprobs"]["content"].size(), 2u) << chat.dump();
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0], first_token);
+  chat_request["stream"] = true;
+  std::vector<std::string> chat_chunks = sse_payloads(post("/v1/chat/completions", chat_request).body);
+  ASSERT_EQ(chat_chunks.size(), 4u);  // role, two tokens, [DONE]
+  EXPECT_TRUE(Json::parse(chat_chunks[0])["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(Json::parse(chat_chunks[1])["choices"][0]["logprobs"], Json({{"content", {first_token}}}));
+  EXPECT_EQ(Json::parse(chat_chunks[2])["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+}
+
 TEST_F(HttpApiTest, ChatStreamSendsRoleThenContentThenFinishThenUsage) {
   start();
   CurlReply reply = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
@@ -203,8 +248,22 @@ TEST_F(HttpApiTest, SamplingFieldsModalitiesAndStageParamsArePassedThrough) {
                                              {"skip_special_tokens", false},
                                              {"logprobs", 3}}));
   EXPECT_EQ(submitted.output_modalities, (std::vector<std::string>{"text", "audio"}));
+
   ASSERT_EQ(submitted.sampling_params_list.size(), 2u);
   EXPECT_EQ(submitted.sampling_params_list[1], Json({{"temperature", 0.9}, {"top_k", 50}}));
+
+  // vLLM fields the server applies or ignores itself never reach the engine.
+  ASSERT_EQ(post("/v1/completions", {{"prompt", {1, 2, 3, 4, 5}},
+                                     {"truncate_prompt_tokens", 2},
+                                     {"best_of", 1},
+                                     {"length_penalty", 0.5},
+                                     {"spaces_between_special_tokens", false},
+                                     {"response_format", {{"type", "text"}}}})
+                .status,
+            200);
+  submitted = backend_->submitted().back();
+  EXPECT_EQ(submitted.prompt_token_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(submitted.sampling_params, Json({{"max_tokens", 16}}));
 }
 
 TEST_F(HttpApiTest, TokenizeAndDetokenize) {
@@ -250,6 +309,13 @@ TEST_F(HttpApiTest, ErrorsAreOpenAiShapedAndLeaveTheServerHealthy) {
   expect_error(
       post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}), 400,
       "top_logprobs");
+  // vLLM fields the engine does not implement are refused by name, not silently ignored.
+  for (const char* field : {"bad_words", "allowed_token_ids", "prompt_logprobs", "guided_json"}) {
+    expect_error(post("/v1/completions", {{"prompt", {1}}, {field, {"x"}}}), 400, field);
+  }
+  expect_error(post("/v1/completions", {{"prompt", {1}}, {"n", 2}, {"best_of", 3}}), 400, "best_of");
+  expect_error(post("/v1/completions", {{"prompt", {1}}, {"response_format", {{"type", "json_object"}}}}), 400,
+               "response_format");
   CurlReply unknown_model = post("/v1/completions", {{"model", "gpt-9"}, {"prompt", {1}}});
   expect_error(unknown_model, 404, nullptr);
   EXPECT_NE(unknown_model.json()["error"]["message"].get<std::string>().find("gpt-9"), std::string::npos);
@@ -374,6 +440,9 @@ TEST_F(HttpApiTest, MetricsCountRequestsAndTokens) {
   EXPECT_EQ(metric_value(after, "vllm:inter_token_latency_seconds_count{model_name=\"test-model\"}"), 3 * 4 + 7);
   EXPECT_EQ(metric_value(after, "vllm:num_requests_running{model_name=\"test-model\"}"), 0);
   EXPECT_EQ(metric_value(after, "vllm:num_requests_waiting{model_name=\"test-model\"}"), 0);
+  EXPECT_EQ(metric_value(after, "omnistage:http_request_preprocess_seconds_count{model_name=\"test-model\"}"), 4);
+  EXPECT_EQ(metric_value(after, "omnistage:http_response_postprocess_seconds_count{model_name=\"test-model\"}"), 4);
+  EXPECT_GT(metric_value(after, "omnistage:http_request_preprocess_seconds_sum{model_name=\"test-model\"}"), 0);
 }
 
 TEST_F(HttpApiTest, StopAbortsStreamsThatOutliveTheDrainTimeout) {

@@ -29,6 +29,7 @@ void ScriptedBackend::submit(runtime::GenerationRequest request, runtime::EventS
   live.has_max_tokens = params.contains("max_tokens");
   live.max_tokens = live.has_max_tokens ? params["max_tokens"].get<int>() : options_.default_output_tokens;
   live.n = params.value("n", 1);
+  if (params.contains("logprobs")) live.logprobs = params["logprobs"].get<int>();
   live.fail = fail_error_;
   live.fail_after = fail_after_;
   live.due = std::chrono::steady_clock::now() + options_.first_token_delay;
@@ -133,6 +134,16 @@ bool ScriptedBackend::step(Live& live) {
     int32_t token = 'a' + (live.emitted - 1) % 26;
     event.token_ids = {token};
     event.text = std::string(1, static_cast<char>(token));
+    if (live.logprobs) {
+      // The k-th generated token has logprob -k/4; its alternatives are the next letters, each
+      // one nat less likely.
+      runtime::GeneratedTokenLogprobs logprobs;
+      float logprob = -0.25f * static_cast<float>(live.emitted);
+      logprobs.token = {token, logprob};
+      logprobs.rank = 1;
+      for (int k = 0; k < *live.logprobs; ++k) logprobs.top.push_back({token + k, logprob - static_cast<float>(k)});
+      event.logprobs.push_back(std::move(logprobs));
+    }
     if (last) {
       event.finish_reason = live.has_max_tokens ? "length" : "stop";
       event.finished = choice == live.n - 1;

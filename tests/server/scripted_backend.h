@@ -2,7 +2,8 @@
 // injected failures, delivered from its own thread as the real orchestrator does. Choice c of a
 // request emits the tokens 'a', 'b', 'c'… (byte values, so ByteRenderer decodes them), one event
 // per token, until max_tokens (finish_reason "length") or, without max_tokens, default_output_tokens
-// (finish_reason "stop").
+// (finish_reason "stop"). With sampling parameter logprobs k, the i-th token (1-based) has logprob
+// -i/4 and its k alternatives are the token itself and the next letters, each 1 lower.
 #pragma once
 
 #include <chrono>
@@ -52,7 +53,8 @@ class ScriptedBackend : public runtime::ServingBackend {
     int max_tokens = 0;
     bool has_max_tokens = false;
     int n = 1;
-    int emitted = 0;  // per choice
+    std::optional<int> logprobs;  // top logprobs per token, when the request asks for logprobs
+    int emitted = 0;              // per choice
     bool aborted = false;
     std::optional<Error> fail;
     int fail_after = 0;

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <ostream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,30 +160,46 @@ class OpsTest : public ::testing::TestWithParam<Backend> {
   std::mt19937_64 rng_;
 };
 
+// Ids may be on the op's device or on the host (uploaded by the dispatcher without a synchronisation).
 TEST_P(OpsTest, EmbeddingCopiesTheRowsOfTheIds) {
-  const int vocab = size(3, 301), hidden = size(1, 97), tokens = size(1, 29);
-  std::vector<double> table;
-  Tensor t = random({vocab, hidden}, table);
-  std::vector<int32_t> ids(tokens);
-  for (auto& id : ids) id = size(0, vocab - 1);
-  Tensor o = out({tokens, hidden});
-  ops::embedding(dev(t), dev(ints({tokens}, ids)), o);
-  std::vector<double> want;
-  for (int32_t id : ids) want.insert(want.end(), table.begin() + id * hidden, table.begin() + (id + 1) * hidden);
-  expect_close(o, want, 0.0, 0.0);
+  for (bool ids_on_host : {false, true}) {
+    const int vocab = size(3, 301), hidden = size(1, 97), tokens = size(1, 29);
+    std::vector<double> table;
+    Tensor t = random({vocab, hidden}, table);
+    std::vector<int32_t> ids(tokens);
+    for (auto& id : ids) id = size(0, vocab - 1);
+    Tensor o = out({tokens, hidden});
+    const Tensor host_ids = ints({tokens}, ids);
+    ops::embedding(dev(t), ids_on_host ? host_ids : dev(host_ids), o);
+    std::vector<double> want;
+    for (int32_t id : ids) want.insert(want.end(), table.begin() + id * hidden, table.begin() + (id + 1) * hidden);
+    SCOPED_TRACE(ids_on_host ? "ids on the host" : "ids on the device");
+    expect_close(o, want, 0.0, 0.0);
+  }
 }
 
+// Host ids are checked by the dispatcher before anything runs; ids already on a GPU by the kernel,
+// whose error surfaces at the next synchronisation (here the download), with the same message.
+// Either way the next valid call works.
 TEST_P(OpsTest, EmbeddingRejectsIdsOutsideTheVocabulary) {
   std::vector<double> table;
-  Tensor t = random({7, 3}, table);
-  Tensor o = out({2, 3});
-  try {
-    ops::embedding(dev(t), dev(ints({2}, {1, 7})), o);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("token id 7 at index 1 is outside the vocabulary [0, 7)"), std::string::npos)
-        << e.what();
+  Tensor t = dev(random({7, 3}, table));
+  for (bool ids_on_host : {true, false}) {
+    SCOPED_TRACE(ids_on_host ? "ids on the host" : "ids on the device");
+    const Tensor bad = ints({2}, {1, 7});
+    Tensor o = out({2, 3});
+    try {
+      ops::embedding(t, ids_on_host ? bad : dev(bad), o);
+      download(o);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("token id 7 at index 1 is outside the vocabulary [0, 7)"), std::string::npos)
+          << e.what();
+    }
+    Tensor good = out({1, 3});
+    ops::embedding(t, dev(ints({1}, {6})), good);
+    expect_close(good, {table[18], table[19], table[20]}, 0.0, 0.0);
   }
 }
 
@@ -375,6 +392,50 @@ TEST_P(OpsTest, RotaryEmbeddingMatchesReferenceForNeoxAndBothMrope) {
   }
 }
 
+// Each head of q and of k normalised with its weight, then rotated (NeoX); without weights only rotated.
+TEST_P(OpsTest, QkNormRopeMatchesNormThenRotation) {
+  for (bool with_norm : {true, false}) {
+    const int tokens = size(1, 13), heads = size(1, 9), kv_heads = size(1, 4), half = size(1, 70), hd = 2 * half;
+    const double eps = 1e-6;
+    const float theta = std::uniform_real_distribution<float>(1e3f, 1e6f)(rng_);
+    std::vector<double> q, k, qw, kw;
+    Tensor qt = random({tokens, heads, hd}, q, 2.0), kt = random({tokens, kv_heads, hd}, k, 2.0);
+    Tensor qwt = random({hd}, qw), kwt = random({hd}, kw);
+    std::vector<int32_t> pos(tokens);
+    for (auto& p : pos) p = size(0, 4000);
+    auto reference = [&](const std::vector<double>& x, const std::vector<double>& w, int nh, std::vector<double>& want,
+                         std::vector<double>& scale) {
+      want.assign(x.size(), 0.0);
+      scale.assign(x.size(), 0.0);
+      for (int t = 0; t < tokens; ++t) {
+        for (int h = 0; h < nh; ++h) {
+          const size_t row = (static_cast<size_t>(t) * nh + h) * hd;
+          double ms = 0.0;
+          for (int i = 0; i < hd; ++i) ms += x[row + i] * x[row + i];
+          const double inv = with_norm ? 1.0 / std::sqrt(ms / hd + eps) : 1.0;
+          for (int i = 0; i < half; ++i) {
+            const double x1 = x[row + i] * inv * (with_norm ? w[i] : 1.0);
+            const double x2 = x[row + i + half] * inv * (with_norm ? w[i + half] : 1.0);
+            const double angle = pos[t] * std::pow(static_cast<double>(theta), -2.0 * i / hd);
+            want[row + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
+            want[row + i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+            scale[row + i] = scale[row + i + half] = std::hypot(x1, x2) * (1.0 + angle * 1e-2);
+          }
+        }
+      }
+    };
+    std::vector<double> want_q, scale_q, want_k, scale_k;
+    reference(q, qw, heads, want_q, scale_q);
+    reference(k, kw, kv_heads, want_k, scale_k);
+    Tensor qd = dev(qt), kd = dev(kt);
+    ops::qk_norm_rope(qd, kd, with_norm ? dev(qwt) : Tensor(), with_norm ? dev(kwt) : Tensor(), static_cast<float>(eps),
+                      ints({tokens}, pos), theta);
+    SCOPED_TRACE(with_norm ? "with q/k norm" : "rotation only");
+    expect_close(qd, want_q, 1e-6, 2e-5, scale_q);
+    expect_close(kd, want_k, 1e-6, 2e-5, scale_k);
+  }
+}
+
 // Fills a paged cache for sequences of the given context and query lengths (blocks handed out in
 // a shuffled order, some left unused), runs paged_attention and compares with a float64 reference.
 void OpsTest::check_paged_attention(int kv_heads, int group, int hd, int block, const std::vector<int>& context,
@@ -464,6 +525,19 @@ TEST_P(OpsTest, PagedAttentionMatchesReferenceForDecodeAndPrefillShapes) {
   check_paged_attention(1, 20, 64, 16, {size(100, 300), 0}, {1, size(2, 30)}, size(16, 90));
 }
 
+// The shapes the specialised CUDA kernels take: decode (one new token) for head_dim 64/128/256 and
+// groups of 1 to 8 query heads per kv head; prefill on the tensor cores (head_dim 64/128) with
+// prompts spanning several 64-key tiles, partial tiles, sliding windows and decode in one batch.
+TEST_P(OpsTest, PagedAttentionMatchesReferenceAcrossHeadSizesAndGroups) {
+  for (int hd : {64, 128, 256}) {
+    for (int group : {1, 2, 3, 5, 8})
+      check_paged_attention(size(1, 2), group, hd, 16, {size(0, 200), size(0, 600)}, {1, 1}, 0);
+  }
+  check_paged_attention(2, 4, 128, 16, {0, size(1, 100)}, {size(100, 200), size(60, 130)}, 0);
+  check_paged_attention(1, 1, 64, 32, {size(0, 50)}, {size(65, 150)}, size(10, 70));
+  check_paged_attention(4, 2, 128, 16, {size(0, 100), 300, 0}, {1, size(2, 40), 1}, size(30, 200));
+}
+
 TEST_P(OpsTest, PagedAttentionRejectsAShortBlockTable) {
   Tensor k_cache = out({4, 2, 1, 8}), v_cache = out({4, 2, 1, 8});
   std::vector<double> q;
@@ -481,11 +555,27 @@ TEST_P(OpsTest, PagedAttentionRejectsAShortBlockTable) {
   }
 }
 
+// As for embedding ids: host slots fail at once, device slots at the next synchronisation, and a
+// bad slot writes nothing (the cache keeps its zeros).
 TEST_P(OpsTest, StoreKvRejectsSlotsOutsideTheCache) {
-  Tensor k_cache = out({2, 3, 1, 4}), v_cache = out({2, 3, 1, 4});
-  std::vector<double> v;
-  Tensor k = random({1, 1, 4}, v);
-  EXPECT_THROW(ops::store_kv(dev(k), dev(k), dev(ints({1}, {6})), k_cache, v_cache), Error);
+  for (bool slots_on_host : {true, false}) {
+    SCOPED_TRACE(slots_on_host ? "slots on the host" : "slots on the device");
+    Tensor k_cache = out({2, 3, 1, 4}), v_cache = out({2, 3, 1, 4});
+    std::vector<double> v;
+    Tensor k = dev(random({1, 1, 4}, v, 1.0));
+    const Tensor slots = ints({1}, {6});
+    try {
+      ops::store_kv(k, k, slots_on_host ? slots : dev(slots), k_cache, v_cache);
+      download(k_cache);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("store_kv: slot 6 of token 0 is outside the cache (6 slots)"),
+                std::string::npos)
+          << e.what();
+    }
+    if (!slots_on_host) expect_close(k_cache, std::vector<double>(24, 0.0), 0.0, 0.0);
+  }
 }
 
 TEST_P(OpsTest, SiluAndMulMatchesReference) {
@@ -576,6 +666,212 @@ TEST_P(OpsTest, ArgmaxAndTopKBreakTiesTowardsTheLowerIndex) {
   EXPECT_EQ(download(am).data<int32_t>()[0], 1);
   Tensor ih = download(idx);
   EXPECT_EQ(std::vector<int32_t>(ih.data<int32_t>(), ih.data<int32_t>() + 4), (std::vector<int32_t>{1, 3, 2, 4}));
+}
+
+// Penalties are applied to the logits in place (float64 reference), and greedy rows take the
+// argmax of what is left.
+TEST_P(OpsTest, SampleGreedyTakesTheArgmaxOfThePenalisedLogits) {
+  const int rows = size(2, 9), vocab = size(20, 400);
+  std::vector<double> x;
+  Tensor xt = random({rows, vocab}, x, 2.0);
+  std::vector<ops::SamplingParams> params(rows);
+  std::vector<std::vector<int32_t>> prompts(rows), outputs(rows);
+  std::vector<double> want = x;
+  for (int r = 0; r < rows; ++r) {
+    auto& p = params[r];
+    p.temperature = 0.0f;
+    if (r % 2 == 1) continue;  // odd rows: no penalty
+    p.repetition_penalty = 1.5f;
+    p.presence_penalty = 0.25f;
+    p.frequency_penalty = 0.5f;
+    for (int i = size(1, 30); i > 0; --i) prompts[r].push_back(size(0, vocab - 1));
+    for (int i = size(1, 30); i > 0; --i) outputs[r].push_back(size(0, 9));  // repeats
+    p.prompt_tokens = prompts[r];
+    p.output_tokens = outputs[r];
+    std::vector<int> count(vocab, 0), in_prompt(vocab, 0);
+    for (int32_t t : outputs[r]) ++count[t];
+    for (int32_t t : prompts[r]) in_prompt[t] = 1;
+    for (int t = 0; t < vocab; ++t) {
+      double& v = want[static_cast<size_t>(r) * vocab + t];
+      if (count[t] > 0 || in_prompt[t]) v = v > 0 ? v / 1.5 : v * 1.5;
+      v -= 0.5 * count[t] + (count[t] > 0 ? 0.25 : 0.0);
+    }
+  }
+  Tensor logits = dev(xt), ids = out({rows}, DType::kI32);
+  ops::sample(logits, params, ids);
+  std::vector<double> scale(want.size());
+  for (size_t i = 0; i < want.size(); ++i) scale[i] = std::abs(x[i]) + 1.0;
+  expect_close(logits, want, 1e-6, 1e-6, scale);
+  const Tensor got = download(logits), got_ids = download(ids);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = got.data<float>() + static_cast<size_t>(r) * vocab;
+    EXPECT_EQ(got_ids.data<int32_t>()[r], std::max_element(row, row + vocab) - row) << "row " << r << ", " << trace();
+  }
+}
+
+// A row's id depends on its logits and (seed, step) only: alone, in a batch, in another order, with
+// the ids on the host or on the device.
+TEST_P(OpsTest, SampleIsAPureFunctionOfTheRowAndItsSeed) {
+  const int rows = size(3, 12), vocab = size(50, 3000);
+  std::vector<double> x;
+  Tensor xt = random({rows, vocab}, x, 3.0);
+  std::vector<ops::SamplingParams> params(rows);
+  for (int r = 0; r < rows; ++r) {
+    auto& p = params[r];
+    p.temperature = std::uniform_real_distribution<float>(0.5f, 1.5f)(rng_);
+    p.top_k = r % 3 == 0 ? 0 : size(1, 60);
+    p.top_p = r % 2 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.3f, 1.0f)(rng_);
+    p.min_p = r % 4 == 1 ? 0.05f : 0.0f;
+    p.seed = rng_();
+    p.step = size(0, 1000);
+  }
+  Tensor ids = out({rows}, DType::kI32);
+  Tensor batch_logits = dev(xt);
+  ops::sample(batch_logits, params, ids);
+  const Tensor batch = download(ids);
+  for (int r = rows - 1; r >= 0; --r) {
+    Tensor row = dev(xt).slice_rows(r, r + 1);
+    Tensor alone = Tensor::empty({1}, DType::kI32);  // on the host
+    ops::sample(row, std::span(params).subspan(r, 1), alone);
+    EXPECT_EQ(alone.data<int32_t>()[0], batch.data<int32_t>()[r]) << "row " << r << ", " << trace();
+  }
+  // Successive steps of one seed are fresh draws: over 1000 equally likely ids, 16 steps that all
+  // repeated one id would mean the counter is ignored.
+  Tensor flat = Tensor::empty({16, 1000}, DType::kF32);
+  std::fill(flat.data<float>(), flat.data<float>() + flat.numel(), 0.5f);
+  std::vector<ops::SamplingParams> steps(16);
+  for (int i = 0; i < 16; ++i) {
+    steps[i].seed = 99;
+    steps[i].step = i;
+  }
+  Tensor flat_dev = dev(flat), step_ids = Tensor::empty({16}, DType::kI32);
+  ops::sample(flat_dev, steps, step_ids);
+  const int32_t* drawn = step_ids.data<int32_t>();
+  EXPECT_GT(std::set<int32_t>(drawn, drawn + 16).size(), 8u) << trace();
+}
+
+// Many seeds over one row: ids only from the candidates that top-k, top-p and min-p keep, with
+// frequencies near their renormalised probabilities (computed here in float64).
+TEST_P(OpsTest, SampleDrawsFromTheFilteredDistribution) {
+  const std::vector<float> logits = {2.0f, 1.5f, 1.25f, 1.0f, 0.5f, 0.25f, 0.0f, -0.5f, -1.0f, -2.0f, -3.0f, -4.0f};
+  const int vocab = static_cast<int>(logits.size()), draws = 4000;
+  struct Case {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (const Case c : {Case{1.0f, 6, 0.8f, 0.1f}, Case{2.0f, 0, 1.0f, 0.0f}, Case{0.7f, 3, 1.0f, 0.0f},
+                       Case{1.0f, 0, 0.6f, 0.0f}, Case{1.5f, 0, 1.0f, 0.3f}}) {
+    // The documented rules in float64: k largest, probability floor, then the top_p nucleus.
+    std::vector<double> w(vocab);
+    for (int i = 0; i < vocab; ++i) w[i] = std::exp((logits[i] - logits[0]) / c.temperature);
+    std::vector<bool> kept(vocab, true);
+    for (int i = 0; i < vocab; ++i) {
+      if (c.top_k > 0 && i >= c.top_k) kept[i] = false;  // logits are sorted, no ties
+      if (w[i] < c.min_p) kept[i] = false;
+    }
+    double total = 0.0;
+    for (int i = 0; i < vocab; ++i) total += kept[i] ? w[i] : 0.0;
+    double mass = 0.0;
+    for (int i = 0; i < vocab; ++i) {
+      if (!kept[i]) continue;
+      if (mass >= c.top_p * total) kept[i] = false;
+      mass += w[i];
+    }
+    double kept_total = 0.0;
+    for (int i = 0; i < vocab; ++i) kept_total += kept[i] ? w[i] : 0.0;
+
+    Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
+    for (int64_t r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
+    std::vector<ops::SamplingParams> params(draws);
+    for (int r = 0; r < draws; ++r) {
+      params[r].temperature = c.temperature;
+      params[r].top_k = c.top_k;
+      params[r].top_p = c.top_p;
+      params[r].min_p = c.min_p;
+      params[r].seed = 1000 + r;
+    }
+    Tensor x = dev(host), ids = out({draws}, DType::kI32);
+    ops::sample(x, params, ids);
+    const Tensor got = download(ids);
+    std::vector<int> count(vocab, 0);
+    for (int r = 0; r < draws; ++r) {
+      const int32_t id = got.data<int32_t>()[r];
+      ASSERT_TRUE(id >= 0 && id < vocab && kept[id]) << "drew " << id << " outside the kept set, " << trace();
+      ++count[id];
+    }
+    for (int i = 0; i < vocab; ++i) {
+      const double expected = kept[i] ? w[i] / kept_total : 0.0;
+      // 4000 draws: one standard deviation is at most 0.008.
+      EXPECT_NEAR(static_cast<double>(count[i]) / draws, expected, 0.035)
+          << "token " << i << " with temperature " << c.temperature << " top_k " << c.top_k << " top_p " << c.top_p
+          << " min_p " << c.min_p << ", " << trace();
+    }
+  }
+}
+
+// Flat distributions, where thousands of tokens decide the cut-offs (the CUDA kernel's bisection
+// path): 1500 tokens at logit 1, 2500 at 0 and 1000 at -50, interleaved.
+TEST_P(OpsTest, SampleFindsCutOffsAmongThousandsOfCandidates) {
+  const int vocab = 5000, draws = 1000;
+  std::vector<float> logits(vocab);
+  for (int i = 0; i < vocab; ++i) logits[i] = i % 10 < 3 ? 1.0f : i % 10 < 8 ? 0.0f : -50.0f;
+  struct Case {
+    int top_k;
+    float top_p;
+    float high_fraction;  // of the draws from the logit-1 tokens; the rest from logit 0
+  };
+  const double e = std::exp(1.0);
+  for (const Case c :
+       {Case{0, 0.5f, 1.0f}, Case{1500, 1.0f, 1.0f}, Case{0, 0.7f, static_cast<float>(1500 * e / (1500 * e + 2500))},
+        Case{4000, 1.0f, static_cast<float>(1500 * e / (1500 * e + 2500))}}) {
+    Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
+    for (int64_t r = 0; r < draws; ++r) std::copy(logits.begin(), logits.end(), host.data<float>() + r * vocab);
+    std::vector<ops::SamplingParams> params(draws);
+    for (int r = 0; r < draws; ++r) {
+      params[r].top_k = c.top_k;
+      params[r].top_p = c.top_p;
+      params[r].seed = 77 + r;
+    }
+    Tensor x = dev(host), ids = out({draws}, DType::kI32);
+    ops::sample(x, params, ids);
+    const Tensor got = download(ids);
+    int high = 0;
+    for (int r = 0; r < draws; ++r) {
+      const float v = logits[got.data<int32_t>()[r]];
+      ASSERT_NE(v, -50.0f) << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+      if (c.high_fraction == 1.0f) ASSERT_EQ(v, 1.0f) << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+      high += v == 1.0f;
+    }
+    EXPECT_NEAR(static_cast<double>(high) / draws, c.high_fraction, 0.05)
+        << "top_k " << c.top_k << " top_p " << c.top_p << ", " << trace();
+  }
+}
+
+TEST_P(OpsTest, SampleRejectsBadParamsNamingTheRowAndField) {
+  std::vector<double> x;
+  Tensor logits = dev(random({2, 5}, x));
+  Tensor ids = out({2}, DType::kI32);
+  std::vector<ops::SamplingParams> params(2);
+  params[1].top_p = 0.0f;
+  try {
+    ops::sample(logits, params, ids);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sample: row 1: top_p = 0 must be in (0, 1]"), std::string::npos) << e.what();
+  }
+  params[1].top_p = 1.0f;
+  const std::vector<int32_t> output = {1, 5};
+  params[0].frequency_penalty = 0.5f;
+  params[0].output_tokens = output;
+  try {
+    ops::sample(logits, params, ids);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sample: row 0: output_tokens[1] = 5 is outside the vocabulary [0, 5)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OpsTest, ::testing::ValuesIn(backends()),

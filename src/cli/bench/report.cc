@@ -132,6 +132,14 @@ std::string format_report(const Json& r, const std::vector<double>& percentiles)
       line(fmt::format("P{} {} (ms):", pct, s.label), num(r[fmt::format("p{}_{}_ms", pct, s.key)]));
     }
   }
+  if (r.contains("server_time") && !r["server_time"].empty()) {
+    out += fmt::format("{:-^50}\n", " Server time per request (/metrics) ");
+    for (const auto& [series, stats] : r["server_time"].items()) {
+      out += fmt::format("{}\n", series);
+      line(fmt::format("  mean (ms) over {}:", stats["count"].get<double>()),
+           fmt::format("{:.3f}", stats["mean_ms"].get<double>()));
+    }
+  }
   out += std::string(50, '=') + "\n";
   return out;
 }

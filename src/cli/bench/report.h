@@ -28,7 +28,8 @@ struct ReportContext {
 // output token; ITL pools every gap of every request. Times are in milliseconds.
 Json make_report(const ReportContext& context, const LoadResult& result);
 
-// The human-readable table printed after a run.
+// The human-readable table printed after a run; with the server's own times when the report has
+// "server_time" (bench serve adds it from the server's /metrics).
 std::string format_report(const Json& report, const std::vector<double>& percentiles);
 
 }  // namespace omni::cli::bench

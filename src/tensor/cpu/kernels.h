@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tensor/ops.h"
+#include "tensor/penalised_token.h"
 
 namespace omni::tensor::cpu {
 
@@ -12,6 +13,8 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta);
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
@@ -21,5 +24,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void softmax(const Tensor& x, Tensor& out);
 void argmax(const Tensor& x, Tensor& out);
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
+// penalties: (row, token, output count, in prompt) of every distinct penalised token, sorted by row.
+void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
+            Tensor& ids);
 
 }  // namespace omni::tensor::cpu

@@ -63,4 +63,17 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
   });
 }
 
+// float32 throughout, so normalising and rotating in two passes rounds nothing in between.
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta) {
+  if (q_norm.defined()) {
+    cpu::rms_norm(q, q_norm, eps, q);
+    cpu::rms_norm(k, k_norm, eps, k);
+  }
+  ops::RopeSpec spec;
+  spec.theta = theta;
+  cpu::rotary_embedding(q, positions, spec);
+  cpu::rotary_embedding(k, positions, spec);
+}
+
 }  // namespace omni::tensor::cpu

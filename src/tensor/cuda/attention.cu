@@ -1,5 +1,7 @@
-// Paged attention: one kernel for prefill and decode, flash-attention style.
+// Paged attention: the dispatcher that hands each sequence to the decode, prefill or general kernel
+// (attention_kernels.h), and the general kernel, for every dtype and head size.
 //
+// General kernel:
 // A block takes one work item (a sequence, a tile of up to kRowsPerBlock / heads-per-chunk of its
 // query tokens, one KV split) for one kv head and a chunk of the query heads that share it (GQA:
 // the K/V tile is loaded once into shared memory for all of them). Keys stream through shared
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/cuda/attention_kernels.h"
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/kernels.h"
 
@@ -233,16 +236,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// One block per (q row, head): merges the splits of split sequences, zeroes rows no sequence owns.
+// One block per (q row, head): merges the splits of split sequences.
 template <typename T>
 __global__ void combine_kernel(T* out, AttentionParams p) {
   const int row = blockIdx.x, h = blockIdx.y, hd = p.head_dim;
   T* o = out + (static_cast<int64_t>(row) * p.heads + h) * hd;
   const int s = p.row_seq[row];
-  if (s < 0) {
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) o[d] = from_float<T>(0.0f);
-    return;
-  }
+  if (s < 0) return;
   const SeqInfo seq = p.seqs[s];
   if (seq.splits == 1) return;
   const int64_t first = seq.partial_offset + static_cast<int64_t>(row - seq.query_start) * seq.splits;
@@ -273,18 +273,22 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-int max_attention_head_dim() { return kMaxHeadDim; }
+}  // namespace omni::tensor::cuda
 
-void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                     std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out) {
+namespace omni::tensor::cuda::attention {
+
+void general(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const ops::PagedSequence> seqs,
+             const Geometry& g, Tensor& out) {
   const int device = q.device().index;
   const int total_rows = static_cast<int>(q.dim(0));
-  if (total_rows == 0) return;
+  if (total_rows == 0 || seqs.empty()) return;
+  const float scale = g.scale;
+  const int sliding_window = g.window;
   AttentionParams p{};
-  p.heads = static_cast<int>(q.dim(1));
-  p.head_dim = static_cast<int>(q.dim(2));
-  p.block_size = static_cast<int>(k_cache.dim(1));
-  p.kv_heads = static_cast<int>(k_cache.dim(2));
+  p.heads = g.heads;
+  p.head_dim = g.head_dim;
+  p.block_size = g.block_size;
+  p.kv_heads = g.kv_heads;
   p.group = p.heads / p.kv_heads;
   p.heads_per_chunk = std::min(p.group, kRowsPerBlock);
   p.chunks = static_cast<int>(ceil_div(p.group, p.heads_per_chunk));
@@ -329,7 +333,6 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       for (int split = 0; split < splits; ++split) items.push_back({static_cast<int32_t>(i), t, split});
     for (int t = 0; t < s.query_len; ++t) row_seq[s.query_start + t] = static_cast<int32_t>(i);
   }
-  if (std::find(row_seq.begin(), row_seq.end(), -1) != row_seq.end()) needs_combine = true;
 
   static_assert(sizeof(SeqInfo) % 4 == 0 && sizeof(WorkItem) % 4 == 0);
   std::vector<int32_t> packed;
@@ -378,6 +381,43 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
       check_launch("combine_kernel", out);
     }
   });
+}
+
+}  // namespace omni::tensor::cuda::attention
+
+namespace omni::tensor::cuda {
+
+int max_attention_head_dim() { return kMaxHeadDim; }
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                     std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out) {
+  if (q.dim(0) == 0) return;
+  const attention::Geometry g{static_cast<int>(q.dim(1)),
+                              static_cast<int>(k_cache.dim(2)),
+                              static_cast<int>(q.dim(2)),
+                              static_cast<int>(k_cache.dim(1)),
+                              scale,
+                              sliding_window};
+  const bool decode_ok = attention::decode_supports(q.dtype(), g.head_dim);
+  const bool prefill_ok = attention::prefill_supports(q.dtype(), g.head_dim);
+  std::vector<ops::PagedSequence> decode, prefill, general;
+  int64_t owned_rows = 0;
+  for (const auto& s : seqs) {
+    owned_rows += s.query_len;
+    if (s.query_len == 0) continue;
+    if (s.query_len == 1 && decode_ok) {
+      decode.push_back(s);
+    } else if (prefill_ok) {
+      prefill.push_back(s);
+    } else {
+      general.push_back(s);
+    }
+  }
+  // Rows no sequence owns are zero (ops.h); the kernels write only the rows of their sequences.
+  if (owned_rows < q.dim(0)) zero_bytes(out.raw(), out.nbytes(), out.device().index);
+  attention::decode(q, k_cache, v_cache, decode, g, out);
+  attention::prefill(q, k_cache, v_cache, prefill, g, out);
+  attention::general(q, k_cache, v_cache, general, g, out);
 }
 
 }  // namespace omni::tensor::cuda

@@ -16,6 +16,8 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   int multiprocessors = 0;
+  DeviceErrorRecord* errors = nullptr;         // host-mapped pinned memory, as the host sees it
+  DeviceErrorRecord* mapped_errors = nullptr;  // the same memory, as kernels see it
 };
 
 std::array<DeviceState, kMaxDevices>& states() {
@@ -45,8 +47,10 @@ void check(cudaError_t status, const char* what, int device) {
 
 cudaStream_t stream_for(int index) {
   thread_local int current = -1;
-  if (index < 0 || index >= kMaxDevices || index >= visible_device_count()) {
-    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, visible_device_count());
+  // Asked once: every op calls this, and the set of visible devices is fixed for the process.
+  static const int kVisible = visible_device_count();
+  if (index < 0 || index >= kMaxDevices || index >= kVisible) {
+    throw_error(ErrorCode::kUnavailable, "cuda:{} is not a visible device ({} visible)", index, kVisible);
   }
   DeviceState& state = states()[index];
   if (current != index) {
@@ -57,6 +61,15 @@ cudaStream_t stream_for(int index) {
     check(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking), "cudaStreamCreate", index);
     check(cudaDeviceGetAttribute(&state.multiprocessors, cudaDevAttrMultiProcessorCount, index),
           "cudaDeviceGetAttribute", index);
+    void* record = nullptr;
+    check(cudaHostAlloc(&record, sizeof(DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc (device error record)", index);
+    std::memset(record, 0, sizeof(DeviceErrorRecord));
+    void* mapped = nullptr;
+    check(cudaHostGetDevicePointer(&mapped, record, 0), "cudaHostGetDevicePointer (device error record)", index);
+    // With unified addressing the mapped pointer is the host pointer; the host reads `record`.
+    state.errors = static_cast<DeviceErrorRecord*>(record);
+    state.mapped_errors = static_cast<DeviceErrorRecord*>(mapped);
   });
   return state.stream;
 }
@@ -70,7 +83,33 @@ void fail_dtype(DType dtype) {
   throw_error(ErrorCode::kInternal, "a cuda kernel was called with {} tensors", dtype_name(dtype));
 }
 
-void synchronize(int index) { check(cudaStreamSynchronize(stream_for(index)), "cudaStreamSynchronize", index); }
+void synchronize(int index) {
+  check(cudaStreamSynchronize(stream_for(index)), "cudaStreamSynchronize", index);
+  raise_device_error(index);
+}
+
+DeviceErrorRecord* device_error_record(int index) {
+  stream_for(index);
+  return states()[index].mapped_errors;
+}
+
+void raise_device_error(int index) {
+  stream_for(index);
+  volatile DeviceErrorRecord* record = states()[index].errors;
+  const auto kind = static_cast<DeviceErrorKind>(record->kind);
+  if (kind == DeviceErrorKind::kNone) return;
+  const int64_t at = record->index, value = record->value, limit = record->limit;
+  record->kind = static_cast<int32_t>(DeviceErrorKind::kNone);
+  // The wording matches the dispatchers' own checks of host-side ids (tensor/ops.cc).
+  if (kind == DeviceErrorKind::kTokenId) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "embedding: token id {} at index {} is outside the vocabulary [0, {}) (found by the kernel on cuda:{})",
+                value, at, limit, index);
+  }
+  throw_error(ErrorCode::kInvalidArgument,
+              "store_kv: slot {} of token {} is outside the cache ({} slots) (found by the kernel on cuda:{})", value,
+              at, limit, index);
+}
 
 }  // namespace omni::tensor::cuda
 
@@ -83,6 +122,7 @@ void copy_bytes(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, i
   // Pageable host memory: the source may be reused as soon as we return, and the caller reads
   // a host destination right away.
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize after a copy", index);
+  raise_device_error(index);
 }
 
 namespace {
@@ -138,6 +178,18 @@ void upload_async(void* dst, const void* src, size_t bytes, int index) {
 void zero_bytes(void* dst, size_t bytes, int index) {
   if (bytes == 0) return;
   check(cudaMemsetAsync(dst, 0, bytes, stream_for(index)), "cudaMemsetAsync", index);
+}
+
+}  // namespace omni::tensor::cuda
+
+#include "tensor/cuda/kernels.h"
+
+namespace omni::tensor::cuda {
+
+Tensor upload_ints(const Tensor& host, int device) {
+  Tensor on_device = Tensor::empty(host.shape(), host.dtype(), Device::cuda(device));
+  upload_async(on_device.raw(), host.raw(), host.nbytes(), device);
+  return on_device;
 }
 
 }  // namespace omni::tensor::cuda

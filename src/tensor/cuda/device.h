@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tensor/dtype.h"
 
@@ -32,8 +33,37 @@ void check(cudaError_t status, const char* what, int device);
 // Throws omni::Error(kInternal): a kernel was handed a dtype the dispatcher should have refused.
 [[noreturn]] void fail_dtype(DType dtype);
 
-// Blocks until every op queued on the device's stream has finished.
+// Blocks until every op queued on the device's stream has finished, then raises the device's
+// pending input error, if any (see DeviceErrorRecord).
 void synchronize(int index);
+
+// What a kernel found wrong in input values that only the GPU saw (ids or slots that live in
+// device memory, so the dispatcher could not validate them without a synchronisation).
+enum class DeviceErrorKind : int32_t {
+  kNone = 0,
+  kTokenId = 1,  // embedding: value = the id, index = its position in ids, limit = the vocabulary size
+  kKvSlot = 2,   // store_kv: value = the slot, index = its token, limit = the cache's slots
+};
+
+// The first such error since the last report. It lives in host memory mapped into the device, so
+// a kernel records it with plain stores and the host reads it after a synchronisation without a
+// copy. Kernels claim it with atomicCAS on `kind` (so the first error wins), skip the offending
+// element (an embedding row is zeroed, a KV slot is not written) and carry on.
+struct DeviceErrorRecord {
+  int32_t kind;  // a DeviceErrorKind
+  int32_t unused;
+  int64_t index;
+  int64_t value;
+  int64_t limit;
+};
+
+// The device's record, valid in kernels of that device; created on first use and never freed.
+DeviceErrorRecord* device_error_record(int index);
+
+// Throws omni::Error(kInvalidArgument) naming the op, the value, its index and the limit when a
+// kernel recorded an error, and clears the record. Only meaningful after the stream has been
+// synchronised; synchronize() and the copies to the host call it.
+void raise_device_error(int index);
 
 }  // namespace omni::tensor::cuda
 

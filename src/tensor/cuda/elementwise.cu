@@ -1,5 +1,6 @@
 // Row-wise and elementwise kernels: embedding, RMSNorm (plain and fused with the residual add),
 // rotary embedding, SiLU-and-multiply, GELU, add, bias, softmax, argmax, top-k and store_kv.
+#include <algorithm>
 #include <cstdint>
 
 #include "tensor/cuda/common.cuh"
@@ -10,12 +11,42 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__global__ void embedding_kernel(const T* table, const int32_t* ids, T* out, int64_t hidden) {
-  const T* src = table + static_cast<int64_t>(ids[blockIdx.x]) * hidden;
-  T* dst = out + static_cast<int64_t>(blockIdx.x) * hidden;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
+// Claims the device's error record for the first invalid input value (cuda/device.h).
+__device__ void record_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
+                             int64_t limit) {
+  if (atomicCAS(&record->kind, 0, static_cast<int32_t>(kind)) == 0) {
+    record->index = index;
+    record->value = value;
+    record->limit = limit;
+    __threadfence_system();
+  }
 }
+
+// Copies `bytes` (a multiple of 16 when both rows are 16-byte aligned) with 16-byte accesses.
+__device__ __forceinline__ void copy_row(const char* src, char* dst, int64_t bytes, bool vector) {
+  if (vector) {
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    auto* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = __ldg(s + i);
+  } else {
+    for (int64_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+// One block per token; an id outside [0, vocab) is recorded and its row zeroed.
+__global__ void embedding_kernel(const char* table, const int32_t* ids, char* out, int64_t row_bytes, int64_t vocab,
+                                 bool vector, DeviceErrorRecord* errors) {
+  const int32_t id = ids[blockIdx.x];
+  char* dst = out + blockIdx.x * row_bytes;
+  if (id < 0 || id >= vocab) {
+    if (threadIdx.x == 0) record_error(errors, DeviceErrorKind::kTokenId, blockIdx.x, id, vocab);
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = 0;
+    return;
+  }
+  copy_row(table + static_cast<int64_t>(id) * row_bytes, dst, row_bytes, vector);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // With `residual`: residual = x + residual (rounded to T), then out = rms_norm(residual). The
 // row is read into registers-through-L1 twice; rows are at most a few thousand elements.
@@ -40,6 +71,50 @@ __global__ void rms_norm_kernel(const T* x, T* residual, const T* weight, float 
   const T* src = res ? res : in;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     out[row * d + i] = from_float<T>(to_float(src[i]) * inv * to_float(weight[i]));
+  }
+}
+
+// rms_norm_kernel with 16-byte accesses, for rows of whole vectors at 16-byte aligned addresses.
+template <typename T>
+__global__ void rms_norm_vector_kernel(const T* x, T* residual, const T* weight, float eps, T* out, int64_t d) {
+  constexpr int kVec = 16 / sizeof(T);
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x, chunks = d / kVec;
+  const auto* in = reinterpret_cast<const uint4*>(x + row * d);
+  auto* res = residual ? reinterpret_cast<uint4*>(residual + row * d) : nullptr;
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    uint4 raw = in[c];
+    T v[kVec];
+    memcpy(v, &raw, sizeof raw);
+    if (res) {
+      const uint4 r_raw = res[c];
+      T r[kVec];
+      memcpy(r, &r_raw, sizeof r_raw);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) v[i] = from_float<T>(to_float(v[i]) + to_float(r[i]));
+      memcpy(&raw, v, sizeof raw);
+      res[c] = raw;
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) sum += to_float(v[i]) * to_float(v[i]);
+  }
+  sum = block_sum(sum, scratch);
+  const float inv = rsqrtf(sum / static_cast<float>(d) + eps);
+  // Each thread re-reads only the chunks it wrote (or read) above.
+  const uint4* src = res ? res : in;
+  const auto* w = reinterpret_cast<const uint4*>(weight);
+  auto* dst = reinterpret_cast<uint4*>(out + row * d);
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const uint4 raw = src[c], w_raw = __ldg(w + c);
+    T v[kVec], wv[kVec], o[kVec];
+    memcpy(v, &raw, sizeof raw);
+    memcpy(wv, &w_raw, sizeof w_raw);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) o[i] = from_float<T>(to_float(v[i]) * inv * to_float(wv[i]));
+    uint4 o_raw;
+    memcpy(&o_raw, o, sizeof o_raw);
+    dst[c] = o_raw;
   }
 }
 
@@ -78,6 +153,43 @@ __global__ void rotary_kernel(T* x, const int32_t* positions, int64_t tokens, in
   }
 }
 
+// One block per token, one warp per head (q heads, then k heads): the sum of squares over the head,
+// then each lane normalises and rotates pairs (i, i + D/2) in registers and writes them once.
+template <typename T>
+__global__ void qk_norm_rope_kernel(T* q, T* k, const T* q_norm, const T* k_norm, float eps, const int32_t* positions,
+                                    int heads, int kv_heads, int head_dim, float theta) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int half = head_dim / 2;
+  const float position = static_cast<float>(positions[blockIdx.x]);
+  for (int h = warp; h < heads + kv_heads; h += blockDim.x / 32) {
+    const bool is_q = h < heads;
+    T* v = is_q ? q + (static_cast<int64_t>(blockIdx.x) * heads + h) * head_dim
+                : k + (static_cast<int64_t>(blockIdx.x) * kv_heads + (h - heads)) * head_dim;
+    const T* w = is_q ? q_norm : k_norm;
+    float inv = 1.0f;
+    if (w != nullptr) {
+      float sum = 0.0f;
+      for (int i = lane; i < head_dim; i += 32) {
+        const float x = to_float(v[i]);
+        sum += x * x;
+      }
+      inv = rsqrtf(warp_sum(sum) / static_cast<float>(head_dim) + eps);
+    }
+    for (int i = lane; i < half; i += 32) {
+      float x1 = to_float(v[i]) * inv, x2 = to_float(v[i + half]) * inv;
+      if (w != nullptr) {
+        x1 *= to_float(w[i]);
+        x2 *= to_float(w[i + half]);
+      }
+      const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+      float sin_a, cos_a;
+      sincosf(position * inv_freq, &sin_a, &cos_a);
+      v[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
+      v[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
+    }
+  }
+}
+
 template <typename T>
 __global__ void silu_and_mul_kernel(const T* x, T* out, int64_t rows, int64_t inter) {
   const int64_t n = rows * inter;
@@ -86,6 +198,29 @@ __global__ void silu_and_mul_kernel(const T* x, T* out, int64_t rows, int64_t in
     const float gate = to_float(x[r * 2 * inter + i]);
     const float up = to_float(x[r * 2 * inter + inter + i]);
     out[e] = from_float<T>(gate / (1.0f + expf(-gate)) * up);
+  }
+}
+
+// silu_and_mul_kernel with 16-byte accesses, for rows of whole vectors at 16-byte aligned addresses.
+template <typename T>
+__global__ void silu_and_mul_vector_kernel(const T* x, T* out, int64_t rows, int64_t inter) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int64_t per_row = inter / kVec, n = rows * per_row;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / per_row, c = (e % per_row) * kVec;
+    const uint4 g_raw = __ldg(reinterpret_cast<const uint4*>(x + r * 2 * inter + c));
+    const uint4 u_raw = __ldg(reinterpret_cast<const uint4*>(x + r * 2 * inter + inter + c));
+    T g[kVec], u[kVec], o[kVec];
+    memcpy(g, &g_raw, sizeof g_raw);
+    memcpy(u, &u_raw, sizeof u_raw);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const float gate = to_float(g[i]);
+      o[i] = from_float<T>(gate / (1.0f + expf(-gate)) * to_float(u[i]));
+    }
+    uint4 o_raw;
+    memcpy(&o_raw, o, sizeof o_raw);
+    *reinterpret_cast<uint4*>(out + r * inter + c) = o_raw;
   }
 }
 
@@ -183,49 +318,60 @@ __global__ void top_k_kernel(const T* x, int64_t n, int k, T* values, int32_t* i
   }
 }
 
-template <typename T>
-__global__ void store_kv_kernel(const T* k, const T* v, const int32_t* slots, T* k_cache, T* v_cache, int64_t row) {
+// One block per token; a slot outside the cache is recorded and not written.
+__global__ void store_kv_kernel(const char* k, const char* v, const int32_t* slots, char* k_cache, char* v_cache,
+                                int64_t row_bytes, int64_t capacity, bool vector, DeviceErrorRecord* errors) {
   const int64_t slot = slots[blockIdx.x];
-  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    k_cache[slot * row + i] = k[blockIdx.x * row + i];
-    v_cache[slot * row + i] = v[blockIdx.x * row + i];
+  if (slot < 0 || slot >= capacity) {
+    if (threadIdx.x == 0) record_error(errors, DeviceErrorKind::kKvSlot, blockIdx.x, slot, capacity);
+    return;
   }
+  copy_row(k + blockIdx.x * row_bytes, k_cache + slot * row_bytes, row_bytes, vector);
+  copy_row(v + blockIdx.x * row_bytes, v_cache + slot * row_bytes, row_bytes, vector);
 }
 
 cudaStream_t stream_of(const Tensor& t) { return stream_for(t.device().index); }
 
-}  // namespace
-
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
-  if (ids.numel() == 0) return;
-  with_float_type(table.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    embedding_kernel<T>
-        <<<ids.numel(), kThreads, 0, stream_of(out)>>>(ptr<T>(table), ptr<int32_t>(ids), ptr<T>(out), table.dim(1));
-  });
-  check_launch("embedding_kernel", out);
-}
-
-void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+// Queues rms_norm_kernel, or its vector form when every row is whole 16-byte vectors.
+void launch_rms_norm(const Tensor& x, Tensor* residual, const Tensor& weight, float eps, Tensor& out) {
   const int64_t d = x.dim(-1);
   if (x.numel() == 0) return;
+  const bool vector = d * static_cast<int64_t>(dtype_size(x.dtype())) % 16 == 0 && aligned16(x.raw()) &&
+                      aligned16(weight.raw()) && aligned16(out.raw()) && (!residual || aligned16(residual->raw()));
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    rms_norm_kernel<T>
-        <<<x.numel() / d, kThreads, 0, stream_of(out)>>>(ptr<T>(x), nullptr, ptr<T>(weight), eps, ptr<T>(out), d);
+    T* res = residual ? ptr<T>(*residual) : nullptr;
+    if (vector) {
+      const int chunks = static_cast<int>(d / (16 / sizeof(T)));
+      const int threads = std::clamp((chunks + 31) / 32 * 32, 32, 1024);
+      rms_norm_vector_kernel<T>
+          <<<x.numel() / d, threads, 0, stream_of(out)>>>(ptr<T>(x), res, ptr<T>(weight), eps, ptr<T>(out), d);
+    } else {
+      rms_norm_kernel<T>
+          <<<x.numel() / d, kThreads, 0, stream_of(out)>>>(ptr<T>(x), res, ptr<T>(weight), eps, ptr<T>(out), d);
+    }
   });
-  check_launch("rms_norm_kernel", out);
+  check_launch(residual ? "rms_norm_kernel (with residual)" : "rms_norm_kernel", out);
+}
+
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
+  launch_rms_norm(x, nullptr, weight, eps, out);
 }
 
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out) {
-  const int64_t d = x.dim(-1);
-  if (x.numel() == 0) return;
-  with_float_type(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    rms_norm_kernel<T><<<x.numel() / d, kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(residual), ptr<T>(weight), eps,
-                                                                       ptr<T>(out), d);
-  });
-  check_launch("rms_norm_kernel (with residual)", out);
+  launch_rms_norm(x, &residual, weight, eps, out);
+}
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  if (ids.numel() == 0) return;
+  const int64_t row_bytes = table.dim(1) * static_cast<int64_t>(dtype_size(table.dtype()));
+  const bool vector = row_bytes % 16 == 0 && aligned16(table.raw()) && aligned16(out.raw());
+  embedding_kernel<<<ids.numel(), 128, 0, stream_of(out)>>>(ptr<char>(table), ptr<int32_t>(ids), ptr<char>(out),
+                                                            row_bytes, table.dim(0), vector,
+                                                            device_error_record(out.device().index));
+  check_launch("embedding_kernel", out);
 }
 
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec) {
@@ -240,12 +386,35 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
   check_launch("rotary_kernel", x);
 }
 
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta) {
+  const int heads = static_cast<int>(q.dim(1)), kv_heads = static_cast<int>(k.dim(1));
+  if (q.dim(0) == 0 || heads + kv_heads == 0) return;
+  const int threads = 32 * std::min(8, heads + kv_heads);
+  with_float_type(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    qk_norm_rope_kernel<T><<<q.dim(0), threads, 0, stream_of(q)>>>(
+        ptr<T>(q), ptr<T>(k), q_norm.defined() ? ptr<T>(q_norm) : nullptr, k_norm.defined() ? ptr<T>(k_norm) : nullptr,
+        eps, ptr<int32_t>(positions), heads, kv_heads, static_cast<int>(q.dim(2)), theta);
+  });
+  check_launch("qk_norm_rope_kernel", q);
+}
+
 void silu_and_mul(const Tensor& x, Tensor& out) {
   if (out.numel() == 0) return;
+  const int64_t inter = out.dim(1);
+  const bool vector =
+      inter * static_cast<int64_t>(dtype_size(x.dtype())) % 16 == 0 && aligned16(x.raw()) && aligned16(out.raw());
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    silu_and_mul_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(out),
-                                                                                               out.dim(0), out.dim(1));
+    if (vector) {
+      const int64_t vectors = out.numel() / (16 / sizeof(T));
+      silu_and_mul_vector_kernel<T>
+          <<<blocks_for(vectors, kThreads), kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(out), out.dim(0), inter);
+    } else {
+      silu_and_mul_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(out),
+                                                                                                 out.dim(0), inter);
+    }
   });
   check_launch("silu_and_mul_kernel", out);
 }
@@ -311,11 +480,12 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices) {
 
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
   if (k.dim(0) == 0) return;
-  with_float_type(k.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    store_kv_kernel<T><<<k.dim(0), 128, 0, stream_of(k_cache)>>>(ptr<T>(k), ptr<T>(v), ptr<int32_t>(slots),
-                                                                 ptr<T>(k_cache), ptr<T>(v_cache), k.dim(1) * k.dim(2));
-  });
+  const int64_t row_bytes = k.dim(1) * k.dim(2) * static_cast<int64_t>(dtype_size(k.dtype()));
+  const bool vector = row_bytes % 16 == 0 && aligned16(k.raw()) && aligned16(v.raw()) && aligned16(k_cache.raw()) &&
+                      aligned16(v_cache.raw());
+  store_kv_kernel<<<k.dim(0), 128, 0, stream_of(k_cache)>>>(
+      ptr<char>(k), ptr<char>(v), ptr<int32_t>(slots), ptr<char>(k_cache), ptr<char>(v_cache), row_bytes,
+      k_cache.dim(0) * k_cache.dim(1), vector, device_error_record(k_cache.device().index));
   check_launch("store_kv_kernel", k_cache);
 }
 

@@ -1,6 +1,8 @@
 // The CUDA implementations behind ops.h. Called only by the dispatchers in tensor/ops.cc, which
-// have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices and
-// the values of ids, slots and block tables; these functions assume valid arguments.
+// have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices, block
+// tables and the values of index tensors that came from the host (and uploaded them); these
+// functions assume valid arguments, except that the kernels of embedding and store_kv check ids and
+// slots themselves, for those that were already on the GPU (cuda/device.h's DeviceErrorRecord).
 //
 // Every function queues its kernels on the device's stream (cuda/device.h) and returns without
 // waiting; a failed launch is omni::Error(kInternal) naming the kernel. Arithmetic is float32
@@ -8,6 +10,7 @@
 #pragma once
 
 #include "tensor/ops.h"
+#include "tensor/penalised_token.h"
 
 namespace omni::tensor::cuda {
 
@@ -17,6 +20,8 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
+void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
+                  float theta);
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
@@ -26,6 +31,13 @@ void add(const Tensor& a, const Tensor& b, Tensor& out);
 void softmax(const Tensor& x, Tensor& out);
 void argmax(const Tensor& x, Tensor& out);
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
+// penalties: (row, token, output count, in prompt) of every distinct penalised token, sorted by row.
+void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
+            Tensor& ids);
+
+// A device copy of the host int32 tensor `host`, queued on the device's stream through a pinned
+// staging buffer (cuda/device.h's upload_async): no synchronisation, and `host` may be reused at once.
+Tensor upload_ints(const Tensor& host, int device);
 
 // The largest head_dim paged_attention supports (per-lane accumulators are sized by it).
 int max_attention_head_dim();
