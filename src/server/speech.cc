@@ -138,7 +138,8 @@ void handle_speech(const ServingContext& context, const SpeechOptions& options, 
                             [speech] {
                               speech->on_finished();
                               speech->run.reset();  // breaks the cycle speech -> run -> callbacks -> speech
-                            }});
+                            }},
+                           http.received_at);
 }
 
 }  // namespace
