@@ -15,7 +15,14 @@ namespace ops = tensor::ops;
 
 DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
                      tensor::Communicator* tensor_parallel)
-    : config_(config), variant_(variant), tensor_parallel_(tensor_parallel) {
+    : DecoderLm(dir, config, variant, DecoderWeights{}, tensor_parallel) {}
+
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     const DecoderWeights& weights, tensor::Communicator* tensor_parallel)
+    : config_(config),
+      variant_(variant),
+      has_embedding_and_head_(weights.has_embedding_and_head),
+      tensor_parallel_(tensor_parallel) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
@@ -32,17 +39,21 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const Checkpoint ckpt = Checkpoint::open(dir);
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
-  embed_tokens_ = load_vocab_shard(ckpt, "model.embed_tokens.weight", vocab_shape, shard_.vocab_begin,
-                                   shard_.vocab_rows, shard_.vocab_rows + 1);
-  final_norm_ = ckpt.load_f32("model.norm.weight", {hidden});
-  // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-  lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
-                                        : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
-                                                           shard_.vocab_rows, shard_.vocab_rows);
+  if (weights.has_embedding_and_head) {
+    embed_tokens_ = load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape, shard_.vocab_begin,
+                                     shard_.vocab_rows, shard_.vocab_rows + 1);
+  }
+  final_norm_ = ckpt.load_f32(weights.prefix + "norm.weight", {hidden});
+  if (weights.has_embedding_and_head) {
+    // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
+    lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
+                                          : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
+                                                             shard_.vocab_rows, shard_.vocab_rows);
+  }
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = weights.prefix + "layers." + std::to_string(i) + ".";
     Layer& l = layers_[i];
     l.input_norm = ckpt.load_f32(p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = ckpt.load_f32(p + "post_attention_layernorm.weight", {hidden});
@@ -98,13 +109,12 @@ void DecoderLm::init_kv_cache(int num_blocks) {
   num_blocks_ = num_blocks;
 }
 
-void DecoderLm::check_batch(const ForwardBatch& batch) const {
-  const size_t tokens = batch.token_ids.size();
+void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   if (batch.positions.size() != tokens) {
     throw_error(ErrorCode::kInvalidArgument, "forward: {} positions for {} tokens", batch.positions.size(), tokens);
   }
   // Checked here rather than by the embedding op: a vocabulary shard maps foreign ids to its zero row.
-  for (size_t t = 0; t < tokens; ++t) {
+  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
     if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
       throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
                   batch.token_ids[t], t, config_.vocab_size);
@@ -135,14 +145,34 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
 }
 
 void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
-  check_batch(batch);
-  const int64_t tokens = static_cast<int64_t>(batch.token_ids.size());
+  if (!has_embedding_and_head_) {
+    throw_error(ErrorCode::kInvalidArgument, "forward: this decoder stack takes input embeddings (forward_embeds)");
+  }
+  run(batch, nullptr, &logits, nullptr);
+}
+
+void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
+  if (!batch.token_ids.empty() || inputs_embeds.dtype() != DType::kF32 || inputs_embeds.shape().size() != 2 ||
+      inputs_embeds.shape()[0] != static_cast<int64_t>(batch.positions.size()) ||
+      inputs_embeds.shape()[1] != config_.hidden_size) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "forward_embeds: inputs_embeds must be float32 [{} positions, {}] with no token ids (got {} token ids)",
+                batch.positions.size(), config_.hidden_size, batch.token_ids.size());
+  }
+  run(batch, &inputs_embeds, nullptr, &hidden);
+}
+
+void DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, std::vector<float>* logits,
+                    Tensor* hidden_out) {
+  const int64_t tokens =
+      inputs_embeds != nullptr ? inputs_embeds->shape()[0] : static_cast<int64_t>(batch.token_ids.size());
+  check_batch(batch, static_cast<size_t>(tokens));
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
   const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
 
   // Row ids into the vocabulary shard; ids of other shards read its zero row.
   Tensor ids = Tensor::empty({tokens}, DType::kI32);
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t t = 0; inputs_embeds == nullptr && t < tokens; ++t) {
     const int64_t local = batch.token_ids[t] - shard_.vocab_begin;
     ids.data<int32_t>()[t] = static_cast<int32_t>(local >= 0 && local < shard_.vocab_rows ? local : shard_.vocab_rows);
   }
@@ -160,8 +190,12 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   }
 
   Tensor h = Tensor::empty({tokens, hidden}, DType::kF32);
-  ops::embedding(embed_tokens_, ids, h);
-  reduce_partial_sums(h);
+  if (inputs_embeds != nullptr) {
+    std::copy_n(inputs_embeds->data<float>(), tokens * hidden, h.data<float>());
+  } else {
+    ops::embedding(embed_tokens_, ids, h);
+    reduce_partial_sums(h);
+  }
   Tensor x = Tensor::empty({tokens, hidden}, DType::kF32);
   Tensor q = Tensor::empty({tokens, heads * hd}, DType::kF32);
   Tensor k = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
@@ -214,8 +248,10 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
     std::copy_n(h.data<float>() + rows[i] * hidden, hidden, picked.data<float>() + i * hidden);
   }
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
-  logits.resize(static_cast<size_t>(r) * config_.vocab_size);
-  Tensor out = Tensor::borrow(logits.data(), {r, config_.vocab_size}, DType::kF32);
+  if (hidden_out != nullptr) *hidden_out = picked;
+  if (logits == nullptr) return;
+  logits->resize(static_cast<size_t>(r) * config_.vocab_size);
+  Tensor out = Tensor::borrow(logits->data(), {r, config_.vocab_size}, DType::kF32);
   if (r > 0) project_vocabulary(picked, out);
 }
 

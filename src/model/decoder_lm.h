@@ -14,6 +14,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -30,6 +31,15 @@ struct DecoderVariant {
   bool qkv_bias = false;  // Qwen2: q/k/v projections have a bias
 };
 
+// Where a decoder's weights live, for stacks nested inside a larger checkpoint (the Qwen3-TTS
+// talker under "talker.model.", its code predictor under "talker.code_predictor.model.").
+struct DecoderWeights {
+  std::string prefix = "model.";  // {prefix}layers.{i}.*, {prefix}norm.weight, {prefix}embed_tokens.weight
+  // false: a stack fed through forward_embeds whose caller owns the input tables and output heads;
+  // neither embed_tokens nor lm_head is loaded and forward() is refused.
+  bool has_embedding_and_head = true;
+};
+
 class DecoderLm : public CausalLm {
  public:
   // Loads the weights of `dir` under Hugging Face names (model.layers.{i}.self_attn.q_proj.weight…;
@@ -39,11 +49,20 @@ class DecoderLm : public CausalLm {
   // when the model cannot be cut into that many ranks.
   DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
             tensor::Communicator* tensor_parallel = nullptr);
+  // The same stack under other weight names (see DecoderWeights).
+  DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+            const DecoderWeights& weights, tensor::Communicator* tensor_parallel = nullptr);
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override;
   void init_kv_cache(int num_blocks) override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is [tokens,
+  // hidden_size] float32, one row per batch position (batch.token_ids must be empty; every rank
+  // passes the same full rows). Writes the post-final-norm hidden states of the rows forward()
+  // would give logits for into `hidden` (replaced by a new [rows, hidden_size] tensor). Errors as
+  // forward().
+  void forward_embeds(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, tensor::Tensor& hidden);
 
   const TextModelConfig& config() const { return config_; }
 
@@ -58,7 +77,10 @@ class DecoderLm : public CausalLm {
     tensor::Tensor k_cache, v_cache;
   };
 
-  void check_batch(const ForwardBatch& batch) const;
+  void check_batch(const ForwardBatch& batch, size_t tokens) const;
+  // forward() and forward_embeds(): embeds null = look up batch.token_ids; logits and/or hidden out.
+  void run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, std::vector<float>* logits,
+           tensor::Tensor* hidden);
   // Sums a row-parallel product's partial results over the ranks.
   void reduce_partial_sums(tensor::Tensor& x);
   // The logits of `picked` [rows, hidden] over the whole vocabulary into `out` [rows, vocab].
@@ -66,6 +88,7 @@ class DecoderLm : public CausalLm {
 
   TextModelConfig config_;
   DecoderVariant variant_;
+  bool has_embedding_and_head_ = true;
   CausalLmInfo info_;
   tensor::ops::RopeSpec rope_;
   tensor::Communicator* tensor_parallel_ = nullptr;
