@@ -20,6 +20,7 @@
 #include "runtime/pipeline_from_config.h"
 #include "runtime/termination_signals.h"
 #include "server/api_server.h"
+#include "server/speech_voices.h"
 #include "server/tokenizer_renderer.h"
 
 namespace omni::cli {
@@ -78,6 +79,12 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   }
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
+  options.speech.voices = server::load_checkpoint_voices(config.model);
+  for (const config::EffectiveStage& stage : config.stages) {
+    auto it = stage.engine_args.find("tts_max_instructions_length");
+    if (it != stage.engine_args.end() && it->is_number_integer())
+      options.speech.max_instructions_length = it->get<int>();
+  }
   return options;
 }
 

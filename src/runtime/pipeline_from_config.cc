@@ -2,27 +2,69 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "model/model_registry.h"
 #include "runtime/ar_stage_runner.h"
+#include "runtime/shm_connector.h"
+#include "runtime/stage_runner.h"
 
 namespace omni::runtime {
 
 namespace {
 
+// The runner kinds of Qwen3-TTS's stage models (the talker and code2wav runners register them).
+constexpr std::string_view kTtsTalkerKind = "qwen3_tts_talker";
+constexpr std::string_view kTtsCode2WavKind = "qwen3_tts_code2wav";
+
 Json plain(const OrderedJson& value) { return Json::parse(value.dump()); }
 
-ConnectorSpec resolve_connector(const config::EffectiveConfig& config, int stage_id, const std::string& name) {
+// A connector as the deploy YAML defines it: vLLM-Omni's `extra` mixes the transport's own
+// options with those of the stages it connects (codec_chunk_frames, connector_get_max_wait…).
+// `transport` gets only the options its implementation reads (all of them for a connector whose
+// options are not listed); the consumer stage gets the whole `extra` as connector_extra.
+struct ResolvedConnector {
+  ConnectorSpec transport;
+  Json extra;
+};
+
+ResolvedConnector resolve_connector(const config::EffectiveConfig& config, int stage_id, const std::string& name) {
   auto it = config.connectors.find(name);
   if (it == config.connectors.end()) {
     throw_error(ErrorCode::kInvalidConfig, "stage {}: connector '{}' is not defined under connectors:", stage_id, name);
   }
-  ConnectorSpec spec;
-  spec.name = it->second.name.empty() ? std::string(kDefaultConnectorName) : it->second.name;
-  spec.extra = plain(it->second.extra);
-  return spec;
+  ResolvedConnector resolved;
+  resolved.transport.name = it->second.name.empty() ? std::string(kDefaultConnectorName) : it->second.name;
+  resolved.extra = plain(it->second.extra);
+  resolved.transport.extra = resolved.extra;
+  if (resolved.transport.name == kSharedMemoryConnectorName && resolved.extra.is_object()) {
+    resolved.transport.extra = Json::object();
+    for (std::string_view option : kSharedMemoryConnectorOptions) {
+      auto value = resolved.extra.find(std::string(option));
+      if (value != resolved.extra.end()) resolved.transport.extra[std::string(option)] = *value;
+    }
+  }
+  return resolved;
+}
+
+bool runner_registered(std::string_view kind) {
+  const std::vector<std::string> kinds = stage_runner_kinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+// The stage model that implements a stage of a model family with its own stage runners, by the
+// stage's execution type and architecture; empty when none.
+std::string family_runner_kind(const config::StagePipelineConfig& topology, const std::string& arch) {
+  if (topology.execution_type == config::ExecutionType::kLlmAr && arch == "Qwen3TTSForConditionalGeneration") {
+    return std::string(kTtsTalkerKind);
+  }
+  if (topology.execution_type == config::ExecutionType::kLlmGeneration && arch == "Qwen3TTSCode2Wav") {
+    return std::string(kTtsCode2WavKind);
+  }
+  return {};
 }
 
 // The runner kind that implements a stage, from its execution type and architecture.
@@ -34,6 +76,8 @@ std::string runner_kind(const config::EffectiveConfig& config, const config::Eff
       model::builtin_model_registry().has_causal_lm(arch)) {
     return std::string(kArRunnerKind);
   }
+  // A family runner counts only once it is built into this binary.
+  if (std::string kind = family_runner_kind(topology, arch); !kind.empty() && runner_registered(kind)) return kind;
   throw_error(ErrorCode::kUnsupported,
               "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
               "model in omnistage (architecture {}{}; served today: llm_ar stages of {}). `omnistage config {}` "
@@ -63,19 +107,28 @@ PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config) {
     spec.engine_args["runner"] = runner_kind(config, stage);
     spec.default_sampling_params = plain(stage.default_sampling_params);
     spec.sampling_constraints = topology.sampling_constraints;
+    // The stage model reads its chunking options (codec_chunk_frames, initial_codec_chunk_frames…)
+    // from the extra of the connectors that feed it.
+    Json connector_extra = Json::object();
+    auto add_connector = [&](int source, const std::string& name) {
+      ResolvedConnector connector = resolve_connector(config, spec.stage_id, name);
+      if (connector.extra.is_object()) {
+        for (const auto& [key, value] : connector.extra.items()) connector_extra[key] = value;
+      }
+      spec.input_connectors[source] = std::move(connector.transport);
+    };
     for (int source : topology.input_sources) {
       auto in = stage.input_connectors.find(fmt::format("from_stage_{}", source));
       if (in != stage.input_connectors.end()) {
-        spec.input_connectors[source] = resolve_connector(config, spec.stage_id, in->second);
+        add_connector(source, in->second);
         continue;
       }
       if (source < 0 || static_cast<size_t>(source) >= config.stages.size()) continue;  // validate_pipeline names it
       const auto& producer_outputs = config.stages[static_cast<size_t>(source)].output_connectors;
       auto out = producer_outputs.find(fmt::format("to_stage_{}", spec.stage_id));
-      if (out != producer_outputs.end()) {
-        spec.input_connectors[source] = resolve_connector(config, spec.stage_id, out->second);
-      }
+      if (out != producer_outputs.end()) add_connector(source, out->second);
     }
+    if (!connector_extra.empty()) spec.engine_args["connector_extra"] = std::move(connector_extra);
     pipeline.stages.push_back(std::move(spec));
   }
   return pipeline;

@@ -10,6 +10,7 @@
 // extra options: shm_threshold_bytes (integer ≥ 0; overrides --shm-threshold-bytes).
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,8 @@
 namespace omni::runtime {
 
 inline constexpr std::string_view kSharedMemoryConnectorName = "SharedMemoryConnector";
+// The `extra` options this connector reads; Options::from_extra refuses any other.
+inline constexpr std::array<std::string_view, 1> kSharedMemoryConnectorOptions = {"shm_threshold_bytes"};
 inline constexpr std::string_view kSegmentPrefix = "/omnistage_";
 
 class SharedMemoryConnector : public Connector {

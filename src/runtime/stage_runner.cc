@@ -9,6 +9,7 @@
 #include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/code2wav_stage_runner.h"
 #include "runtime/test_echo_runner.h"
+#include "runtime/test_tone_runner.h"
 
 namespace omni::runtime {
 
@@ -26,6 +27,9 @@ Registry& registry() {
     auto* r = new Registry;
     r->factories[std::string(kTestEchoRunnerKind)] = [](const Json& args, const StageRunnerContext& context) {
       return std::make_unique<TestEchoRunner>(TestEchoRunner::Options::from_engine_args(args, context), context);
+    };
+    r->factories[std::string(kTestToneRunnerKind)] = [](const Json& args, const StageRunnerContext& context) {
+      return std::make_unique<TestToneRunner>(args, context);
     };
     r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
     r->factories[std::string(kQwen3TtsTalkerRunnerKind)] = make_qwen3_tts_talker_runner;

@@ -36,6 +36,7 @@ struct ApiServer::Impl {
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);
+    add_speech_routes(router, context, options.speech);
   }
 
   void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {

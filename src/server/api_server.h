@@ -15,6 +15,7 @@
 #include "base/metrics.h"
 #include "runtime/serving_backend.h"
 #include "server/prompt_renderer.h"
+#include "server/speech_request.h"
 
 namespace omni::server {
 
@@ -32,6 +33,7 @@ struct ApiServerOptions {
   int io_threads = 4;
   size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
+  SpeechOptions speech;  // the voices and limits of /v1/audio/speech
 };
 
 class ApiServer {

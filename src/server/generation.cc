@@ -61,7 +61,8 @@ void GenerationRun::deliver(size_t index, const runtime::ResponseEvent& event, C
     metrics.requests_waiting.add(-1);
     metrics.requests_running.add(1);
   }
-  if (!event.token_ids.empty()) {
+  // Audio counts as output too: for speech, TTFT is the time to the first audio.
+  if (!event.token_ids.empty() || !event.audio.empty()) {
     if (!progress.first_token) {
       progress.first_token = true;
       metrics.time_to_first_token.observe(std::chrono::duration<double>(at - started_).count());

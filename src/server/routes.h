@@ -7,6 +7,7 @@
 #include "base/metrics.h"
 #include "server/router.h"
 #include "server/serving_context.h"
+#include "server/speech_request.h"
 
 namespace omni::server {
 
@@ -18,5 +19,7 @@ void add_completion_routes(Router& router, const ServingContext& context);
 void add_chat_completion_routes(Router& router, const ServingContext& context);
 // POST /tokenize, /detokenize (tokenize.cc).
 void add_tokenize_routes(Router& router, const ServingContext& context);
+// POST /v1/audio/speech, GET /v1/audio/voices (speech.cc); `options` must outlive the router.
+void add_speech_routes(Router& router, const ServingContext& context, const SpeechOptions& options);
 
 }  // namespace omni::server

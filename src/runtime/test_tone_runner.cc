@@ -1,0 +1,140 @@
+#include "runtime/test_tone_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numbers>
+#include <thread>
+
+namespace omni::runtime {
+
+namespace {
+
+constexpr double kAmplitude = 0.3;
+
+template <typename T>
+T read_option(const Json& object, const char* field, T fallback, int stage_id, const char* where) {
+  auto it = object.find(field);
+  if (it == object.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    throw_error(ErrorCode::kInvalidConfig, "stage {}: {}.{} has the wrong type ({})", stage_id, where, field,
+                it->type_name());
+  }
+}
+
+int64_t code_points(const std::string& text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+}  // namespace
+
+double tone_frequency(std::optional<int64_t> seed) {
+  if (!seed) return 440.0;
+  int64_t step = *seed % 20;
+  if (step < 0) step += 20;
+  return 220.0 + 20.0 * static_cast<double>(step);
+}
+
+float tone_sample(double frequency, int sample_rate, int64_t index) {
+  double phase = 2 * std::numbers::pi * frequency * static_cast<double>(index) / sample_rate;
+  return static_cast<float>(kAmplitude * std::sin(phase));
+}
+
+TestToneRunner::TestToneRunner(const Json& engine_args, const StageRunnerContext& context)
+    : stage_id_(context.stage_id) {
+  sample_rate_ = read_option(engine_args, "sample_rate", sample_rate_, stage_id_, "engine_args");
+  samples_per_frame_ = read_option(engine_args, "samples_per_frame", samples_per_frame_, stage_id_, "engine_args");
+  step_delay_ms_ = read_option(engine_args, "step_delay_ms", step_delay_ms_, stage_id_, "engine_args");
+  Json extra = engine_args.value("connector_extra", Json::object());
+  default_initial_frames_ =
+      read_option(extra, "initial_codec_chunk_frames", default_initial_frames_, stage_id_, "connector_extra");
+  chunk_frames_ = read_option(extra, "codec_chunk_frames", chunk_frames_, stage_id_, "connector_extra");
+  if (sample_rate_ <= 0 || samples_per_frame_ <= 0 || default_initial_frames_ < 1 || chunk_frames_ < 1) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "stage {}: test-tone needs positive sample_rate, samples_per_frame, initial_codec_chunk_frames and "
+                "codec_chunk_frames",
+                stage_id_);
+  }
+}
+
+void TestToneRunner::add_request(StageRequest request) {
+  const Json& info = request.additional_information;
+  Running running;
+  running.decoder = stage_id_ != 0;
+  if (!running.decoder) {
+    int64_t frames = code_points(info.value("text", std::string()));
+    int64_t max_tokens = request.sampling_params.value("max_tokens", info.value("max_new_tokens", int64_t{1} << 30));
+    running.frames = static_cast<int>(std::min(frames, max_tokens));
+  } else {
+    running.frequency =
+        tone_frequency(info.contains("seed") ? std::optional<int64_t>(info["seed"].get<int64_t>()) : std::nullopt);
+    running.initial_frames =
+        static_cast<int>(info.value("initial_codec_chunk_frames", int64_t{default_initial_frames_}));
+    running.frames_in = static_cast<int64_t>(request.prompt_token_ids.size());
+    running.input_closed = !request.input_open;
+  }
+  requests_[request.request_id] = running;
+}
+
+void TestToneRunner::add_input(const std::string& request_id, StageInputChunk chunk) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  it->second.frames_in += static_cast<int64_t>(chunk.token_ids.size());
+  if (chunk.last) it->second.input_closed = true;
+}
+
+void TestToneRunner::abort(const std::string& request_id) { requests_.erase(request_id); }
+
+bool TestToneRunner::can_step() const {
+  for (const auto& [id, running] : requests_) {
+    if (!running.decoder || running.input_closed) return true;
+    int64_t due = running.frames_decoded == 0 ? running.initial_frames : chunk_frames_;
+    if (running.frames_in - running.frames_decoded >= due) return true;
+  }
+  return false;
+}
+
+std::optional<StageOutput> TestToneRunner::decode_ready(const std::string& id, Running& running) {
+  // One chunk per step, whatever has arrived, so that chunk sizes do not depend on timing: `due`
+  // frames while that many are there, the rest once the input has ended.
+  int64_t ready = running.frames_in - running.frames_decoded;
+  int64_t due = running.frames_decoded == 0 ? running.initial_frames : chunk_frames_;
+  int64_t frames = ready >= due ? due : (running.input_closed ? ready : 0);
+  if (frames == 0 && !running.input_closed) return std::nullopt;
+  StageOutput output;
+  output.request_id = id;
+  int64_t first = running.frames_decoded * samples_per_frame_;
+  output.audio.resize(static_cast<size_t>(frames * samples_per_frame_));
+  for (size_t i = 0; i < output.audio.size(); ++i) {
+    output.audio[i] = tone_sample(running.frequency, sample_rate_, first + static_cast<int64_t>(i));
+  }
+  output.audio_sample_rate = sample_rate_;
+  running.frames_decoded += frames;
+  if (running.input_closed && running.frames_decoded == running.frames_in) output.finish_reason = "stop";
+  return output;
+}
+
+std::vector<StageOutput> TestToneRunner::step() {
+  if (step_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms_));
+  std::vector<StageOutput> outputs;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    Running& running = it->second;
+    std::optional<StageOutput> output;
+    if (!running.decoder) {
+      output.emplace();
+      output->request_id = it->first;
+      if (running.generated < running.frames) output->token_ids.push_back(running.generated++);
+      if (running.generated >= running.frames) output->finish_reason = "stop";
+    } else {
+      output = decode_ready(it->first, running);
+    }
+    bool finished = output && output->finish_reason;
+    if (output) outputs.push_back(std::move(*output));
+    it = finished ? requests_.erase(it) : std::next(it);
+  }
+  return outputs;
+}
+
+}  // namespace omni::runtime

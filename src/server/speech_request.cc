@@ -1,0 +1,162 @@
+#include "server/speech_request.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "server/openai_error.h"
+#include "server/request_fields.h"
+#include "server/speech_voices.h"
+
+namespace omni::server {
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kTaskTypes = {"CustomVoice", "VoiceDesign", "Base"};
+constexpr std::array<std::string_view, 2> kStreamFormats = {"sse", "audio"};
+
+size_t code_points(std::string_view text) {
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+bool blank(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });
+}
+
+bool same_ascii_case_insensitive(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+           return lower(x) == lower(y);
+         });
+}
+
+void refuse_unsupported(const FieldReader& fields) {
+  for (const char* field : {"ref_audio", "ref_text", "x_vector_only_mode"}) {
+    if (fields.has(field)) {
+      throw_invalid_field(field,
+                          "'{}' is not supported yet: voice cloning from reference audio does not exist in omnistage; "
+                          "use a built-in voice (GET /v1/audio/voices) or 'speaker_embedding' with a Base model",
+                          field);
+    }
+  }
+  if (fields.boolean("word_timestamps").value_or(false)) {
+    throw_invalid_field("word_timestamps", "'word_timestamps' is not supported yet");
+  }
+}
+
+}  // namespace
+
+SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options) {
+  FieldReader fields(body);
+  refuse_unsupported(fields);
+  SpeechRequest request;
+  Json& info = request.additional_information;
+
+  std::optional<std::string> input = fields.string("input");
+  if (!input) throw_invalid_field("input", "'input' is required: the text to speak");
+  if (blank(*input)) throw_invalid_field("input", "'input' is empty: give the text to speak");
+  info["text"] = *input;
+
+  if (std::optional<std::string> voice = fields.string("voice")) {
+    if (!options.voices.empty()) {
+      std::optional<std::string> known = find_voice(options.voices, *voice);
+      if (!known) {
+        throw_invalid_field("voice", "unknown voice '{}'; this model's voices: {}", *voice,
+                            fmt::join(options.voices, ", "));
+      }
+      info["voice"] = *known;
+    } else {
+      info["voice"] = *voice;
+    }
+  }
+
+  if (std::optional<std::string> format = fields.string("response_format")) {
+    std::optional<media::AudioFormat> found;
+    for (media::AudioFormat candidate : media::audio_formats()) {
+      if (media::audio_format_name(candidate) == *format) found = candidate;
+    }
+    if (!found) {
+      std::vector<std::string_view> names;
+      for (media::AudioFormat candidate : media::audio_formats()) names.push_back(media::audio_format_name(candidate));
+      throw_invalid_field("response_format", "unknown response_format '{}'; allowed: {}", *format,
+                          fmt::join(names, ", "));
+    }
+    request.format = *found;
+  }
+
+  if (std::optional<double> speed = fields.number("speed", kMinSpeed, kMaxSpeed)) {
+    if (*speed != 1.0) {
+      throw_invalid_field(
+          "speed", "'speed' {} is not supported: omnistage does not time-stretch audio yet, so speed must be 1.0",
+          *speed);
+    }
+  }
+
+  request.stream = fields.boolean("stream").value_or(false);
+  if (std::optional<std::string> stream_format = fields.string("stream_format")) {
+    if (std::find(kStreamFormats.begin(), kStreamFormats.end(), *stream_format) == kStreamFormats.end()) {
+      throw_invalid_field("stream_format", "unknown stream_format '{}'; allowed: {}", *stream_format,
+                          fmt::join(kStreamFormats, ", "));
+    }
+    // OpenAI's stream_format "sse" streams by itself; "audio" streams only with stream: true.
+    request.sse = *stream_format == "sse";
+    if (request.sse) request.stream = true;
+  }
+
+  if (std::optional<std::string> task_type = fields.string("task_type")) {
+    auto it = std::find_if(kTaskTypes.begin(), kTaskTypes.end(),
+                           [&](std::string_view known) { return same_ascii_case_insensitive(known, *task_type); });
+    if (it == kTaskTypes.end()) {
+      throw_invalid_field("task_type", "unknown task_type '{}'; allowed: {}", *task_type, fmt::join(kTaskTypes, ", "));
+    }
+    info["task_type"] = std::string(*it);
+  }
+
+  if (std::optional<std::string> language = fields.string("language")) info["language"] = *language;
+
+  if (std::optional<std::string> instructions = fields.string("instructions")) {
+    size_t length = code_points(*instructions);
+    if (length > static_cast<size_t>(options.max_instructions_length)) {
+      throw_invalid_field("instructions",
+                          "'instructions' is {} characters long; the limit is {} (--tts-max-instructions-length)",
+                          length, options.max_instructions_length);
+    }
+    if (!instructions->empty()) info["instructions"] = *instructions;
+  }
+
+  if (std::optional<int64_t> max_new_tokens = fields.integer("max_new_tokens", 1)) {
+    info["max_new_tokens"] = *max_new_tokens;
+    request.talker_sampling["max_tokens"] = *max_new_tokens;
+  }
+  if (std::optional<int64_t> seed = fields.integer("seed")) {
+    info["seed"] = *seed;
+    request.talker_sampling["seed"] = *seed;
+  }
+  if (std::optional<int64_t> frames = fields.integer("initial_codec_chunk_frames", 1)) {
+    info["initial_codec_chunk_frames"] = *frames;
+  }
+  if (const Json* embedding = fields.array("speaker_embedding")) {
+    for (size_t i = 0; i < embedding->size(); ++i) {
+      if (!(*embedding)[i].is_number()) {
+        throw_invalid_field(fmt::format("speaker_embedding[{}]", i), "'speaker_embedding' must be a list of numbers");
+      }
+    }
+    if (embedding->empty()) throw_invalid_field("speaker_embedding", "'speaker_embedding' is empty");
+    info["speaker_embedding"] = *embedding;
+  }
+  return request;
+}
+
+runtime::GenerationRequest speech_generation_request(const SpeechRequest& request, std::string request_id) {
+  runtime::GenerationRequest generation;
+  generation.request_id = std::move(request_id);
+  generation.output_modalities = {"audio"};
+  generation.additional_information = request.additional_information;
+  if (!request.talker_sampling.empty()) generation.sampling_params_list = {request.talker_sampling};
+  return generation;
+}
+
+}  // namespace omni::server
