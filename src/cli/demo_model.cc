@@ -7,6 +7,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "model/qwen3_tts/random_checkpoint.h"
+#include "model/qwen3_tts/random_codec.h"
 #include "model/random_checkpoint.h"
 
 namespace omni::cli {
@@ -37,20 +39,19 @@ model::TextModelConfig demo_qwen3_shapes() {
   return c;
 }
 
-int run_demo_model(const DemoModelOptions& options) {
-  if (options.arch != "qwen3") {
-    throw_error(ErrorCode::kInvalidArgument, "--arch {}: the demo model exists for qwen3 only", options.arch);
-  }
-  const fs::path tokenizer_dir(options.tokenizer_dir);
+void require_tokenizer_files(const fs::path& tokenizer_dir) {
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     if (!fs::is_regular_file(tokenizer_dir / file)) {
       throw_error(ErrorCode::kNotFound,
                   "--tokenizer-from {}: no {} (run scripts/install-deps, which installs the Qwen3 tokenizer "
                   "files, or point --tokenizer-from at a Qwen3 checkpoint)",
-                  options.tokenizer_dir, file);
+                  tokenizer_dir.string(), file);
     }
   }
-  const fs::path out(options.out);
+}
+
+void write_demo_qwen3(const fs::path& out, const DemoModelOptions& options) {
+  const fs::path tokenizer_dir(options.tokenizer_dir);
   model::write_random_qwen3_checkpoint(out, demo_qwen3_shapes(), options.seed, tensor::DType::kBF16);
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     std::error_code ec;
@@ -58,6 +59,30 @@ int run_demo_model(const DemoModelOptions& options) {
     if (ec)
       throw_error(ErrorCode::kInternal, "cannot copy {} to {}: {}", (tokenizer_dir / file).string(), out.string(),
                   ec.message());
+  }
+}
+
+// Qwen3-TTS-12Hz CustomVoice in its released layout: a small talker (real text and codec
+// vocabularies, a few real speakers) at the root and a small codec decoder (real frame geometry,
+// 1920 samples per frame at 24 kHz) in speech_tokenizer/. The codec's seed differs from the
+// talker's so the two weight sets are not drawn from the same stream.
+void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) {
+  model::qwen3_tts::write_random_talker_checkpoint(out, model::qwen3_tts::qwen3_tts_demo_shapes(), options.seed,
+                                                   tensor::DType::kBF16, options.tokenizer_dir);
+  model::qwen3_tts::write_random_codec_checkpoint(out / "speech_tokenizer", model::qwen3_tts::small_codec_shapes(),
+                                                  options.seed + 1);
+}
+
+int run_demo_model(const DemoModelOptions& options) {
+  require_tokenizer_files(options.tokenizer_dir);
+  const fs::path out(options.out);
+  if (options.arch == "qwen3") {
+    write_demo_qwen3(out, options);
+  } else if (options.arch == "qwen3_tts") {
+    write_demo_qwen3_tts(out, options);
+  } else {
+    throw_error(ErrorCode::kInvalidArgument, "--arch {}: the demo model exists for qwen3 and qwen3_tts only",
+                options.arch);
   }
   spdlog::info("wrote a random-weight {} checkpoint (its output is noise) to {}", options.arch, out.string());
   return 0;
@@ -70,7 +95,8 @@ Command demo_model_command() {
       "demo-model", "Write a small random-weight checkpoint (real tokenizer, noise output) to try serve on",
       [](CLI::App& sub) -> std::function<int()> {
         auto options = std::make_shared<DemoModelOptions>();
-        sub.add_option("--arch", options->arch, "Model architecture family")->check(CLI::IsMember({"qwen3"}));
+        sub.add_option("--arch", options->arch, "Model architecture family")
+            ->check(CLI::IsMember({"qwen3", "qwen3_tts"}));
         sub.add_option("--out", options->out, "Output directory (created; files in it are overwritten)")->required();
         sub.add_option("--tokenizer-from", options->tokenizer_dir,
                        "Directory with the Qwen3 tokenizer.json and tokenizer_config.json")

@@ -25,16 +25,17 @@ std::optional<int> frame_count(const Json& json, const char* key, const std::str
   return it->get<int>();
 }
 
-engine::AudioChunking chunking_from_connectors(const StageRunnerContext& context) {
+// The chunk sizes from engine_args.connector_extra (pipeline_from_config.h), else the defaults.
+engine::AudioChunking chunking_from_engine_args(const Json& engine_args, int stage_id) {
   engine::AudioChunking chunking;
-  for (const auto& [from, connector] : context.input_connectors) {
-    const std::string where =
-        "stage " + std::to_string(context.stage_id) + " connector from stage " + std::to_string(from) + " extra";
-    chunking.first_chunk_frames =
-        frame_count(connector.extra, "initial_codec_chunk_frames", where).value_or(chunking.first_chunk_frames);
-    chunking.chunk_frames = frame_count(connector.extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
-    frame_count(connector.extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
-  }
+  auto extra = engine_args.find("connector_extra");
+  if (extra == engine_args.end() || extra->is_null()) return chunking;
+  const std::string where = "stage " + std::to_string(stage_id) + " engine_args.connector_extra";
+  if (!extra->is_object()) throw_error(ErrorCode::kInvalidConfig, "{} must be an object, got {}", where, extra->dump());
+  chunking.first_chunk_frames =
+      frame_count(*extra, "initial_codec_chunk_frames", where).value_or(chunking.first_chunk_frames);
+  chunking.chunk_frames = frame_count(*extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
+  frame_count(*extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
   return chunking;
 }
 
@@ -48,7 +49,8 @@ class Code2WavStageRunner final : public StageRunner {
     }
     decoder_ =
         model::qwen3_tts::CodecDecoder::load(std::filesystem::path(model->get<std::string>()) / "speech_tokenizer");
-    engine_ = std::make_unique<engine::GenerationEngine>(*decoder_, chunking_from_connectors(context));
+    engine_ =
+        std::make_unique<engine::GenerationEngine>(*decoder_, chunking_from_engine_args(engine_args, context.stage_id));
   }
 
   ~Code2WavStageRunner() override {

@@ -9,15 +9,17 @@
 // Output: StageOutput::audio (audio_sample_rate 24000) per decoded chunk; finish_reason "stop"
 // on the output after the last input chunk is decoded.
 //
-// Chunk sizes come from the `extra` of the connector on the stage's input edge (the deploy YAML's
-// connectors.<name>.extra, as vLLM-Omni reads them; StageRunnerContext::input_connectors):
+// Chunk sizes come from engine_args.connector_extra: the `extra` of the connector on the stage's
+// input edge (the deploy YAML's connectors.<name>.extra, as vLLM-Omni reads them), which
+// pipeline_from_config.h passes to the consuming stage:
 //   initial_codec_chunk_frames (default 1): the first chunk, for a quick first packet; a request's
 //     additional_information.initial_codec_chunk_frames overrides it (the speech API's field);
 //   codec_chunk_frames (default 25): every later chunk;
 //   codec_left_context_frames: accepted and unused; vLLM-Omni re-decodes that many earlier
 //     frames per chunk because its decoder restarts, ours keeps each stream's state, so every
 //     chunk is exact without re-decoding.
-// engine_args read: model (required): the checkpoint directory (the decoder is model/speech_tokenizer).
+// engine_args read: model (required): the checkpoint directory (the decoder is model/speech_tokenizer);
+// connector_extra (optional, above).
 //
 // Threads: like every StageRunner, used by the stage worker's one thread.
 #pragma once

@@ -9,16 +9,14 @@
 #include "base/error.h"
 #include "model/model_registry.h"
 #include "runtime/ar_stage_runner.h"
+#include "runtime/code2wav_stage_runner.h"
+#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/shm_connector.h"
 #include "runtime/stage_runner.h"
 
 namespace omni::runtime {
 
 namespace {
-
-// The runner kinds of Qwen3-TTS's stage models (the talker and code2wav runners register them).
-constexpr std::string_view kTtsTalkerKind = "qwen3_tts_talker";
-constexpr std::string_view kTtsCode2WavKind = "qwen3_tts_code2wav";
 
 Json plain(const OrderedJson& value) { return Json::parse(value.dump()); }
 
@@ -59,10 +57,10 @@ bool runner_registered(std::string_view kind) {
 // stage's execution type and architecture; empty when none.
 std::string family_runner_kind(const config::StagePipelineConfig& topology, const std::string& arch) {
   if (topology.execution_type == config::ExecutionType::kLlmAr && arch == "Qwen3TTSForConditionalGeneration") {
-    return std::string(kTtsTalkerKind);
+    return std::string(kQwen3TtsTalkerRunnerKind);
   }
   if (topology.execution_type == config::ExecutionType::kLlmGeneration && arch == "Qwen3TTSCode2Wav") {
-    return std::string(kTtsCode2WavKind);
+    return std::string(kQwen3TtsCode2WavRunnerKind);
   }
   return {};
 }

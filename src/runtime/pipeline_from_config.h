@@ -3,7 +3,7 @@
 // autoregressive stage (execution_type llm_ar) whose architecture has a built-in causal-LM
 // implementation runs on the "ar" runner (ar_stage_runner.h); Qwen3-TTS's talker
 // (Qwen3TTSForConditionalGeneration, llm_ar) on "qwen3_tts_talker" and its code2wav
-// (Qwen3TTSCode2Wav, llm_generation) on "qwen3_tts_code2wav", once those runners are built in.
+// (Qwen3TTSCode2Wav, llm_generation) on "qwen3_tts_code2wav".
 // The user never names a runner.
 #pragma once
 

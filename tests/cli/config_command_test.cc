@@ -199,11 +199,11 @@ TEST(ConfigCommandTest, DottedDiffusionAttentionConfig) {
 }
 
 TEST(ServeCommandTest, StopsAfterValidationNamingPipelineAndStage) {
-  ProcessResult r = omnistage({"serve", "Qwen/Qwen3-TTS-12Hz-1.7B-Base", "--port", "8091"});
+  // qwen3_tts serves now (both of its stage runners are built in); Qwen3-Omni's thinker has none.
+  ProcessResult r = omnistage({"serve", kOmni, "--port", "8091"});
   EXPECT_EQ(r.exit_code, 69);
-  // The talker (stage 0) has its runner; code2wav does not yet.
-  EXPECT_NE(r.err.find("pipeline 'qwen3_tts' is configured and valid, but it cannot be served yet: stage 1 "
-                       "('code2wav', llm_generation)"),
+  EXPECT_NE(r.err.find("pipeline 'qwen3_omni_moe' is configured and valid, but it cannot be served yet: stage 0 "
+                       "('thinker', llm_ar)"),
             std::string::npos)
       << r.err;
 }

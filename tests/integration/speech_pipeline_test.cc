@@ -15,8 +15,10 @@
 #include "media/audio_encoder.h"
 #include "media/pcm16.h"
 #include "model/pipelines.h"
+#include "runtime/code2wav_stage_runner.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
+#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/stage_runner.h"
 #include "runtime/test_tone_runner.h"
 #include "server/api_server.h"
@@ -30,9 +32,6 @@ namespace {
 
 constexpr int kSamplesPerFrame = 1920;
 constexpr int kRate = 24000;
-
-constexpr std::string_view kTalkerKind = "qwen3_tts_talker";
-constexpr std::string_view kCode2WavKind = "qwen3_tts_code2wav";
 
 const config::PipelineRegistry& registry() {
   static const config::PipelineRegistry kRegistry = [] {
@@ -49,18 +48,8 @@ void write_checkpoint(const TempDir& dir) {
                               "talker_config": {"spk_id": {"Vivian": 3065, "ryan": 3061}}})");
 }
 
-// The qwen3_tts pipeline as serve would build it. Until the real TTS runners are built in, their
-// kinds are registered here (in this process only) so that pipeline_spec_from_config accepts the
-// pipeline; the stage processes then run test-tone.
+// The qwen3_tts pipeline as serve would build it, its stages then switched to test-tone.
 runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
-  for (std::string_view kind : {kTalkerKind, kCode2WavKind}) {
-    auto kinds = runtime::stage_runner_kinds();
-    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
-      runtime::register_stage_runner(std::string(kind), [](const Json& args, const runtime::StageRunnerContext& c) {
-        return std::make_unique<runtime::TestToneRunner>(args, c);
-      });
-    }
-  }
   config::CliConfigInputs cli;
   cli.model = model_dir.string();
   config::ConfigEnvironment environment;
@@ -69,8 +58,8 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
   runtime::PipelineSpec pipeline =
       runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
   EXPECT_EQ(pipeline.stages.size(), 2u);
-  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], kTalkerKind);
-  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], kCode2WavKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kQwen3TtsTalkerRunnerKind);
+  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kQwen3TtsCode2WavRunnerKind);
   // The bundled qwen3_tts.yaml's connector options reach code2wav.
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["initial_codec_chunk_frames"], 1);
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["codec_chunk_frames"], 25);

@@ -35,8 +35,8 @@ class Code2WavRunnerTest : public ::testing::Test {
   std::unique_ptr<StageRunner> make_runner(const Json& extra) {
     StageRunnerContext context;
     context.stage_id = 1;
-    context.input_connectors[0] = ConnectorSpec{"SharedMemoryConnector", extra};
-    return make_stage_runner({{"runner", "qwen3_tts_code2wav"}, {"model", dir_->path().string()}}, context);
+    return make_stage_runner(
+        {{"runner", "qwen3_tts_code2wav"}, {"model", dir_->path().string()}, {"connector_extra", extra}}, context);
   }
 
   // Random frames; the payload views own their bytes, as a connector's mapping would.
@@ -193,7 +193,7 @@ TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
-    EXPECT_NE(std::string(e.what()).find("stage 1 connector from stage 0 extra: codec_chunk_frames must be a positive"),
+    EXPECT_NE(std::string(e.what()).find("stage 1 engine_args.connector_extra: codec_chunk_frames must be a positive"),
               std::string::npos)
         << e.what();
   }

@@ -316,7 +316,7 @@ TEST(OrchestratorTest, UnknownRunnerKindIsAConfigErrorFromTheStage) {
   EXPECT_EQ(code, ErrorCode::kInvalidConfig);
   EXPECT_NE(
       message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, qwen3_tts_code2wav, "
-                   "qwen3_tts_talker, test-echo"),
+                   "qwen3_tts_talker, test-echo, test-tone"),
       std::string::npos)
       << message;
   EXPECT_NE(message.find("exited with code 78"), std::string::npos) << message;

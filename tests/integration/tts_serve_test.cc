@@ -1,0 +1,196 @@
+// `omnistage serve` of the Qwen3-TTS demo checkpoint end to end: `omnistage demo-model --arch
+// qwen3_tts` (random talker and codec weights in the released layout), served by the real binary
+// as the qwen3_tts pipeline (talker and code2wav stage processes, shared-memory connector,
+// async_chunk), driven with curl and the official OpenAI client. The audio is noise, so the tests
+// check what holds for any weights: formats, rate, frame alignment, seeded determinism, stream ==
+// file, the errors, the voices, and a clean shutdown.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/base64.h"
+#include "base/json.h"
+#include "integration/serve_process.h"
+#include "media/audio_decoder.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace omni::testing {
+namespace {
+
+constexpr int kSamplesPerFrame = 1920;  // 80 ms at 24 kHz: one codec frame
+constexpr int kRate = 24000;
+// Few frames keep the suite fast; the talker stops at this many unless it samples EOS first.
+constexpr int kMaxFrames = 10;
+const std::vector<std::string> kFormats = {"wav", "pcm", "flac", "mp3", "opus", "aac"};
+
+// The data: payloads of an SSE body up to [DONE], unparsed.
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: ")) continue;
+    if (line == "data: [DONE]") break;
+    out.push_back(line.substr(6));
+  }
+  return out;
+}
+
+class TtsServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    ProcessResult made = run_process(
+        {OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_tts", "--out", (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    server_ = new ServeProcess(dir_->path() / "model", dir_->path() / "serve.log");
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+
+  static HttpResult speech(Json body) {
+    body["model"] = kModelName;
+    if (!body.contains("max_new_tokens")) body["max_new_tokens"] = kMaxFrames;
+    return curl(*server_, "/v1/audio/speech", body.dump());
+  }
+
+  static TempDir* dir_;
+  static ServeProcess* server_;
+};
+
+TempDir* TtsServeTest::dir_ = nullptr;
+ServeProcess* TtsServeTest::server_ = nullptr;
+
+TEST_F(TtsServeTest, VoicesAreTheDemoSpeakers) {
+  HttpResult reply = curl(*server_, "/v1/audio/voices", std::nullopt);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json voices = Json::parse(reply.body);
+  std::vector<std::string> names;
+  for (const Json& voice : voices["voices"]) names.push_back(voice["name"]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"aiden", "dylan", "eric", "ryan", "serena", "vivian"}));
+}
+
+TEST_F(TtsServeTest, EveryFormatStreamedAndNotIsSeededAndStreamEqualsFile) {
+  for (const std::string& format : kFormats) {
+    SCOPED_TRACE(format);
+    Json body = {
+        {"input", "Hello from the demo talker."}, {"voice", "Vivian"}, {"response_format", format}, {"seed", 7}};
+    HttpResult file = speech(body);
+    ASSERT_EQ(file.status, 200) << file.body;
+    ASSERT_FALSE(file.body.empty());
+    EXPECT_TRUE(speech(body).body == file.body) << "same seed, different bytes";
+
+    body["stream"] = true;
+    HttpResult stream = speech(body);
+    ASSERT_EQ(stream.status, 200) << stream.body;
+    body["stream_format"] = "sse";
+    HttpResult sse = speech(body);
+    ASSERT_EQ(sse.status, 200) << sse.body;
+    std::vector<std::string> events = sse_data(sse.body);
+    ASSERT_GE(events.size(), 2u) << sse.body;
+    std::string sse_bytes;
+    for (size_t i = 0; i + 1 < events.size(); ++i)
+      sse_bytes += base64_decode(Json::parse(events[i])["audio"].get<std::string>());
+    EXPECT_EQ(Json::parse(events.back())["type"], "speech.audio.done");
+    EXPECT_TRUE(sse_bytes == stream.body) << "SSE deltas differ from the raw stream";
+    // A streamed WAV or FLAC header cannot know the length; everything after it is the same.
+    ASSERT_EQ(stream.body.size(), file.body.size());
+    const size_t header = format == "wav" ? 44 : format == "flac" ? 42 : 0;
+    EXPECT_TRUE(stream.body.compare(header, std::string::npos, file.body, header, std::string::npos) == 0)
+        << "the concatenated stream differs from the file";
+
+    if (format == "pcm") {
+      ASSERT_EQ(file.body.size() % (2 * kSamplesPerFrame), 0u);
+      const size_t frames = file.body.size() / (2 * kSamplesPerFrame);
+      EXPECT_GE(frames, 1u);
+      EXPECT_LE(frames, static_cast<size_t>(kMaxFrames));
+      // qwen3_tts.yaml's initial_codec_chunk_frames 1: the first frame is sent on its own, before
+      // the talker has finished, so more than one frame means more than one delta.
+      if (frames > 1) EXPECT_GE(events.size(), 3u) << "deltas and the done event";
+      continue;
+    }
+    DecodedAudio audio = decode_audio(file.body);
+    EXPECT_EQ(audio.channels, 1);
+    EXPECT_EQ(audio.sample_rate, format == "opus" ? 48000 : kRate);  // Opus always decodes at 48 kHz
+    EXPECT_FALSE(audio.samples.empty());
+    if (format == "wav" || format == "flac") {
+      EXPECT_EQ(audio.samples.size() % kSamplesPerFrame, 0u);
+      EXPECT_LE(audio.samples.size(), static_cast<size_t>(kMaxFrames) * kSamplesPerFrame);
+    }
+  }
+}
+
+TEST_F(TtsServeTest, TheSeedDecidesTheSampledAudio) {
+  Json body = {{"input", "Seeds matter."}, {"voice", "ryan"}, {"response_format", "pcm"}, {"seed", 1}};
+  HttpResult one = speech(body);
+  ASSERT_EQ(one.status, 200) << one.body;
+  body["seed"] = 2;
+  HttpResult two = speech(body);
+  ASSERT_EQ(two.status, 200) << two.body;
+  EXPECT_FALSE(one.body == two.body) << "the talker samples with temperature 0.9 by default";
+}
+
+TEST_F(TtsServeTest, BadRequestsAre400WithAnOpenAiError) {
+  struct Case {
+    Json body;
+    std::string param;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {{{"input", ""}}, "input", "'input' is empty"},
+      {{{"input", "hi"}, {"voice", "nobody"}}, "voice", "unknown voice 'nobody'"},
+      {{{"input", "hi"}, {"response_format", "ogg"}}, "response_format", "wav, pcm, flac, mp3, opus, aac"},
+      {{{"input", "hi"}, {"instructions", std::string(501, 'i')}}, "instructions", "the limit is 500"},
+  };
+  for (const Case& c : cases) {
+    HttpResult reply = speech(c.body);
+    SCOPED_TRACE(c.body.dump().substr(0, 80));
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    Json error = Json::parse(reply.body)["error"];
+    EXPECT_EQ(error["code"], 400);
+    EXPECT_EQ(error["param"], c.param);
+    EXPECT_NE(error["message"].get<std::string>().find(c.message_part), std::string::npos) << reply.body;
+  }
+  HttpResult after = speech({{"input", "still fine"}, {"voice", "serena"}, {"response_format", "pcm"}, {"seed", 3}});
+  EXPECT_EQ(after.status, 200) << after.body;
+}
+
+TEST_F(TtsServeTest, OpenAiClientAudioSpeechCreate) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_TRUE(fs::exists(modules + "/openai/package.json")) << "run scripts/install-deps";
+  // The client sends the key as a bearer token; serve requires it.
+  ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/speech_client.cjs",
+                   server_->url("/v1"), kModelName, Json({{"max_new_tokens", kMaxFrames}, {"seed", 4}}).dump()},
+                  {"NODE_PATH=" + modules, std::string("OPENAI_API_KEY=") + kApiKey});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  Json out = Json::parse(result.out);
+  EXPECT_EQ(out["content_type"], "audio/wav");
+  DecodedAudio wav = decode_audio(base64_decode(out["wav_base64"].get<std::string>()));
+  EXPECT_EQ(wav.sample_rate, kRate);
+  EXPECT_EQ(wav.samples.size() % kSamplesPerFrame, 0u);
+  EXPECT_GE(wav.samples.size(), static_cast<size_t>(kSamplesPerFrame));
+  EXPECT_EQ(base64_decode(out["mp3_base64"].get<std::string>()).substr(0, 1), "\xff");
+  EXPECT_EQ(out["error_status"], 400);
+  EXPECT_NE(out["error_message"].get<std::string>().find("unknown voice"), std::string::npos);
+}
+
+// Last in the suite: it ends the shared server.
+TEST_F(TtsServeTest, ZzShutdownLeavesNoStageProcessOrSharedMemory) {
+  const std::vector<pid_t> stages = children_of(server_->pid());
+  EXPECT_EQ(stages.size(), 2u) << "talker and code2wav";
+  EXPECT_EQ(server_->terminate(30s), 0) << server_->log();
+  for (pid_t stage : stages) EXPECT_FALSE(process_exists(stage)) << "stage process " << stage << " outlived serve";
+  EXPECT_TRUE(shm_entries("omnistage_" + server_->session()).empty()) << server_->session();
+}
+
+}  // namespace
+}  // namespace omni::testing
