@@ -21,6 +21,7 @@
 #include "model/hf_config.h"
 #include "model/model_registry.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
 
@@ -48,12 +49,13 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::string dump_logits;
   std::string output = "text";
-  std::string device = "cpu";
+  std::string device = "auto";
   // Engine (vLLM's names and defaults).
   int max_num_seqs = 256;
   std::optional<int> max_num_batched_tokens;
   std::optional<int> num_gpu_blocks_override;
   std::optional<size_t> kv_cache_memory_bytes;
+  double gpu_memory_utilization = 0.9;
   std::optional<int> max_model_len;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
@@ -206,6 +208,7 @@ engine::EngineConfig engine_config(const GenerateOptions& options) {
   config.max_num_batched_tokens = options.max_num_batched_tokens.value_or(0);
   config.num_gpu_blocks_override = options.num_gpu_blocks_override.value_or(0);
   config.kv_cache_memory_bytes = options.kv_cache_memory_bytes;
+  config.gpu_memory_utilization = options.gpu_memory_utilization;
   config.max_model_len = options.max_model_len.value_or(0);
   config.enable_prefix_caching = options.enable_prefix_caching;
   config.enable_chunked_prefill = options.enable_chunked_prefill;
@@ -249,17 +252,12 @@ OrderedJson completion_json(const Completion& c) {
 }
 
 int run_generate(const GenerateOptions& options) {
-  const tensor::Device device = tensor::parse_device(options.device, "--device");
-  if (device.type != tensor::DeviceType::kCpu) {
-    throw_error(ErrorCode::kUnsupported, "--device {}: only the cpu backend can run models in this build",
-                options.device);
-  }
+  const tensor::Device device = tensor::resolve_device(options.device, "--device");
   if (options.max_tokens < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--max-tokens must be >= 1, got {}", options.max_tokens);
   }
-  const int prompt_sources =
-      !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.messages.empty() +
-      !options.prompts_file.empty();
+  const int prompt_sources = !options.prompt_token_ids.empty() + !options.prompt.empty() + !options.messages.empty() +
+                             !options.prompts_file.empty();
   if (prompt_sources != 1) {
     throw_error(ErrorCode::kInvalidArgument,
                 "give exactly one of --prompt-token-ids, --prompt, --messages and --prompts-file");
@@ -291,8 +289,8 @@ int run_generate(const GenerateOptions& options) {
   }
 
   auto load_start = std::chrono::steady_clock::now();
-  std::unique_ptr<model::CausalLm> lm = model::builtin_model_registry().create_causal_lm(options.model);
-  spdlog::info("loaded {} in {:.2f} s", options.model, seconds_since(load_start));
+  std::unique_ptr<model::CausalLm> lm = model::builtin_model_registry().create_causal_lm(options.model, {device});
+  spdlog::info("loaded {} on {} in {:.2f} s", options.model, tensor::device_name(device), seconds_since(load_start));
   const model::CausalLmInfo& info = lm->info();
   for (const PromptJob& job : jobs) {
     for (size_t i = 0; i < job.token_ids.size(); ++i) {
@@ -453,7 +451,9 @@ Command generate_command() {
                        "{\"token_ids\", \"text\", \"finish_reason\"}")
             ->check(CLI::IsMember({"text", "json"}))
             ->default_val("text");
-        sub.add_option("--device", options->device, "Device to run on")->default_val("cpu");
+        sub.add_option("--device", options->device,
+                       "Device to run on: auto (cuda when a GPU is visible, else cpu), cpu, cuda or cuda:N")
+            ->default_val("auto");
         const std::string engine_group = "Engine";
         sub.add_option("--max-num-seqs", options->max_num_seqs, "Most sequences per engine step")
             ->default_val(256)
@@ -466,6 +466,10 @@ Command generate_command() {
             ->group(engine_group);
         sub.add_option("--kv-cache-memory-bytes", options->kv_cache_memory_bytes,
                        "KV cache size in bytes (default on the CPU: a quarter of the free RAM, at most 4 GiB)")
+            ->group(engine_group);
+        sub.add_option("--gpu-memory-utilization", options->gpu_memory_utilization,
+                       "Fraction of the GPU's memory for weights, activations and the KV cache, in (0, 1]")
+            ->default_val(0.9)
             ->group(engine_group);
         sub.add_option("--max-model-len", options->max_model_len,
                        "Longest sequence, prompt plus output (default: the model's max_position_embeddings)")

@@ -1,6 +1,8 @@
 #include "model/decoder_lm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "base/error.h"
@@ -8,12 +10,18 @@
 
 namespace omni::model {
 
+using tensor::Device;
+using tensor::DeviceType;
 using tensor::DType;
 using tensor::Tensor;
 namespace ops = tensor::ops;
 
-DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant)
-    : config_(config), variant_(variant) {
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     Device device)
+    : config_(config),
+      variant_(variant),
+      device_(device),
+      dtype_(device.type == DeviceType::kCpu ? DType::kF32 : DType::kBF16) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
@@ -22,35 +30,39 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const int64_t q_out = config.num_attention_heads * hd, kv_out = config.num_key_value_heads * hd;
   const Checkpoint ckpt = Checkpoint::open(dir);
 
-  embed_tokens_ = ckpt.load_f32("model.embed_tokens.weight", {config.vocab_size, hidden});
-  final_norm_ = ckpt.load_f32("model.norm.weight", {hidden});
+  embed_tokens_ = load_weight(ckpt, "model.embed_tokens.weight", {config.vocab_size, hidden});
+  final_norm_ = load_weight(ckpt, "model.norm.weight", {hidden});
   // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-  lm_head_ = config.tie_word_embeddings ? embed_tokens_ : ckpt.load_f32("lm_head.weight", {config.vocab_size, hidden});
+  lm_head_ =
+      config.tie_word_embeddings ? embed_tokens_ : load_weight(ckpt, "lm_head.weight", {config.vocab_size, hidden});
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer& l = layers_[i];
-    l.input_norm = ckpt.load_f32(p + "input_layernorm.weight", {hidden});
-    l.post_attention_norm = ckpt.load_f32(p + "post_attention_layernorm.weight", {hidden});
-    l.q_proj = ckpt.load_f32(p + "self_attn.q_proj.weight", {q_out, hidden});
-    l.k_proj = ckpt.load_f32(p + "self_attn.k_proj.weight", {kv_out, hidden});
-    l.v_proj = ckpt.load_f32(p + "self_attn.v_proj.weight", {kv_out, hidden});
-    l.o_proj = ckpt.load_f32(p + "self_attn.o_proj.weight", {hidden, q_out});
+    l.input_norm = load_weight(ckpt, p + "input_layernorm.weight", {hidden});
+    l.post_attention_norm = load_weight(ckpt, p + "post_attention_layernorm.weight", {hidden});
+    l.q_proj = load_weight(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden});
+    l.k_proj = load_weight(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden});
+    l.v_proj = load_weight(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden});
+    l.o_proj = load_weight(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out});
     if (variant.qkv_bias) {
-      l.q_bias = ckpt.load_f32(p + "self_attn.q_proj.bias", {q_out});
-      l.k_bias = ckpt.load_f32(p + "self_attn.k_proj.bias", {kv_out});
-      l.v_bias = ckpt.load_f32(p + "self_attn.v_proj.bias", {kv_out});
+      l.q_bias = load_weight(ckpt, p + "self_attn.q_proj.bias", {q_out});
+      l.k_bias = load_weight(ckpt, p + "self_attn.k_proj.bias", {kv_out});
+      l.v_bias = load_weight(ckpt, p + "self_attn.v_proj.bias", {kv_out});
     }
     if (variant.qk_norm) {
-      l.q_norm = ckpt.load_f32(p + "self_attn.q_norm.weight", {hd});
-      l.k_norm = ckpt.load_f32(p + "self_attn.k_norm.weight", {hd});
+      l.q_norm = load_weight(ckpt, p + "self_attn.q_norm.weight", {hd});
+      l.k_norm = load_weight(ckpt, p + "self_attn.k_norm.weight", {hd});
     }
     // Gate and up share one matrix so the MLP's first step is a single product.
-    l.gate_up_proj = Tensor::empty({2 * inter, hidden}, DType::kF32);
-    ckpt.load_f32_into(p + "mlp.gate_proj.weight", {inter, hidden}, l.gate_up_proj.data<float>());
-    ckpt.load_f32_into(p + "mlp.up_proj.weight", {inter, hidden}, l.gate_up_proj.data<float>() + inter * hidden);
-    l.down_proj = ckpt.load_f32(p + "mlp.down_proj.weight", {hidden, inter});
+    const Tensor gate = ckpt.load(p + "mlp.gate_proj.weight", {inter, hidden}, dtype_);
+    const Tensor up = ckpt.load(p + "mlp.up_proj.weight", {inter, hidden}, dtype_);
+    Tensor gate_up = Tensor::empty({2 * inter, hidden}, dtype_);
+    std::memcpy(gate_up.raw(), gate.raw(), gate.nbytes());
+    std::memcpy(static_cast<char*>(gate_up.raw()) + gate.nbytes(), up.raw(), up.nbytes());
+    l.gate_up_proj = device_.type == DeviceType::kCpu ? gate_up : gate_up.to(device_);
+    l.down_proj = load_weight(ckpt, p + "mlp.down_proj.weight", {hidden, inter});
   }
 
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
@@ -64,9 +76,27 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   info_.eos_token_ids = defaults.eos_token_ids.empty() ? config.eos_token_ids : defaults.eos_token_ids;
 }
 
+Tensor DecoderLm::load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
+  Tensor host = ckpt.load(name, shape, dtype_);
+  return device_.type == DeviceType::kCpu ? host : host.to(device_);
+}
+
 size_t DecoderLm::kv_bytes_per_block() const {
   return static_cast<size_t>(config_.num_hidden_layers) * 2 * kKvBlockSize * config_.num_key_value_heads *
-         config_.head_dim * sizeof(float);
+         config_.head_dim * tensor::dtype_size(dtype_);
+}
+
+size_t DecoderLm::activation_bytes(int max_tokens, int max_logit_rows) const {
+  const size_t hidden = config_.hidden_size, inter = config_.intermediate_size;
+  const size_t q_out = static_cast<size_t>(config_.num_attention_heads) * config_.head_dim;
+  const size_t kv_out = static_cast<size_t>(config_.num_key_value_heads) * config_.head_dim;
+  // What run() holds at once: h, x, proj; q, attn; k, v; gate_up and act.
+  const size_t per_token = 3 * hidden + 2 * q_out + 2 * kv_out + 3 * inter;
+  const size_t per_row = hidden + 2 * static_cast<size_t>(config_.vocab_size);  // picked rows, logits, argmax
+  const size_t elements = per_token * static_cast<size_t>(max_tokens) + per_row * static_cast<size_t>(max_logit_rows);
+  // The attention's split-KV partial results, cuBLASLt's workspace and the allocator's rounding.
+  constexpr size_t kScratch = size_t{256} << 20;
+  return elements * tensor::dtype_size(dtype_) + static_cast<size_t>(max_tokens) * 64 + kScratch;
 }
 
 void DecoderLm::init_kv_cache(int num_blocks) {
@@ -77,8 +107,8 @@ void DecoderLm::init_kv_cache(int num_blocks) {
   }
   for (Layer& l : layers_) {
     const tensor::Shape shape{num_blocks, kKvBlockSize, config_.num_key_value_heads, config_.head_dim};
-    l.k_cache = Tensor::empty(shape, DType::kF32);
-    l.v_cache = Tensor::empty(shape, DType::kF32);
+    l.k_cache = Tensor::empty(shape, dtype_, device_);
+    l.v_cache = Tensor::empty(shape, dtype_, device_);
   }
   num_blocks_ = num_blocks;
 }
@@ -90,6 +120,13 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
   }
   if (!layers_.empty() && !layers_[0].k_cache.defined()) {
     throw_error(ErrorCode::kInvalidArgument, "forward: init_kv_cache was not called");
+  }
+  // Checked here, on the host, because the ops trust the ids and slots a device step uploads.
+  for (size_t t = 0; t < tokens; ++t) {
+    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: token id {} at index {} is outside the vocabulary [0, {})",
+                  batch.token_ids[t], t, config_.vocab_size);
+    }
   }
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const SequenceSlice& seq = batch.seqs[s];
@@ -112,42 +149,66 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
   }
 }
 
-void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+Tensor DecoderLm::run(const ForwardBatch& batch) {
   check_batch(batch);
   const int64_t tokens = static_cast<int64_t>(batch.token_ids.size());
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = config_.intermediate_size;
   const int64_t heads = config_.num_attention_heads, kv_heads = config_.num_key_value_heads;
 
-  Tensor ids = Tensor::empty({tokens}, DType::kI32);
-  std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids.data<int32_t>());
-  Tensor positions = Tensor::empty({tokens}, DType::kI32);
-  std::copy(batch.positions.begin(), batch.positions.end(), positions.data<int32_t>());
-  Tensor slots = Tensor::empty({tokens}, DType::kI32);
+  // Only the rows that produce logits go through the final norm and the vocabulary projection.
+  std::vector<int32_t> rows;
+  if (batch.all_logits) {
+    for (int32_t t = 0; t < tokens; ++t) rows.push_back(t);
+  } else {
+    for (const SequenceSlice& seq : batch.seqs) {
+      if (seq.wants_logits && seq.query_len > 0) rows.push_back(seq.query_start + seq.query_len - 1);
+    }
+  }
+  const int64_t r = static_cast<int64_t>(rows.size());
+
+  // The step's integers in one host buffer: ids, positions, KV slots, logits rows; on a GPU they
+  // travel in one copy (the device is idle here: the previous step's results were read back).
+  Tensor ints = Tensor::empty({3 * tokens + r}, DType::kI32);
+  int32_t* host = ints.data<int32_t>();
+  std::copy(batch.token_ids.begin(), batch.token_ids.end(), host);
+  std::copy(batch.positions.begin(), batch.positions.end(), host + tokens);
   std::vector<ops::PagedSequence> seqs;
   for (const SequenceSlice& seq : batch.seqs) {
     for (int32_t i = 0; i < seq.query_len; ++i) {
       const int32_t pos = seq.context_len + i;
-      slots.data<int32_t>()[seq.query_start + i] =
-          seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
+      host[2 * tokens + seq.query_start + i] = seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
     }
     seqs.push_back({seq.query_start, seq.query_len, seq.context_len, seq.block_table});
   }
+  std::copy(rows.begin(), rows.end(), host + 3 * tokens);
+  if (device_.type != DeviceType::kCpu) ints = ints.to(device_);
+  const Tensor ids = ints.slice_rows(0, tokens);
+  const Tensor positions = ints.slice_rows(tokens, 2 * tokens);
+  const Tensor slots = ints.slice_rows(2 * tokens, 3 * tokens);
+  const Tensor row_ids = ints.slice_rows(3 * tokens, 3 * tokens + r);
+  constexpr auto kTrusted = ops::IndexCheck::kTrustCaller;
 
-  Tensor h = Tensor::empty({tokens, hidden}, DType::kF32);
-  ops::embedding(embed_tokens_, ids, h);
-  Tensor x = Tensor::empty({tokens, hidden}, DType::kF32);
-  Tensor q = Tensor::empty({tokens, heads * hd}, DType::kF32);
-  Tensor k = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
-  Tensor v = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
-  Tensor attn = Tensor::empty({tokens, heads, hd}, DType::kF32);
-  Tensor proj = Tensor::empty({tokens, hidden}, DType::kF32);
-  Tensor gate_up = Tensor::empty({tokens, 2 * inter}, DType::kF32);
-  Tensor act = Tensor::empty({tokens, inter}, DType::kF32);
+  Tensor h = Tensor::empty({tokens, hidden}, dtype_, device_);
+  ops::embedding(embed_tokens_, ids, h, kTrusted);
+  Tensor x = Tensor::empty({tokens, hidden}, dtype_, device_);
+  Tensor q = Tensor::empty({tokens, heads * hd}, dtype_, device_);
+  Tensor k = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
+  Tensor v = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
+  Tensor attn = Tensor::empty({tokens, heads, hd}, dtype_, device_);
+  Tensor proj = Tensor::empty({tokens, hidden}, dtype_, device_);
+  Tensor gate_up = Tensor::empty({tokens, 2 * inter}, dtype_, device_);
+  Tensor act = Tensor::empty({tokens, inter}, dtype_, device_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
+  // h is the residual stream; each sublayer's output is added to it by the next norm
+  // (add_rms_norm), the last one's after the loop.
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
-    ops::rms_norm(h, l.input_norm, config_.rms_norm_eps, x);
+    if (i == 0) {
+      ops::rms_norm(h, l.input_norm, config_.rms_norm_eps, x);
+    } else {
+      ops::add_rms_norm(proj, h, l.input_norm, config_.rms_norm_eps, x);
+    }
     ops::linear(x, l.q_proj, l.q_bias, q);
     ops::linear(x, l.k_proj, l.k_bias, k);
     ops::linear(x, l.v_proj, l.v_bias, v);
@@ -159,35 +220,42 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
     }
     ops::rotary_embedding(q_heads, positions, rope_);
     ops::rotary_embedding(k_heads, positions, rope_);
-    ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
+    ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache, kTrusted);
     ops::paged_attention(q_heads, l.k_cache, l.v_cache, seqs, scale, config_.sliding_window[i], attn);
     ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
-    ops::add(h, proj, h);
-    ops::rms_norm(h, l.post_attention_norm, config_.rms_norm_eps, x);
+    ops::add_rms_norm(proj, h, l.post_attention_norm, config_.rms_norm_eps, x);
     ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
     ops::silu_and_mul(gate_up, act);
     ops::linear(act, l.down_proj, Tensor(), proj);
-    ops::add(h, proj, h);
   }
+  if (!layers_.empty()) ops::add(h, proj, h);
 
-  // Only the rows that produce logits go through the final norm and the vocabulary projection.
-  std::vector<int64_t> rows;
-  if (batch.all_logits) {
-    for (int64_t t = 0; t < tokens; ++t) rows.push_back(t);
-  } else {
-    for (const SequenceSlice& seq : batch.seqs) {
-      if (seq.wants_logits && seq.query_len > 0) rows.push_back(seq.query_start + seq.query_len - 1);
-    }
-  }
-  const int64_t r = static_cast<int64_t>(rows.size());
-  Tensor picked = Tensor::empty({r, hidden}, DType::kF32);
-  for (int64_t i = 0; i < r; ++i) {
-    std::copy_n(h.data<float>() + rows[i] * hidden, hidden, picked.data<float>() + i * hidden);
-  }
+  Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
+  Tensor logits = Tensor::empty({r, config_.vocab_size}, dtype_, device_);
+  if (r == 0) return logits;
+  ops::embedding(h, row_ids, picked, kTrusted);
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
-  logits.resize(static_cast<size_t>(r) * config_.vocab_size);
-  Tensor out = Tensor::borrow(logits.data(), {r, config_.vocab_size}, DType::kF32);
-  if (r > 0) ops::linear(picked, lm_head_, Tensor(), out);
+  ops::linear(picked, lm_head_, Tensor(), logits);
+  return logits;
+}
+
+void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  const Tensor out = run(batch);
+  logits.resize(static_cast<size_t>(out.numel()));
+  if (out.numel() == 0) return;
+  const Tensor host = device_.type == DeviceType::kCpu ? out : out.to(Device::cpu());
+  tensor::convert_to_f32(host.dtype(), host.raw(), logits.data(), logits.size());
+}
+
+void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+  if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_greedy: all_logits is not supported");
+  const Tensor logits = run(batch);
+  token_ids.resize(static_cast<size_t>(logits.dim(0)));
+  if (token_ids.empty()) return;
+  Tensor best = Tensor::empty({logits.dim(0)}, DType::kI32, device_);
+  ops::argmax(logits, best);
+  const Tensor host = device_.type == DeviceType::kCpu ? best : best.to(Device::cpu());
+  std::copy_n(host.data<int32_t>(), token_ids.size(), token_ids.begin());
 }
 
 }  // namespace omni::model

@@ -20,7 +20,8 @@ std::vector<std::string> ModelRegistry::causal_lm_architectures() const {
   return names;
 }
 
-std::unique_ptr<CausalLm> ModelRegistry::create_causal_lm(const std::filesystem::path& dir) const {
+std::unique_ptr<CausalLm> ModelRegistry::create_causal_lm(const std::filesystem::path& dir,
+                                                          const ModelLoadOptions& options) const {
   if (!std::filesystem::is_directory(dir)) {
     throw_error(ErrorCode::kNotFound, "model folder {} does not exist", dir.string());
   }
@@ -38,7 +39,7 @@ std::unique_ptr<CausalLm> ModelRegistry::create_causal_lm(const std::filesystem:
     throw_error(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported (supported: {})", path.string(), arch,
                 supported);
   }
-  return it->second(dir, config);
+  return it->second(dir, config, options);
 }
 
 void register_model_families(ModelRegistry& registry) {

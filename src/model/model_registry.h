@@ -13,12 +13,19 @@
 
 #include "base/json.h"
 #include "model/causal_lm.h"
+#include "tensor/device.h"
 
 namespace omni::model {
 
+// How a model is loaded: where it runs (its weights, KV cache and activations live there).
+struct ModelLoadOptions {
+  tensor::Device device = tensor::Device::cpu();
+};
+
 // Builds the model in `dir`, whose parsed config.json is `config` ("source" for error messages
 // is dir/config.json). Throws omni::Error like the loaders it calls.
-using CausalLmFactory = std::function<std::unique_ptr<CausalLm>(const std::filesystem::path& dir, const Json& config)>;
+using CausalLmFactory = std::function<std::unique_ptr<CausalLm>(const std::filesystem::path& dir, const Json& config,
+                                                                const ModelLoadOptions& options)>;
 
 // Registration happens before the registry is shared; afterwards const access is thread-safe.
 class ModelRegistry {
@@ -31,7 +38,8 @@ class ModelRegistry {
   // Reads dir/config.json and builds the model of its architectures[0]. kNotFound when the
   // folder or config.json is missing; kUnsupported naming the architecture and the registered
   // ones when no family serves it.
-  std::unique_ptr<CausalLm> create_causal_lm(const std::filesystem::path& dir) const;
+  std::unique_ptr<CausalLm> create_causal_lm(const std::filesystem::path& dir,
+                                             const ModelLoadOptions& options = {}) const;
 
  private:
   std::map<std::string, CausalLmFactory> causal_lms_;

@@ -173,4 +173,36 @@ tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape
   return t;
 }
 
+tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected, DType dtype) const {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry& e = entry(name, expected, &file);
+  tensor::Tensor t = tensor::Tensor::empty(expected, dtype);
+  if (e.dtype == dtype) {
+    std::memcpy(t.raw(), e.data, t.nbytes());
+    return t;
+  }
+  if (dtype == DType::kF32) {
+    load_f32_into(name, expected, t.data<float>());
+    return t;
+  }
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw_error(ErrorCode::kInternal, "checkpoint {}: cannot load '{}' as {}", dir_.string(), name,
+                tensor::dtype_name(dtype));
+  }
+  // Converted in slices so that the float32 staging stays small for large matrices.
+  constexpr size_t kSlice = size_t{1} << 20;
+  const size_t count = static_cast<size_t>(tensor::shape_numel(expected));
+  const size_t in_size = tensor::dtype_size(e.dtype);
+  std::vector<float> wide(std::min(count, kSlice));
+  auto* out = static_cast<uint16_t*>(t.raw());
+  for (size_t begin = 0; begin < count; begin += kSlice) {
+    const size_t n = std::min(kSlice, count - begin);
+    tensor::convert_to_f32(e.dtype, static_cast<const char*>(e.data) + begin * in_size, wide.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      out[begin + i] = dtype == DType::kBF16 ? tensor::f32_to_bf16(wide[i]) : tensor::f32_to_f16(wide[i]);
+    }
+  }
+  return t;
+}
+
 }  // namespace omni::model

@@ -58,6 +58,9 @@ class Checkpoint {
   tensor::Tensor load_f32(const std::string& name, const tensor::Shape& expected) const;
   // Same, converted into `dst`, which holds shape_numel(expected) floats.
   void load_f32_into(const std::string& name, const tensor::Shape& expected, float* dst) const;
+  // The tensor as `dtype` (float32, bfloat16 or float16) on the host: the file's bytes when it
+  // stores that dtype, else converted through float32 (rounding to nearest even).
+  tensor::Tensor load(const std::string& name, const tensor::Shape& expected, tensor::DType dtype) const;
 
  private:
   const SafetensorsEntry& entry(const std::string& name, const tensor::Shape& expected,

@@ -11,6 +11,7 @@
 #include "model/hf_config.h"
 #include "model/model_registry.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tensor/backend.h"
 
 namespace omni::runtime {
 
@@ -50,6 +51,8 @@ engine::EngineConfig engine_config_from_args(const Json& args, const StageRunner
   }
   config.max_model_len = optional_arg<int>(args, "max_model_len", context).value_or(config.max_model_len);
   config.seed = optional_arg<uint64_t>(args, "seed", context).value_or(config.seed);
+  config.gpu_memory_utilization =
+      optional_arg<double>(args, "gpu_memory_utilization", context).value_or(config.gpu_memory_utilization);
   return config;
 }
 
@@ -62,7 +65,11 @@ class ArStageRunner final : public StageRunner {
                   context.stage_id);
     }
     const fs::path dir(*model_dir);
-    model_ = model::builtin_model_registry().create_causal_lm(dir);
+    // The stage process sees only its own devices (CUDA_VISIBLE_DEVICES), so "cuda" is its first.
+    const std::string device_arg = optional_arg<std::string>(engine_args, "device", context).value_or("auto");
+    const tensor::Device device =
+        tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", context.stage_id));
+    model_ = model::builtin_model_registry().create_causal_lm(dir, {device});
     if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
       tokenizer_ = model::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);

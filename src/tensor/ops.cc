@@ -87,7 +87,7 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
 
 }  // namespace
 
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, IndexCheck check) {
   const char* op = "embedding";
   const Device device = common_device(op, {{"table", &table}, {"ids", &ids}, {"out", &out}});
   expect_float(op, "table", table);
@@ -96,9 +96,10 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   expect_rank(op, "ids", ids, 1);
   expect_shape(op, "out", out, {ids.dim(0), table.dim(1)});
   expect_same_dtype(op, "out", out, "table", table);
-  const Tensor ids_host = host_ints(ids);
-  const int32_t* id = ids_host.data<int32_t>();
-  for (int64_t t = 0; t < ids.numel(); ++t) {
+  const bool trusted = check == IndexCheck::kTrustCaller && ids.device().type != DeviceType::kCpu;
+  const Tensor ids_host = trusted ? Tensor() : host_ints(ids);
+  const int32_t* id = trusted ? nullptr : ids_host.data<int32_t>();
+  for (int64_t t = 0; !trusted && t < ids.numel(); ++t) {
     if (id[t] < 0 || id[t] >= table.dim(0)) {
       throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
                   id[t], t, table.dim(0));
@@ -196,7 +197,8 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
   OMNI_DISPATCH(device, rotary_embedding(x, positions, spec));
 }
 
-void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
+              IndexCheck check) {
   const char* op = "store_kv";
   const Device device =
       common_device(op, {{"k", &k}, {"v", &v}, {"slots", &slots}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
@@ -215,9 +217,10 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
                 shape_to_string(k_cache.shape()));
   }
   const int64_t capacity = k_cache.dim(0) * k_cache.dim(1);
-  const Tensor slots_host = host_ints(slots);
-  const int32_t* slot = slots_host.data<int32_t>();
-  for (int64_t t = 0; t < slots.numel(); ++t) {
+  const bool trusted = check == IndexCheck::kTrustCaller && slots.device().type != DeviceType::kCpu;
+  const Tensor slots_host = trusted ? Tensor() : host_ints(slots);
+  const int32_t* slot = trusted ? nullptr : slots_host.data<int32_t>();
+  for (int64_t t = 0; !trusted && t < slots.numel(); ++t) {
     if (slot[t] < 0 || slot[t] >= capacity) {
       throw_error(ErrorCode::kInvalidArgument, "store_kv: slot {} of token {} is outside the cache ({} slots)", slot[t],
                   t, capacity);

@@ -27,9 +27,15 @@
 
 namespace omni::tensor::ops {
 
+// How a dispatcher treats the values of ids or slots that live on a GPU: copy them to the host and
+// check them (a synchronisation, the default), or trust the caller, who checked them on the host
+// before uploading them (a model's step, which must not wait for the device between ops).
+// Host-resident values are always checked.
+enum class IndexCheck { kCopyAndCheck, kTrustCaller };
+
 // out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
 // kInvalidArgument naming the id), out [T, H].
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, IndexCheck check = IndexCheck::kCopyAndCheck);
 
 // Per row of the last dimension: out = x * rsqrt(mean(x^2) + eps) * weight, computed in float32
 // in that order (Hugging Face's Qwen RMSNorm). x [..., D], weight [D], out like x; out may be x.
@@ -80,7 +86,8 @@ struct PagedSequence {
 // Writes k, v [T, kv_heads, head_dim] into the caches [num_blocks, block_size, kv_heads,
 // head_dim] at slots[t] = block * block_size + offset (slots [T] i32, each < num_blocks *
 // block_size, else kInvalidArgument).
-void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
+              IndexCheck check = IndexCheck::kCopyAndCheck);
 
 // Causal grouped-query attention over the paged caches (store_kv must already hold the new
 // tokens). q [T, heads, head_dim], caches [num_blocks, block_size, kv_heads, head_dim] with

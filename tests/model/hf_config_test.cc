@@ -110,7 +110,9 @@ TEST(ModelRegistryTest, BuiltinFamiliesServeQwen2AndQwen3) {
 
 TEST(ModelRegistryTest, UnknownArchitectureListsTheSupportedOnes) {
   ModelRegistry r;
-  r.add_causal_lm("Qwen3ForCausalLM", [](const fs::path&, const Json&) -> std::unique_ptr<CausalLm> { return {}; });
+  r.add_causal_lm(
+      "Qwen3ForCausalLM",
+      [](const fs::path&, const Json&, const ModelLoadOptions&) -> std::unique_ptr<CausalLm> { return {}; });
   EXPECT_THROW(r.add_causal_lm("Qwen3ForCausalLM", {}), Error);
   const fs::path dir = fs::temp_directory_path() / ("omni_registry_" + std::to_string(::getpid()));
   fs::create_directories(dir);
