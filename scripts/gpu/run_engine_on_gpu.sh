@@ -23,15 +23,19 @@ omni="$here/omnistage"
 batches="1,8,32,128,256"
 [[ $quick == 1 ]] && batches="1,8"
 status=0
-section() { echo "=== $1 ($(date -u +%T), ${SECONDS}s)"; }
+# The logs are packed after every part: a run cut short still brings back what it measured.
+section() {
+  tar czf "$out/engine_results.tgz" -C "$out" engine
+  echo "=== $1 ($(date -u +%T), ${SECONDS}s)"
+}
 
 section "gpu tests"
-OMNI_TINY_QWEN_DIR="$here/tiny_qwen" timeout 90 "$here/model_gpu_test" > "$logs/model_gpu_test.log" 2>&1 || status=1
+OMNI_TINY_QWEN_DIR="$here/tiny_qwen" timeout 60 "$here/model_gpu_test" > "$logs/model_gpu_test.log" 2>&1 || status=1
 tail -3 "$logs/model_gpu_test.log"
 
 section "compute-sanitizer memcheck: generate --device cuda"
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-timeout 90 "$sanitizer" --tool memcheck --error-exitcode 3 "$omni" generate --device cuda \
+timeout 60 "$sanitizer" --tool memcheck --error-exitcode 3 "$omni" generate --device cuda \
     --model "$here/tiny_qwen/qwen3_gqa2_tied_bf16_v5" --prompt-token-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 \
     --max-tokens 12 --temperature 0 --ignore-eos --num-gpu-blocks-override 8 --output json \
     > "$logs/memcheck_generate.log" 2>&1 || status=1
@@ -39,32 +43,32 @@ tail -4 "$logs/memcheck_generate.log"
 
 run_latency() {  # name shape limit iters
   section "bench latency $1"
-  [[ -d "$work/$1" ]] || "$here/make_random_checkpoint" --shape "$2" --out "$work/$1" > "$logs/make_$1.log" 2>&1
+  [[ -d "$work/$1" ]] || timeout 90 "$here/make_random_checkpoint" --shape "$2" --out "$work/$1" \
+      > "$logs/make_$1.log" 2>&1 || status=1
   timeout "$3" "$omni" bench latency --model "$work/$1" --device cuda --input-len 128 --output-len 256 \
       --batch-size "$batches" --num-iters-warmup 1 --num-iters "$4" --output-json "$logs/latency_$1.json" \
       > "$logs/latency_$1.log" 2>&1 || status=1
   cat "$logs/latency_$1.log" | grep -v "^\[" || true
 }
 
-run_latency qwen3-0.6b qwen3-0.6b 120 2
+run_latency qwen3-0.6b qwen3-0.6b 90 2
 section "bench throughput qwen3-0.6b"
-timeout 60 "$omni" bench throughput --model "$work/qwen3-0.6b" --device cuda --num-prompts 1024 --input-len 128 \
+timeout 45 "$omni" bench throughput --model "$work/qwen3-0.6b" --device cuda --num-prompts 1024 --input-len 128 \
     --output-len 256 --max-num-seqs 256 --output-json "$logs/throughput_qwen3-0.6b.json" \
     > "$logs/throughput_qwen3-0.6b.log" 2>&1 || status=1
 grep -E "Throughput|Elapsed" "$logs/throughput_qwen3-0.6b.log"
-[[ $quick == 0 ]] && run_latency qwen3-8b qwen3-8b 170 1
+[[ $quick == 0 ]] && run_latency qwen3-8b qwen3-8b 110 1
 
 section "transformers peer"
 models=(--model "$work/qwen3-0.6b")
 [[ $quick == 0 ]] && models+=(--model "$work/qwen3-8b")
 compile=()
 [[ $quick == 0 ]] && compile=(--compile)
-PYTHONUNBUFFERED=1 timeout 200 python3 "$here/hf_generate_bench.py" "${models[@]}" --batch-sizes "$batches" \
+PYTHONUNBUFFERED=1 timeout 170 python3 "$here/hf_generate_bench.py" "${models[@]}" --batch-sizes "$batches" \
     --input-len 128 --output-len 256 "${compile[@]}" --out "$logs/hf.json" > "$logs/hf.log" 2>&1 || status=1
 cat "$logs/hf.log" | grep -v Warning | tail -30
 
 section "summary"
 python3 "$here/summarize_bench.py" "$logs" | tee "$logs/summary.md"
-tar czf "$out/engine_results.tgz" -C "$out" engine
 section "done, status $status"
 exit $status

@@ -12,7 +12,7 @@ of --input-len tokens with exactly --output-len new tokens (greedy, EOS ignored)
 
 Modes: "eager" (attn_implementation="eager", the dynamic KV cache) and, with --compile, "compiled"
 (static KV cache and torch.compile of the forward, tried on the first batch size only; whatever
-fails is printed and recorded, not hidden). It also measures the device-to-device copy bandwidth
+fails is printed and recorded, not hidden; every model's eager runs come first). It also measures the device-to-device copy bandwidth
 (bytes read plus bytes written over a 4 GiB copy, median of 20), the roofline's denominator.
 
     python3 hf_generate_bench.py --model DIR [--model DIR2] --batch-sizes 1,8,32,128,256 \
@@ -119,47 +119,58 @@ def main():
                "models": []}
     print(f"copy bandwidth: {results['copy_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s (read + write)", flush=True)
     batches = [int(b) for b in args.batch_sizes.split(",")]
+
+    def save():
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=2)
+
+    def build(path):
+        config = AutoConfig.from_pretrained(path)
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
+        return model.eval(), config
+
+    # Eager for every model first, so that a time limit cuts the compiled attempt, not the peer.
     for path in args.model:
         with open(f"{path}/config.json") as f:
             raw_config = json.load(f)
         entry = {"model": path, "weight_bytes": weight_bytes(raw_config), "eager": [], "compiled": []}
         entry["roofline_ms_per_step"] = 1e3 * entry["weight_bytes"] / results["copy_bandwidth_bytes_per_s"]
-        config = AutoConfig.from_pretrained(path)
-        torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
-        model.eval()
+        results["models"].append(entry)
+        model, config = build(path)
         print(f"{path}: {sum(p.numel() for p in model.parameters()) / 1e6:.0f} M parameters, roofline "
               f"{entry['roofline_ms_per_step']:.3f} ms/step", flush=True)
         with torch.inference_mode():
             for batch in batches:
                 row = measure(torch, model, config.vocab_size, batch, args)
                 entry["eager"].append(row)
+                save()
                 print(f"  eager    batch {batch:4d}: prefill {row['prefill_ms']:9.2f} ms, decode "
                       f"{row['decode_ms_per_step']:8.3f} ms/step, {row['output_tokens_per_s']:9.0f} tok/s", flush=True)
-            if args.compile:
-                batch = batches[0]
-                try:
-                    model.generation_config.cache_implementation = "static"
-                    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-                    row = measure(torch, model, config.vocab_size, batch, args)
-                    row["how"] = 'static cache + torch.compile(forward, mode="reduce-overhead", fullgraph=True)'
-                    entry["compiled"].append(row)
-                    print(f"  compiled batch {batch:4d}: prefill {row['prefill_ms']:9.2f} ms, decode "
-                          f"{row['decode_ms_per_step']:8.3f} ms/step", flush=True)
-                except Exception as e:  # recorded: the issue asks what worked and what did not
-                    message = "".join(traceback.format_exception_only(type(e), e)).strip()
-                    entry["compiled"].append({"batch_size": batch, "error": message[-2000:]})
-                    print(f"  compiled batch {batch}: FAILED: {message[-600:]}", flush=True)
-        results["models"].append(entry)
         del model
         torch.cuda.empty_cache()
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(results, f, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
+
+    if args.compile:
+        entry = results["models"][0]
+        batch = batches[0]
+        how = 'static cache + torch.compile(forward, mode="reduce-overhead", fullgraph=True)'
+        try:
+            model, config = build(entry["model"])
+            model.generation_config.cache_implementation = "static"
+            model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+            with torch.inference_mode():
+                row = measure(torch, model, config.vocab_size, batch, args)
+            row["how"] = how
+            entry["compiled"].append(row)
+            print(f"  compiled batch {batch:4d}: prefill {row['prefill_ms']:9.2f} ms, decode "
+                  f"{row['decode_ms_per_step']:8.3f} ms/step", flush=True)
+        except Exception as e:  # recorded: the issue asks what worked and what did not
+            message = "".join(traceback.format_exception_only(type(e), e)).strip()
+            entry["compiled"].append({"batch_size": batch, "how": how, "error": message[-2000:]})
+            print(f"  compiled batch {batch}: FAILED: {message[-600:]}", flush=True)
+        save()
 
 
 if __name__ == "__main__":
