@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -120,11 +121,12 @@ TEST_P(CudaModelTest, PromptLogitsMatchTransformersWithinBf16Tolerance) {
     for (int b = 0; b < blocks; ++b) table[b] = blocks + 2 - b;
     std::vector<float> logits;
     gpu->forward(prefill_batch(prompts_[p], table, true), logits);
-    ASSERT_EQ(logits.size(), static_cast<size_t>(n) * vocab);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(n) * static_cast<size_t>(vocab));
     for (int t = 0; t < n; ++t) {
-      const float* want = logits_[p].data<float>() + t * vocab;
-      EXPECT_LE(relative_error(&logits[t * vocab], want, vocab), kMaxRelativeError) << "position " << t;
-      EXPECT_LE(max_element_error(&logits[t * vocab], want, vocab), kMaxElementError) << "position " << t;
+      const int64_t row = static_cast<int64_t>(t) * vocab;
+      const float* want = logits_[p].data<float>() + row;
+      EXPECT_LE(relative_error(logits.data() + row, want, vocab), kMaxRelativeError) << "position " << t;
+      EXPECT_LE(max_element_error(logits.data() + row, want, vocab), kMaxElementError) << "position " << t;
     }
   }
 }

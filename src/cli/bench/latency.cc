@@ -53,7 +53,7 @@ std::vector<int> parse_batch_sizes(const std::string& text) {
 }
 
 double mean(const std::vector<double>& values) {
-  return values.empty() ? 0.0 : std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+  return values.empty() ? 0.0 : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
 // One batch through the engine: every prompt is added before the first step.

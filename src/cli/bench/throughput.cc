@@ -49,9 +49,10 @@ int run_throughput(const ThroughputFlags& flags) {
         {std::to_string(i), random_prompt(rng, flags.input_len, vocab), fixed_length_greedy(flags.output_len)});
   }
   const EngineRun run = run_until_done(*loaded.engine);
-  const double total_tokens = static_cast<double>(flags.num_prompts) * flags.input_len + run.output_tokens;
+  const double total_tokens =
+      static_cast<double>(flags.num_prompts) * flags.input_len + static_cast<double>(run.output_tokens);
   const double requests_per_s = flags.num_prompts / run.seconds;
-  const double output_per_s = run.output_tokens / run.seconds;
+  const double output_per_s = static_cast<double>(run.output_tokens) / run.seconds;
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n", requests_per_s,
               total_tokens / run.seconds, output_per_s);
   std::printf("Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\nElapsed: %.3f s in %zu steps\n",
