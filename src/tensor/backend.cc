@@ -45,12 +45,4 @@ DeviceMemory cuda_memory_info(int index) {
 #endif
 }
 
-void cuda_synchronize(int index) {
-#ifdef OMNI_HAVE_CUDA
-  cuda::synchronize(index);
-#else
-  (void)index;
-#endif
-}
-
 }  // namespace omni::tensor

@@ -28,8 +28,4 @@ struct DeviceMemory {
 // when the device is not visible.
 DeviceMemory cuda_memory_info(int index);
 
-// Waits until every op queued on CUDA device `index` has finished (for timing); a no-op without the
-// CUDA backend.
-void cuda_synchronize(int index);
-
 }  // namespace omni::tensor
