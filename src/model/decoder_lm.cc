@@ -16,10 +16,34 @@ using tensor::DType;
 using tensor::Tensor;
 namespace ops = tensor::ops;
 
+namespace {
+
+// A new host tensor with the float32 `rows` in `dtype` (f32, or bf16/f16 rounded to nearest even).
+Tensor host_copy_as(const Tensor& rows, DType dtype) {
+  Tensor out = Tensor::empty(rows.shape(), dtype);
+  const float* src = rows.data<float>();
+  const size_t n = static_cast<size_t>(rows.numel());
+  if (dtype == DType::kF32) {
+    std::copy_n(src, n, out.data<float>());
+    return out;
+  }
+  auto* dst = static_cast<uint16_t*>(out.raw());
+  for (size_t i = 0; i < n; ++i)
+    dst[i] = dtype == DType::kBF16 ? tensor::f32_to_bf16(src[i]) : tensor::f32_to_f16(src[i]);
+  return out;
+}
+
+}  // namespace
+
 DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
                      const CausalLmLoadOptions& options)
+    : DecoderLm(dir, config, variant, DecoderWeights{}, options) {}
+
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     const DecoderWeights& weights, const CausalLmLoadOptions& options)
     : config_(config),
       variant_(variant),
+      has_embedding_and_head_(weights.has_embedding_and_head),
       device_(options.device),
       dtype_(options.device.type == DeviceType::kCpu ? DType::kF32 : DType::kBF16),
       tensor_parallel_(options.tensor_parallel) {
@@ -39,18 +63,20 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const Checkpoint ckpt = Checkpoint::open(dir);
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
-  embed_tokens_ = placed(load_vocab_shard(ckpt, "model.embed_tokens.weight", vocab_shape, shard_.vocab_begin,
-                                          shard_.vocab_rows, shard_.vocab_rows + 1, dtype_));
-  final_norm_ = load_weight(ckpt, "model.norm.weight", {hidden});
-  // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-  lm_head_ = config.tie_word_embeddings
-                 ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
-                 : placed(load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin, shard_.vocab_rows,
-                                           shard_.vocab_rows, dtype_));
+  final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
+  if (weights.has_embedding_and_head) {
+    embed_tokens_ = placed(load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape,
+                                            shard_.vocab_begin, shard_.vocab_rows, shard_.vocab_rows + 1, dtype_));
+    // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
+    lm_head_ = config.tie_word_embeddings
+                   ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
+                   : placed(load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin, shard_.vocab_rows,
+                                             shard_.vocab_rows, dtype_));
+  }
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = weights.prefix + "layers." + std::to_string(i) + ".";
     Layer& l = layers_[i];
     l.input_norm = load_weight(ckpt, p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = load_weight(ckpt, p + "post_attention_layernorm.weight", {hidden});
@@ -127,8 +153,7 @@ void DecoderLm::init_kv_cache(int num_blocks) {
   num_blocks_ = num_blocks;
 }
 
-void DecoderLm::check_batch(const ForwardBatch& batch) const {
-  const size_t tokens = batch.token_ids.size();
+void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   if (batch.positions.size() != tokens) {
     throw_error(ErrorCode::kInvalidArgument, "forward: {} positions for {} tokens", batch.positions.size(), tokens);
   }
@@ -137,7 +162,7 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
   }
   // Checked here, on the host: a vocabulary shard maps foreign ids to its zero row, and the ops do
   // not check the ids and slots a device step uploads without waiting for the device.
-  for (size_t t = 0; t < tokens; ++t) {
+  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
     if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
       throw_error(ErrorCode::kInvalidArgument, "forward: token id {} at index {} is outside the vocabulary [0, {})",
                   batch.token_ids[t], t, config_.vocab_size);
@@ -164,9 +189,10 @@ void DecoderLm::check_batch(const ForwardBatch& batch) const {
   }
 }
 
-Tensor DecoderLm::run(const ForwardBatch& batch) {
-  check_batch(batch);
-  const int64_t tokens = static_cast<int64_t>(batch.token_ids.size());
+Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Tensor* hidden_out) {
+  const int64_t tokens =
+      inputs_embeds != nullptr ? inputs_embeds->dim(0) : static_cast<int64_t>(batch.token_ids.size());
+  check_batch(batch, static_cast<size_t>(tokens));
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
   const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
 
@@ -189,7 +215,7 @@ Tensor DecoderLm::run(const ForwardBatch& batch) {
   // one copy (the device is idle here: the previous step's results were read back).
   Tensor ints = Tensor::empty({3 * tokens + r + order}, DType::kI32);
   int32_t* host = ints.data<int32_t>();
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t t = 0; inputs_embeds == nullptr && t < tokens; ++t) {
     const int64_t local = batch.token_ids[t] - shard_.vocab_begin;
     host[t] = static_cast<int32_t>(local >= 0 && local < shard_.vocab_rows ? local : shard_.vocab_rows);
   }
@@ -214,8 +240,13 @@ Tensor DecoderLm::run(const ForwardBatch& batch) {
   const Tensor row_ids = ints.slice_rows(3 * tokens, 3 * tokens + r);
 
   Tensor h = Tensor::empty({tokens, hidden}, dtype_, device_);
-  ops::embedding(embed_tokens_, ids, h);
-  reduce_partial_sums(h);
+  if (inputs_embeds != nullptr) {
+    // The caller's rows are whole on every rank: no partial sums to reduce.
+    h = placed(host_copy_as(*inputs_embeds, dtype_));
+  } else {
+    ops::embedding(embed_tokens_, ids, h);
+    reduce_partial_sums(h);
+  }
   Tensor x = Tensor::empty({tokens, hidden}, dtype_, device_);
   Tensor q = Tensor::empty({tokens, heads * hd}, dtype_, device_);
   Tensor k = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
@@ -258,6 +289,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch) {
   Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
   ops::embedding(h, row_ids, picked);
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
+  if (hidden_out != nullptr) *hidden_out = picked;
+  if (!has_embedding_and_head_) return Tensor();
   return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
 }
 
@@ -277,8 +310,16 @@ Tensor DecoderLm::project_vocabulary(const Tensor& picked, const Tensor& order) 
   return ordered.reshape({r, shard_.size * rows});
 }
 
+void DecoderLm::check_has_head(const char* caller) const {
+  if (!has_embedding_and_head_) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "{}: this decoder stack has no embedding or output head (it is fed through forward_embeds)", caller);
+  }
+}
+
 void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
-  const Tensor out = run(batch);
+  check_has_head("forward");
+  const Tensor out = run(batch, nullptr, nullptr);
   const int64_t r = out.dim(0), columns = out.dim(1), vocab = config_.vocab_size;
   logits.resize(static_cast<size_t>(r * vocab));
   if (r == 0) return;
@@ -295,14 +336,26 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   }
 }
 
+void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
+  if (!batch.token_ids.empty() || inputs_embeds.dtype() != DType::kF32 || inputs_embeds.shape().size() != 2 ||
+      inputs_embeds.shape()[0] != static_cast<int64_t>(batch.positions.size()) ||
+      inputs_embeds.shape()[1] != config_.hidden_size) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "forward_embeds: inputs_embeds must be float32 [{} positions, {}] with no token ids (got {} token ids)",
+                batch.positions.size(), config_.hidden_size, batch.token_ids.size());
+  }
+  run(batch, &inputs_embeds, &hidden);
+}
+
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+  check_has_head("forward_greedy");
   if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_greedy: all_logits is not supported");
   // Padding columns would compete in the argmax; the rows are picked from forward()'s then.
   if (shard_.vocab_rows * shard_.size != config_.vocab_size) {
     CausalLm::forward_greedy(batch, token_ids);
     return;
   }
-  const Tensor logits = run(batch);
+  const Tensor logits = run(batch, nullptr, nullptr);
   token_ids.resize(static_cast<size_t>(logits.dim(0)));
   if (token_ids.empty()) return;
   Tensor best = Tensor::empty({logits.dim(0)}, DType::kI32, device_);

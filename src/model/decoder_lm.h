@@ -41,6 +41,15 @@ struct DecoderVariant {
   bool qkv_bias = false;  // Qwen2: q/k/v projections have a bias
 };
 
+// Where a decoder's weights live, for stacks nested inside a larger checkpoint (the Qwen3-TTS
+// talker under "talker.model.", its code predictor under "talker.code_predictor.model.").
+struct DecoderWeights {
+  std::string prefix = "model.";  // {prefix}layers.{i}.*, {prefix}norm.weight, {prefix}embed_tokens.weight
+  // false: a stack fed through forward_embeds whose caller owns the input tables and output heads;
+  // neither embed_tokens nor lm_head is loaded and forward()/forward_greedy() are refused.
+  bool has_embedding_and_head = true;
+};
+
 class DecoderLm : public CausalLm {
  public:
   // Loads the weights of `dir` under Hugging Face names (model.layers.{i}.self_attn.q_proj.weight…;
@@ -50,6 +59,9 @@ class DecoderLm : public CausalLm {
   // this its rank's shard (kInvalidConfig when the model cannot be cut into that many ranks).
   DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
             const CausalLmLoadOptions& options = {});
+  // The same stack under other weight names (see DecoderWeights).
+  DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+            const DecoderWeights& weights, const CausalLmLoadOptions& options = {});
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override;
@@ -58,6 +70,12 @@ class DecoderLm : public CausalLm {
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) override;
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
+  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is a host
+  // float32 [tokens, hidden_size] tensor, one row per batch position (batch.token_ids must be
+  // empty; every rank passes the same full rows). `hidden` becomes the post-final-norm hidden
+  // states of the rows forward() would give logits for, [rows, hidden_size] on the model's device
+  // in its dtype. Errors as forward().
+  void forward_embeds(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, tensor::Tensor& hidden);
 
   const TextModelConfig& config() const { return config_; }
 
@@ -72,11 +90,14 @@ class DecoderLm : public CausalLm {
     tensor::Tensor k_cache, v_cache;
   };
 
-  void check_batch(const ForwardBatch& batch) const;
-  // Runs the layers over the batch and returns the logits [rows, columns] (on the model's device,
-  // in its dtype) of the rows the batch asks for: columns is vocab_size, or with several ranks
-  // vocab_rows * ranks, the last shard's padding past vocab_size included.
-  tensor::Tensor run(const ForwardBatch& batch);
+  void check_batch(const ForwardBatch& batch, size_t tokens) const;
+  void check_has_head(const char* caller) const;
+  // Runs the layers over the batch (its token ids, or `inputs_embeds` when given) and returns the
+  // logits [rows, columns] (on the model's device, in its dtype) of the rows the batch asks for:
+  // columns is vocab_size, or with several ranks vocab_rows * ranks, the last shard's padding past
+  // vocab_size included; undefined without an output head. `hidden_out`, when given, receives
+  // those rows' post-norm hidden states.
+  tensor::Tensor run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, tensor::Tensor* hidden_out);
   // Sums a row-parallel product's partial results over the ranks.
   void reduce_partial_sums(tensor::Tensor& x);
   // The logits of `picked` [rows, hidden] over the whole vocabulary (see run()); `order` is the
@@ -89,6 +110,7 @@ class DecoderLm : public CausalLm {
 
   TextModelConfig config_;
   DecoderVariant variant_;
+  bool has_embedding_and_head_ = true;
   tensor::Device device_;
   tensor::DType dtype_;  // of weights, activations and the KV cache
   CausalLmInfo info_;

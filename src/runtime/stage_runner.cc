@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "runtime/ar_stage_runner.h"
+#include "runtime/qwen3_tts_talker_runner.h"
+#include "runtime/code2wav_stage_runner.h"
 #include "runtime/test_echo_runner.h"
 
 namespace omni::runtime {
@@ -26,6 +28,8 @@ Registry& registry() {
       return std::make_unique<TestEchoRunner>(TestEchoRunner::Options::from_engine_args(args, context), context);
     };
     r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
+    r->factories[std::string(kQwen3TtsTalkerRunnerKind)] = make_qwen3_tts_talker_runner;
+    r->factories[std::string(kQwen3TtsCode2WavRunnerKind)] = make_code2wav_stage_runner;
     return r;
   }();
   return *instance;

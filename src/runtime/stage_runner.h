@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,9 @@ struct StageRunnerContext {
   int stage_id = 0;
   int replica = 0;
   std::string devices;  // the CUDA_VISIBLE_DEVICES the process was started with
+  // The connector of each incoming edge by source stage (edge_connector()); its `extra` carries
+  // stream options such as codec_chunk_frames that vLLM-Omni's deploy YAMLs put there.
+  std::map<int, ConnectorSpec> input_connectors;
 };
 
 // Builds a runner from the stage's engine args; throws omni::Error (kLoadFailed, kInvalidConfig…)

@@ -45,8 +45,11 @@ class Worker {
         inputs_[from] = make_connector(edge_connector(config_.stage, from), context);
       }
       for (const auto& [to, spec] : config_.output_connectors) outputs_[to] = make_connector(spec, context);
-      runner_ = make_stage_runner(config_.stage.engine_args,
-                                  StageRunnerContext{stage_id, config_.replica, visible ? visible : ""});
+      StageRunnerContext runner_context{stage_id, config_.replica, visible ? visible : "", {}};
+      for (int from : config_.stage.input_sources) {
+        runner_context.input_connectors[from] = edge_connector(config_.stage, from);
+      }
+      runner_ = make_stage_runner(config_.stage.engine_args, runner_context);
     } catch (const Error& e) {
       client_.send(InitFailedMessage{stage_id, config_.replica, e.code(), e.what(), e.exit_code()});
       return e.exit_code();

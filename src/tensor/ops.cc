@@ -103,6 +103,22 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
   }
 }
 
+// The audio-decoder ops have CPU kernels only so far; their CUDA kernels come with issue 9.
+void expect_cpu(const char* op, Device device) {
+  if (device.type != DeviceType::kCpu) {
+    throw_error(ErrorCode::kUnsupported, "{}: no kernel for {} yet (the op runs on the cpu only)", op,
+                device_name(device));
+  }
+}
+
+void expect_no_alias(const char* op, const char* name, const Tensor& t, const char* out_name, const Tensor& out) {
+  const auto* a = static_cast<const char*>(t.raw());
+  const auto* b = static_cast<const char*>(out.raw());
+  if (a < b + out.nbytes() && b < a + t.nbytes()) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} must not overlap {}", op, out_name, name);
+  }
+}
+
 }  // namespace
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
@@ -487,6 +503,129 @@ void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids)
   OMNI_DISPATCH(device, sample(logits, params, penalties, on_device));
   const Tensor back = on_device.to(Device::cpu());
   std::copy_n(back.data<int32_t>(), back.numel(), ids.data<int32_t>());
+}
+
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out) {
+  const char* op = "conv1d";
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"weight", &weight}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  expect_rank(op, "x", x, 2);
+  expect_rank(op, "weight", weight, 3);
+  const int64_t c_in = x.dim(1), c_out = weight.dim(0), k = weight.dim(2);
+  if (dilation < 1) throw_error(ErrorCode::kInvalidArgument, "conv1d: dilation {} must be >= 1", dilation);
+  if (k < 1) throw_error(ErrorCode::kInvalidArgument, "conv1d: weight {} has no taps", shape_to_string(weight.shape()));
+  if (groups != 1 && !(groups == c_in && c_out == c_in)) {
+    throw_error(ErrorCode::kUnsupported,
+                "conv1d: groups = {} with {} input and {} output channels (supported: 1, or "
+                "depthwise with groups = channels)",
+                groups, c_in, c_out);
+  }
+  if (weight.dim(1) * groups != c_in) {
+    throw_error(ErrorCode::kInvalidArgument, "conv1d: weight {} does not take x {} with groups = {}",
+                shape_to_string(weight.shape()), shape_to_string(x.shape()), groups);
+  }
+  const int64_t span = (k - 1) * dilation;
+  if (x.dim(0) < span) {
+    throw_error(ErrorCode::kInvalidArgument, "conv1d: x has {} rows, fewer than the {} the kernel spans", x.dim(0),
+                span + 1);
+  }
+  expect_shape(op, "out", out, {x.dim(0) - span, c_out});
+  if (bias.defined()) {
+    common_device(op, {{"x", &x}, {"bias", &bias}});
+    expect_same_dtype(op, "bias", bias, "x", x);
+    expect_shape(op, "bias", bias, {c_out});
+  }
+  expect_no_alias(op, "x", x, "out", out);
+  cpu::conv1d(x, weight, bias, dilation, groups, out);
+}
+
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out) {
+  const char* op = "conv_transpose1d";
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"weight", &weight}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  expect_rank(op, "x", x, 2);
+  expect_rank(op, "weight", weight, 3);
+  if (weight.dim(0) != x.dim(1)) {
+    throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: weight {} does not take x {} ({} input channels)",
+                shape_to_string(weight.shape()), shape_to_string(x.shape()), x.dim(1));
+  }
+  if (weight.dim(2) < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: weight {} has no taps",
+                shape_to_string(weight.shape()));
+  }
+  if (stride < 1) throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: stride {} must be >= 1", stride);
+  if (context < 0 || context > x.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: context {} must be in [0, {}] (the rows of x)", context,
+                x.dim(0));
+  }
+  expect_shape(op, "out", out, {(x.dim(0) - context) * stride, weight.dim(1)});
+  if (bias.defined()) {
+    common_device(op, {{"x", &x}, {"bias", &bias}});
+    expect_same_dtype(op, "bias", bias, "x", x);
+    expect_shape(op, "bias", bias, {weight.dim(1)});
+  }
+  expect_no_alias(op, "x", x, "out", out);
+  cpu::conv_transpose1d(x, weight, bias, stride, context, out);
+}
+
+void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out) {
+  const char* op = "snake_beta";
+  const Device device = common_device(op, {{"x", &x}, {"alpha", &alpha}, {"beta", &beta}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"alpha", &alpha}, Arg{"beta", &beta}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  }
+  expect_rank(op, "x", x, 2);
+  expect_shape(op, "alpha", alpha, {x.dim(1)});
+  expect_shape(op, "beta", beta, {x.dim(1)});
+  expect_shape(op, "out", out, x.shape());
+  cpu::snake_beta(x, alpha, beta, out);
+}
+
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+  const char* op = "layer_norm";
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"weight", &weight}, Arg{"bias", &bias}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  }
+  if (x.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "layer_norm: x must have rank >= 1");
+  expect_shape(op, "weight", weight, {x.dim(-1)});
+  expect_shape(op, "bias", bias, {x.dim(-1)});
+  expect_shape(op, "out", out, x.shape());
+  cpu::layer_norm(x, weight, bias, eps, out);
+}
+
+void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
+  const char* op = "add_scaled";
+  const Device device = common_device(op, {{"a", &a}, {"b", &b}, {"scale", &scale}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "a", a);
+  for (Arg arg : {Arg{"b", &b}, Arg{"scale", &scale}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "a", a);
+  }
+  if (a.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "add_scaled: a must have rank >= 1");
+  expect_shape(op, "b", b, a.shape());
+  expect_shape(op, "scale", scale, {a.dim(-1)});
+  expect_shape(op, "out", out, a.shape());
+  cpu::add_scaled(a, b, scale, out);
+}
+
+void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
+  const char* op = "clamp";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_cpu(op, device);
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_shape(op, "out", out, x.shape());
+  if (!(lo <= hi)) throw_error(ErrorCode::kInvalidArgument, "clamp: lo {} is above hi {}", lo, hi);
+  cpu::clamp(x, lo, hi, out);
 }
 
 }  // namespace omni::tensor::ops

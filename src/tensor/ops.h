@@ -169,4 +169,42 @@ struct SamplingParams {
 // ids back and returns once they are there (the only synchronisation, and only ids cross).
 void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids);
 
+// The ops of convolutional audio decoders (the Qwen3-TTS codec decoder). Activations are
+// time-major: x [T, C], one row per time step, so that a stream grows by appending rows.
+// CPU only for now (CUDA tensors: kUnsupported; GPU kernels belong to issue 9). On the CPU each
+// output row is computed by the same arithmetic whatever the number of rows of the call (matrix
+// products run on fixed tiles of rows), so a stream decoded chunk by chunk reproduces a one-shot
+// decode bit for bit.
+
+// Convolution along time without padding: x [T_in, C_in], weight [C_out, C_in / groups, k] (the
+// PyTorch Conv1d layout), bias [C_out] or an undefined Tensor, out [T_in - (k - 1) * dilation,
+// C_out] with out[t, o] = bias[o] + sum_{i, j} weight[o, i, j] * x[t + j * dilation, g(o) + i].
+// groups: 1, or C_in == C_out (depthwise); others are kUnsupported. A causal convolution is this
+// op on x with (k - 1) * dilation rows of history in front (zeros at the start of a stream).
+// A Linear layer is the case k = 1 (weight [N, K] viewed as [N, K, 1]).
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out);
+
+// Transposed convolution along time: x [T_in, C_in], weight [C_in, C_out, k] (the PyTorch
+// ConvTranspose1d layout), bias [C_out] or undefined, stride s >= 1. out [(T_in - context) * s,
+// C_out] holds output positions [context * s, T_in * s) of the full transposed convolution
+// y[p] = bias + sum_{t * s + j == p} x[t, :] @ weight[:, :, j], inputs before x taken as zero.
+// Positions from T_in * s on (the k - s samples a causal decoder trims on the right) are not
+// produced; the first `context` rows of x only contribute their overlap (0 <= context <= T_in).
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out);
+
+// SnakeBeta with log-space parameters (as checkpoints store them): x [T, C], alpha [C], beta [C],
+// out like x (may be x): out = x + sin(exp(alpha) * x)^2 / (exp(beta) + 1e-9).
+void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out);
+
+// LayerNorm over the last dimension: x [..., D], weight [D], bias [D], out like x (may be x):
+// out = (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance.
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+
+// out = a + b * scale with scale [D] along the last dimension of a, b [..., D] (LayerScale,
+// ConvNeXt's gamma); out like a, may be a or b.
+void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
+
+// out = min(max(x, lo), hi) elementwise; out like x, may be x. lo <= hi.
+void clamp(const Tensor& x, float lo, float hi, Tensor& out);
+
 }  // namespace omni::tensor::ops

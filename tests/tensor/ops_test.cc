@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <ostream>
@@ -872,6 +873,220 @@ TEST_P(OpsTest, SampleRejectsBadParamsNamingTheRowAndField) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The audio-decoder ops run on the cpu only (ops.h); elsewhere they must say so.
+#define OMNI_SKIP_UNLESS_CPU()                                                                \
+  if (GetParam().device.type != DeviceType::kCpu) {                                           \
+    std::vector<double> unused;                                                               \
+    Tensor o = out({2, 2});                                                                   \
+    EXPECT_THROW(ops::clamp(dev(random({2, 2}, unused)), 0.0f, 1.0f, o), Error) << trace();   \
+    GTEST_SKIP() << "the audio-decoder ops have no kernels on " << GetParam().name << " yet"; \
+  }
+
+// Reference causal-free ("valid") convolution of time-major x [t_in, c_in] with weight
+// [c_out, c_in / groups, k]; scale gets sum |terms| per element.
+void reference_conv1d(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>* b,
+                      int t_in, int c_in, int c_out, int k, int dilation, int groups, std::vector<double>& want,
+                      std::vector<double>& scale) {
+  const int t_out = t_in - (k - 1) * dilation;
+  const int per_group = c_in / groups, out_per_group = c_out / groups;
+  want.assign(t_out * c_out, 0.0);
+  scale.assign(t_out * c_out, 0.0);
+  for (int t = 0; t < t_out; ++t) {
+    for (int o = 0; o < c_out; ++o) {
+      double acc = b ? (*b)[o] : 0.0, mag = b ? std::abs((*b)[o]) : 0.0;
+      const int g = o / out_per_group;
+      for (int i = 0; i < per_group; ++i) {
+        for (int j = 0; j < k; ++j) {
+          const double term = w[(o * per_group + i) * k + j] * x[(t + j * dilation) * c_in + g * per_group + i];
+          acc += term;
+          mag += std::abs(term);
+        }
+      }
+      want[t * c_out + o] = acc;
+      scale[t * c_out + o] = mag;
+    }
+  }
+}
+
+TEST_P(OpsTest, Conv1dMatchesReferenceWithDilationGroupsAndBias) {
+  OMNI_SKIP_UNLESS_CPU();
+  for (bool depthwise : {false, true}) {
+    for (bool with_bias : {false, true}) {
+      const int c_in = size(1, 37), c_out = depthwise ? c_in : size(1, 41), k = size(1, 7), dilation = size(1, 9);
+      const int t_in = (k - 1) * dilation + size(1, 70);
+      const int groups = depthwise ? c_in : 1;
+      std::vector<double> x, w, b, want, scale;
+      Tensor xt = random({t_in, c_in}, x), wt = random({c_out, c_in / groups, k}, w), bt = random({c_out}, b);
+      reference_conv1d(x, w, with_bias ? &b : nullptr, t_in, c_in, c_out, k, dilation, groups, want, scale);
+      Tensor o = out({t_in - (k - 1) * dilation, c_out});
+      ops::conv1d(dev(xt), dev(wt), with_bias ? dev(bt) : Tensor(), dilation, groups, o);
+      SCOPED_TRACE("depthwise=" + std::to_string(depthwise) + " k=" + std::to_string(k) +
+                   " dilation=" + std::to_string(dilation));
+      expect_close(o, want, 1e-6, 1e-5, scale);
+    }
+  }
+}
+
+// A stream computes later rows from the last (k - 1) * dilation rows of earlier input; the rows it
+// gets must equal those of one call over everything, bit for bit, for any split (this is what
+// makes the streaming codec decoder exact).
+TEST_P(OpsTest, Conv1dRowsDoNotDependOnHowTheInputIsSplit) {
+  OMNI_SKIP_UNLESS_CPU();
+  for (bool depthwise : {false, true}) {
+    const int c_in = size(8, 96), c_out = depthwise ? c_in : size(1, 130), k = size(1, 7), dilation = size(1, 3);
+    const int span = (k - 1) * dilation, t_out = size(30, 700);
+    std::vector<double> v;
+    Tensor x = random({span + t_out, c_in}, v), w = random({c_out, depthwise ? 1 : c_in, k}, v), b = random({c_out}, v);
+    const int groups = depthwise ? c_in : 1;
+    Tensor whole = out({t_out, c_out});
+    ops::conv1d(x, w, b, dilation, groups, whole);
+    for (int first : {1, size(2, t_out - 2), t_out - 1}) {
+      Tensor head = out({first, c_out}), tail = out({t_out - first, c_out});
+      ops::conv1d(x.slice_rows(0, first + span), w, b, dilation, groups, head);
+      ops::conv1d(x.slice_rows(first, t_out + span), w, b, dilation, groups, tail);
+      EXPECT_EQ(std::memcmp(head.raw(), whole.raw(), head.nbytes()), 0) << "split at " << first << ", " << trace();
+      EXPECT_EQ(std::memcmp(tail.raw(), whole.slice_rows(first, t_out).raw(), tail.nbytes()), 0)
+          << "split at " << first << ", " << trace();
+    }
+  }
+}
+
+TEST_P(OpsTest, Conv1dRejectsGroupedConvolutionsThatAreNotDepthwise) {
+  OMNI_SKIP_UNLESS_CPU();
+  std::vector<double> v;
+  Tensor o = out({5, 4});
+  try {
+    ops::conv1d(dev(random({5, 4}, v)), dev(random({4, 2, 1}, v)), Tensor(), 1, 2, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("conv1d: groups = 2 with 4 input and 4 output channels"), std::string::npos)
+        << e.what();
+  }
+  Tensor short_out = out({1, 3});
+  EXPECT_THROW(ops::conv1d(dev(random({2, 3}, v)), dev(random({3, 3, 3}, v)), Tensor(), 1, 1, short_out), Error);
+}
+
+// Full transposed convolution of x [t_in, c_in] (weight [c_in, c_out, k]), positions
+// [context * stride, t_in * stride).
+void reference_conv_transpose1d(const std::vector<double>& x, const std::vector<double>& w,
+                                const std::vector<double>* b, int t_in, int c_in, int c_out, int k, int stride,
+                                int context, std::vector<double>& want, std::vector<double>& scale) {
+  // With k < stride the untrimmed output ends before t_in * stride; the gap holds only the bias.
+  const int full = std::max((t_in - 1) * stride + k, t_in * stride);
+  std::vector<double> y(full * c_out, 0.0), mag(full * c_out, 0.0);
+  for (int t = 0; t < t_in; ++t)
+    for (int j = 0; j < k; ++j)
+      for (int o = 0; o < c_out; ++o)
+        for (int i = 0; i < c_in; ++i) {
+          const double term = x[t * c_in + i] * w[(i * c_out + o) * k + j];
+          y[(t * stride + j) * c_out + o] += term;
+          mag[(t * stride + j) * c_out + o] += std::abs(term);
+        }
+  want.clear();
+  scale.clear();
+  for (int p = context * stride; p < t_in * stride; ++p) {
+    for (int o = 0; o < c_out; ++o) {
+      want.push_back(y[p * c_out + o] + (b ? (*b)[o] : 0.0));
+      scale.push_back(mag[p * c_out + o] + (b ? std::abs((*b)[o]) : 0.0));
+    }
+  }
+}
+
+TEST_P(OpsTest, ConvTranspose1dMatchesReferenceTrimmedOnTheRight) {
+  OMNI_SKIP_UNLESS_CPU();
+  for (int stride : {1, 2, size(3, 8)}) {
+    for (int k : {stride, 2 * stride, size(1, 3 * stride)}) {
+      const int c_in = size(1, 29), c_out = size(1, 31), t_in = size(1, 40), context = size(0, t_in);
+      const bool with_bias = size(0, 1) == 1;
+      std::vector<double> x, w, b, want, scale;
+      Tensor xt = random({t_in, c_in}, x), wt = random({c_in, c_out, k}, w), bt = random({c_out}, b);
+      reference_conv_transpose1d(x, w, with_bias ? &b : nullptr, t_in, c_in, c_out, k, stride, context, want, scale);
+      Tensor o = out({(t_in - context) * stride, c_out});
+      ops::conv_transpose1d(dev(xt), dev(wt), with_bias ? dev(bt) : Tensor(), stride, context, o);
+      SCOPED_TRACE("stride=" + std::to_string(stride) + " k=" + std::to_string(k) + " t_in=" + std::to_string(t_in) +
+                   " context=" + std::to_string(context));
+      expect_close(o, want, 1e-6, 1e-5, scale);
+    }
+  }
+}
+
+TEST_P(OpsTest, ConvTranspose1dRowsDoNotDependOnHowTheInputIsSplit) {
+  OMNI_SKIP_UNLESS_CPU();
+  const int stride = size(2, 8), k = 2 * stride, c_in = size(8, 200), c_out = size(8, 100), t_in = size(20, 300);
+  const int overlap = (k - 1) / stride;  // earlier rows that reach a chunk's first position
+  std::vector<double> v;
+  Tensor x = random({t_in, c_in}, v), w = random({c_in, c_out, k}, v), b = random({c_out}, v);
+  Tensor whole = out({t_in * stride, c_out});
+  ops::conv_transpose1d(x, w, b, stride, 0, whole);
+  for (int first : {1, size(2, t_in - 2), t_in - 1}) {
+    Tensor tail = out({(t_in - first) * stride, c_out});
+    ops::conv_transpose1d(x.slice_rows(first - overlap, t_in), w, b, stride, overlap, tail);
+    EXPECT_EQ(std::memcmp(tail.raw(), whole.slice_rows(first * stride, t_in * stride).raw(), tail.nbytes()), 0)
+        << "split at " << first << ", " << trace();
+  }
+}
+
+TEST_P(OpsTest, SnakeBetaMatchesReferenceWithLogSpaceParameters) {
+  OMNI_SKIP_UNLESS_CPU();
+  const int rows = size(1, 50), channels = size(1, 97);
+  std::vector<double> x, alpha, beta;
+  Tensor xt = random({rows, channels}, x, 3.0), at = random({channels}, alpha, 0.5), bt = random({channels}, beta, 0.5);
+  std::vector<double> want(x.size()), scale(x.size());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < channels; ++c) {
+      const double v = x[r * channels + c], s = std::sin(std::exp(alpha[c]) * v);
+      want[r * channels + c] = v + s * s / (std::exp(beta[c]) + 1e-9);
+      // sin of a float32 argument: the argument's rounding moves sin by up to |arg| ulp.
+      scale[r * channels + c] = std::abs(v) + std::abs(std::exp(alpha[c]) * v) / (std::exp(beta[c]) + 1e-9);
+    }
+  Tensor o = dev(xt);
+  ops::snake_beta(o, dev(at), dev(bt), o);
+  expect_close(o, want, 1e-6, 1e-5, scale);
+}
+
+TEST_P(OpsTest, LayerNormMatchesReference) {
+  OMNI_SKIP_UNLESS_CPU();
+  const int rows = size(1, 23), d = size(2, 301);
+  const double eps = 1e-6;
+  std::vector<double> x, w, b;
+  Tensor xt = random({rows, d}, x, 3.0), wt = random({d}, w), bt = random({d}, b);
+  for (int i = 0; i < rows * d; ++i) xt.data<float>()[i] += 5.0f, x[i] = xt.data<float>()[i];  // a mean to remove
+  std::vector<double> want(x.size()), scale(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < d; ++i) mean += x[r * d + i] / d;
+    for (int i = 0; i < d; ++i) var += (x[r * d + i] - mean) * (x[r * d + i] - mean) / d;
+    for (int i = 0; i < d; ++i) {
+      const double normed = (x[r * d + i] - mean) / std::sqrt(var + eps);
+      want[r * d + i] = normed * w[i] + b[i];
+      scale[r * d + i] = (std::abs(normed) + 1.0) * std::abs(w[i]) + std::abs(b[i]);
+    }
+  }
+  Tensor o = out({rows, d});
+  ops::layer_norm(dev(xt), dev(wt), dev(bt), static_cast<float>(eps), o);
+  expect_close(o, want, 1e-6, 1e-5, scale);
+}
+
+TEST_P(OpsTest, AddScaledAndClampMatchReference) {
+  OMNI_SKIP_UNLESS_CPU();
+  const int rows = size(1, 13), d = size(1, 517);
+  std::vector<double> a, b, s;
+  Tensor at = random({rows, d}, a), bt = random({rows, d}, b), st = random({d}, s);
+  std::vector<double> want(a.size()), clamped(a.size()), scale(a.size());
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < d; ++i) {
+      want[r * d + i] = a[r * d + i] + b[r * d + i] * s[i];
+      scale[r * d + i] = std::abs(a[r * d + i]) + std::abs(b[r * d + i] * s[i]);
+      clamped[r * d + i] = std::min(std::max(a[r * d + i], -0.5), 0.25);
+    }
+  Tensor o = out({rows, d});
+  ops::add_scaled(dev(at), dev(bt), dev(st), o);
+  expect_close(o, want, 1e-7, 1e-6, scale);
+  ops::clamp(dev(at), -0.5f, 0.25f, o);
+  expect_close(o, clamped, 0.0, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OpsTest, ::testing::ValuesIn(backends()),

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/thread_pool.h"
@@ -42,6 +44,49 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   float* o = out.data<float>();
   parallel_for(a.numel(), 65536, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) o[i] = x[i] + y[i];
+  });
+}
+
+void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out) {
+  const int64_t channels = x.dim(1);
+  std::vector<float> freq(static_cast<size_t>(channels)), inv_mag(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    freq[c] = std::exp(alpha.data<float>()[c]);
+    inv_mag[c] = 1.0f / (std::exp(beta.data<float>()[c]) + 1e-9f);
+  }
+  const float* in = x.data<float>();
+  float* o = out.data<float>();
+  parallel_for(x.dim(0), std::max<int64_t>(1, 16384 / std::max<int64_t>(channels, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* row = in + t * channels;
+      float* dst = o + t * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float s = std::sin(freq[c] * row[c]);
+        dst[c] = row[c] + inv_mag[c] * (s * s);
+      }
+    }
+  });
+}
+
+void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
+  const int64_t d = a.dim(-1);
+  const int64_t rows = d == 0 ? 0 : a.numel() / d;
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  const float* s = scale.data<float>();
+  float* o = out.data<float>();
+  parallel_for(rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(d, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t i = 0; i < d; ++i) o[r * d + i] = x[r * d + i] + y[r * d + i] * s[i];
+    }
+  });
+}
+
+void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
+  const float* in = x.data<float>();
+  float* o = out.data<float>();
+  parallel_for(x.numel(), 65536, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = std::min(std::max(in[i], lo), hi);
   });
 }
 

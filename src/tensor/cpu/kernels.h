@@ -28,4 +28,11 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
             Tensor& ids);
 
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out);
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out);
+void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out);
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
+void clamp(const Tensor& x, float lo, float hi, Tensor& out);
+
 }  // namespace omni::tensor::cpu

@@ -1,0 +1,75 @@
+// GenerationEngine: serves a non-autoregressive streaming decoder (a code2wav stage) to many
+// requests at once. Each request's frames arrive piece by piece (async_chunk) and are decoded
+// in chunks as soon as enough have arrived: first `first_chunk_frames` (a short first chunk for a
+// quick first packet), then `chunk_frames` at a time, and whatever is left once the input ends.
+// Each request owns a decoder stream (model/audio_decoder.h), so the audio of any chunking is
+// the audio of decoding all frames at once; no left context is ever decoded twice.
+//
+// Threads: one thread (the stage loop) calls everything. Errors: omni::Error as documented per
+// call; a request whose frames cannot be decoded ends with an error output, the others go on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/audio_decoder.h"
+
+namespace omni::engine {
+
+struct AudioChunking {
+  int first_chunk_frames = 1;  // vLLM-Omni's initial_codec_chunk_frames
+  int chunk_frames = 25;       // codec_chunk_frames
+};
+
+struct AudioOutput {
+  std::string request_id;
+  std::vector<float> audio;          // new samples, mono, at the decoder's sample rate
+  bool finished = false;             // the request's last output: its input ended and all of it is decoded
+  std::optional<std::string> error;  // the request failed and is gone (finished is set too)
+};
+
+class GenerationEngine {
+ public:
+  // The decoder must outlive the engine. kInvalidArgument when a chunk size is below 1.
+  GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking);
+
+  // Starts a request; first_chunk_frames overrides the engine's for this request. Errors:
+  // kInvalidArgument for a duplicate id or a chunk size below 1.
+  void add_request(const std::string& request_id, std::optional<int> first_chunk_frames = std::nullopt);
+  // Appends frames (frame-major codes, whole frames); `last` ends the request's input. Errors:
+  // kNotFound for an unknown request, kInvalidArgument for partial frames or input after the end.
+  void add_frames(const std::string& request_id, std::span<const int32_t> codes, bool last);
+  // Drops a request and its stream; unknown ids are ignored.
+  void abort(const std::string& request_id);
+
+  size_t num_requests() const { return requests_.size(); }
+  // Whether step() would produce an output: some request has a chunk's worth of frames, or its
+  // input ended.
+  bool has_ready_work() const;
+  // Decodes one chunk of every ready request, in request-id order.
+  std::vector<AudioOutput> step();
+
+  const AudioChunking& chunking() const { return chunking_; }
+
+ private:
+  struct Request {
+    std::unique_ptr<model::AudioDecoderStream> stream;
+    std::vector<int32_t> pending;  // codes received and not yet decoded
+    int first_chunk_frames = 1;
+    bool input_ended = false;
+  };
+
+  int64_t frames_needed(const Request& r) const;
+  bool ready(const Request& r) const;
+
+  const model::StreamingAudioDecoder& decoder_;
+  AudioChunking chunking_;
+  std::map<std::string, Request> requests_;
+};
+
+}  // namespace omni::engine

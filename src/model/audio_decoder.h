@@ -1,0 +1,41 @@
+// The model <-> engine contract for non-autoregressive decoders that turn frames of codes into
+// audio (code2wav stages): a stream of frames is decoded piece by piece, each stream carrying
+// its own state, so that decoding in chunks gives the audio of decoding all frames at once.
+//
+// Ownership and threads: a decoder is immutable after loading (its weights) and may serve many
+// streams; a stream belongs to one caller and is used by one thread at a time. Streams do not
+// refer to each other, so one thread may interleave chunks of many streams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace omni::model {
+
+// A stream's state (what earlier frames left behind for the next ones); opaque to the engine.
+class AudioDecoderStream {
+ public:
+  virtual ~AudioDecoderStream() = default;
+  // Frames decoded so far.
+  virtual int64_t frames() const = 0;
+};
+
+class StreamingAudioDecoder {
+ public:
+  virtual ~StreamingAudioDecoder() = default;
+
+  virtual int codes_per_frame() const = 0;
+  virtual int samples_per_frame() const = 0;
+  virtual int sample_rate() const = 0;
+
+  virtual std::unique_ptr<AudioDecoderStream> open_stream() const = 0;
+  // Decodes the next frames of `stream`: `codes` holds whole frames, frame-major
+  // (codes_per_frame() each); appends samples_per_frame() mono samples per frame to `audio`.
+  // Throws omni::Error(kInvalidArgument) for codes it cannot decode (naming the frame and the
+  // codebook); the stream is then unchanged.
+  virtual void decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const = 0;
+};
+
+}  // namespace omni::model

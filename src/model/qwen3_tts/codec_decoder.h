@@ -1,0 +1,58 @@
+// The Qwen3-TTS 12 Hz codec decoder (Qwen3TTSTokenizerV2Decoder; shared reference
+// qwen-models.md §4.10): 16 codes per frame -> RVQ lookup -> causal conv -> sliding-window
+// transformer -> 2 ConvNeXt upsamplers -> 4 SnakeBeta decoder blocks -> 1920 samples of 24 kHz
+// audio per frame, float32, on the CPU.
+//
+// Every stage is causal, so the decoder streams exactly: a CodecStream carries what the next
+// frames need from earlier ones (per convolution the last (k - 1) * dilation input rows, per
+// transposed convolution its overlapping input row, per transformer layer the keys and values of
+// the last sliding_window - 1 frames, and the frame position that RoPE continues from).
+// Decoding a stream chunk by chunk gives the samples of one-shot decoding bit for bit (the ops
+// compute each row identically whatever the chunk; tests/model/qwen3_tts/codec_decoder_test.cc).
+// One-shot decode() is a fresh stream fed all frames at once, i.e. the reference's full-sequence
+// decode (not its 300-frame chunked_decode, which differs after 300 frames).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/audio_decoder.h"
+#include "model/qwen3_tts/codec_config.h"
+#include "tensor/tensor.h"
+
+namespace omni::model::qwen3_tts {
+
+class CodecDecoder final : public StreamingAudioDecoder {
+ public:
+  // Loads `dir`/config.json and the decoder.* tensors of `dir`/model.safetensors (dir = a
+  // checkpoint's speech_tokenizer/). Errors: kNotFound for missing files, kLoadFailed naming the
+  // file and the tensor that is missing or mis-shaped (see read_codec_decoder_config for config
+  // errors). Encoder tensors are ignored.
+  static std::unique_ptr<CodecDecoder> load(const std::filesystem::path& dir);
+
+  const CodecDecoderConfig& config() const { return config_; }
+  int codes_per_frame() const override { return config_.num_quantizers; }
+  int samples_per_frame() const override { return config_.samples_per_frame(); }
+  int sample_rate() const override { return config_.output_sample_rate; }
+
+  std::unique_ptr<AudioDecoderStream> open_stream() const override;
+  // Codes below 0 count as 0 (the reference clamps padding); codes >= codebook_size are
+  // kInvalidArgument. Thread-safe for distinct streams.
+  void decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const override;
+
+  // All frames at once: codes [frames][num_quantizers] frame-major -> frames * samples_per_frame().
+  std::vector<float> decode(std::span<const int32_t> codes) const;
+
+  struct Weights;
+  ~CodecDecoder() override;
+
+ private:
+  CodecDecoder(CodecDecoderConfig config, std::unique_ptr<Weights> weights);
+
+  CodecDecoderConfig config_;
+  std::unique_ptr<Weights> weights_;
+};
+
+}  // namespace omni::model::qwen3_tts

@@ -1,0 +1,196 @@
+#include "model/qwen3_tts/prompt.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace omni::model::qwen3_tts {
+
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+size_t code_points(const std::string& s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+bool blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
+}
+
+std::string task_type_api_name(TtsModelType type) {
+  switch (type) {
+    case TtsModelType::kBase:
+      return "Base";
+    case TtsModelType::kCustomVoice:
+      return "CustomVoice";
+    case TtsModelType::kVoiceDesign:
+      return "VoiceDesign";
+  }
+  return "?";
+}
+
+std::string allowed_voices(const TalkerConfig& config) {
+  return fmt::format("{}", fmt::join(config.speaker_names(), ", "));
+}
+
+// Whether the request's instructions become prompt rows for this task and checkpoint.
+bool uses_instructions(TtsModelType task, const TalkerConfig& config, const SpeechRequest& request) {
+  if (request.instructions.empty()) return false;
+  if (task == TtsModelType::kVoiceDesign) return true;
+  // CustomVoice takes a style instruction on 1.7B only; the 0.6B CustomVoice model was not trained
+  // with one, so (like the official wrapper) it is dropped there. Base has no instruction input.
+  return task == TtsModelType::kCustomVoice && config.model_size != "0b6";
+}
+
+}  // namespace
+
+TtsModelType resolve_task_type(const SpeechRequest& request, const TalkerConfig& config) {
+  if (request.task_type.empty()) return config.model_type;
+  const std::string lowered = lower_ascii(request.task_type);
+  std::optional<TtsModelType> task;
+  if (lowered == "customvoice" || lowered == "custom_voice") task = TtsModelType::kCustomVoice;
+  if (lowered == "voicedesign" || lowered == "voice_design") task = TtsModelType::kVoiceDesign;
+  if (lowered == "base") task = TtsModelType::kBase;
+  if (!task) {
+    throw_error(ErrorCode::kInvalidArgument, "task_type '{}' is not one of CustomVoice, VoiceDesign, Base",
+                request.task_type);
+  }
+  if (*task != config.model_type) {
+    throw_error(ErrorCode::kInvalidArgument, "task_type '{}': this model is a {} checkpoint and serves only {}",
+                request.task_type, task_type_api_name(config.model_type), task_type_api_name(config.model_type));
+  }
+  return *task;
+}
+
+std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConfig& config) {
+  const TtsModelType task = resolve_task_type(request, config);
+  std::optional<int32_t> speaker;
+  std::string dialect;
+  if (task == TtsModelType::kCustomVoice) {
+    if (config.speaker_ids.empty()) {
+      throw_error(ErrorCode::kInvalidArgument, "voice: this CustomVoice checkpoint lists no speakers (spk_id)");
+    }
+    if (request.voice.empty()) {
+      throw_error(ErrorCode::kInvalidArgument, "voice is required; the voices are {}", allowed_voices(config));
+    }
+    speaker = config.speaker_id(request.voice);
+    if (!speaker) {
+      throw_error(ErrorCode::kInvalidArgument, "voice '{}' is not a voice of this model; the voices are {}",
+                  request.voice, allowed_voices(config));
+    }
+    if (auto it = config.speaker_dialects.find(lower_ascii(request.voice)); it != config.speaker_dialects.end()) {
+      dialect = it->second;
+    }
+  }
+
+  const std::string language = request.language.empty() ? "auto" : lower_ascii(request.language);
+  std::optional<int32_t> language_id;
+  if (language != "auto") {
+    language_id = config.language_id(language);
+    if (!language_id) {
+      std::vector<std::string> names{"Auto"};
+      for (const auto& [name, id] : config.language_ids) names.push_back(name);
+      throw_error(ErrorCode::kInvalidArgument, "language '{}' is not supported; the languages are {}", request.language,
+                  fmt::join(names, ", "));
+    }
+  }
+  // A dialect speaker speaks its dialect when the language is Chinese or left to the model.
+  if (!dialect.empty() && (language == "auto" || language == "chinese")) language_id = config.language_ids.at(dialect);
+
+  std::vector<int32_t> prefix;
+  if (language_id) {
+    prefix = {config.codec_think_id, config.codec_think_bos_id, *language_id, config.codec_think_eos_id};
+  } else {
+    prefix = {config.codec_nothink_id, config.codec_think_bos_id, config.codec_think_eos_id};
+  }
+  if (speaker) prefix.push_back(*speaker);
+  if (task == TtsModelType::kBase) prefix.push_back(-1);
+  prefix.push_back(config.codec_pad_id);
+  prefix.push_back(config.codec_bos_id);
+  return prefix;
+}
+
+TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+                                 int max_instructions_length) {
+  const TalkerConfig& config = talker.config();
+  if (blank(request.text)) throw_error(ErrorCode::kInvalidArgument, "text (input) must not be empty");
+  const TtsModelType task = resolve_task_type(request, config);
+  if (code_points(request.instructions) > static_cast<size_t>(max_instructions_length)) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "instructions are {} characters long; at most {} are allowed (--tts-max-instructions-length)",
+                code_points(request.instructions), max_instructions_length);
+  }
+  if (task == TtsModelType::kVoiceDesign && blank(request.instructions)) {
+    throw_error(ErrorCode::kInvalidArgument, "instructions are required for VoiceDesign (they describe the voice)");
+  }
+  const int64_t h = talker.hidden_size();
+  if (task == TtsModelType::kBase && static_cast<int64_t>(request.speaker_embedding.size()) != h) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "speaker_embedding: Base needs the speaker's x-vector of {} floats (got {}); cloning from reference "
+                "audio is not supported",
+                h, request.speaker_embedding.size());
+  }
+  const std::vector<int32_t> prefix = codec_prefix(request, config);
+
+  const std::vector<int32_t> ids =
+      tokenizer.encode("<|im_start|>assistant\n" + request.text + "<|im_end|>\n<|im_start|>assistant\n");
+  // The layout is role (3 ids), the text, then 5 ids closing the turn and opening the next.
+  if (ids.size() <= 8 || ids[0] != config.im_start_token_id || ids[1] != config.assistant_token_id) {
+    throw_error(ErrorCode::kInvalidArgument, "text: '{}' does not tokenize to any text tokens", request.text);
+  }
+  std::vector<int32_t> instruct_ids;
+  if (uses_instructions(task, config, request)) {
+    instruct_ids = tokenizer.encode("<|im_start|>user\n" + request.instructions + "<|im_end|>\n");
+  }
+
+  // Everything on the text track goes through the text projection in one call: instructions,
+  // role, text, then tts_pad, tts_bos, tts_eos.
+  std::vector<int32_t> text_track = instruct_ids;
+  text_track.insert(text_track.end(), ids.begin(), ids.begin() + 3);
+  text_track.insert(text_track.end(), ids.begin() + 3, ids.end() - 5);
+  const size_t num_text = ids.size() - 8;
+  text_track.push_back(config.tts_pad_token_id);
+  text_track.push_back(config.tts_bos_token_id);
+  text_track.push_back(config.tts_eos_token_id);
+  const Tensor projected = talker.project_text(text_track);
+  auto text_row = [&](size_t i) { return projected.data<float>() + i * h; };
+  const size_t pad_row = text_track.size() - 3, bos_row = pad_row + 1, eos_row = pad_row + 2;
+
+  const size_t n_prefix = prefix.size();
+  const size_t num_rows = instruct_ids.size() + 3 + (n_prefix - 1) + num_text + 2;
+  TalkerPrompt prompt;
+  prompt.rows = Tensor::zeros({static_cast<int64_t>(num_rows), h}, DType::kF32);
+  size_t row = 0;
+  auto next_row = [&](size_t text_index) {
+    float* out = prompt.rows.data<float>() + row++ * h;
+    std::copy_n(text_row(text_index), h, out);
+    return out;
+  };
+  for (size_t i = 0; i < instruct_ids.size() + 3; ++i) next_row(i);
+  for (size_t j = 0; j + 1 < n_prefix; ++j) {
+    float* out = next_row(j + 2 < n_prefix ? pad_row : bos_row);
+    if (prefix[j] < 0) {
+      for (int64_t i = 0; i < h; ++i) out[i] += request.speaker_embedding[i];
+    } else {
+      talker.add_codec_embedding(prefix[j], out);
+    }
+  }
+  const size_t first_text = instruct_ids.size() + 3;
+  for (size_t i = 0; i < num_text; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(first_text + i));
+  talker.add_codec_embedding(config.codec_pad_id, next_row(eos_row));
+  talker.add_codec_embedding(config.codec_bos_id, next_row(pad_row));
+
+  prompt.tts_pad = Tensor::empty({h}, DType::kF32);
+  std::copy_n(text_row(pad_row), h, prompt.tts_pad.data<float>());
+  prompt.trailing = Tensor::empty({1, h}, DType::kF32);
+  std::copy_n(text_row(pad_row), h, prompt.trailing.data<float>());
+  prompt.text_ids.assign(ids.begin() + 3, ids.end() - 5);
+  return prompt;
+}
+
+}  // namespace omni::model::qwen3_tts

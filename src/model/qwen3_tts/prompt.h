@@ -1,0 +1,57 @@
+// The talker's prompt (reference qwen-models.md §4.6): the rows of inputs_embeds that prefill the
+// talker for one utterance, and the text-track vectors added to the following decode steps.
+// Layouts: CustomVoice (a built-in speaker's codec row), VoiceDesign (the voice described by
+// instructions) and Base with a given speaker embedding (an x-vector; cloning from reference
+// audio is not done here). The text is laid out non-streaming, the default of the official
+// generate_custom_voice / generate_voice_design: all text tokens in the prefill, then tts_pad.
+//
+// Errors: omni::Error(kInvalidArgument) naming the request field at fault (text, voice,
+// language, instructions, task_type, speaker_embedding) and, for names, the allowed values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/talker.h"
+#include "model/tokenizer/tokenizer.h"
+#include "tensor/tensor.h"
+
+namespace omni::model::qwen3_tts {
+
+// vLLM-Omni's default of --tts-max-instructions-length (characters).
+inline constexpr int kDefaultMaxInstructionsLength = 500;
+
+struct SpeechRequest {
+  std::string text;
+  // "CustomVoice", "VoiceDesign" or "Base" (any case); empty = the checkpoint's own type.
+  std::string task_type;
+  std::string voice;                     // CustomVoice: a built-in speaker (any case)
+  std::string language;                  // a codec language (any case) or "Auto"; empty = Auto
+  std::string instructions;              // VoiceDesign: the voice description; CustomVoice (1.7B): a style
+  std::vector<float> speaker_embedding;  // Base: the x-vector (talker hidden size floats)
+};
+
+struct TalkerPrompt {
+  tensor::Tensor rows;            // [n, H]: the prefill inputs_embeds
+  tensor::Tensor trailing;        // [m, H]: text track of decode steps 0..m-1 (later steps: tts_pad)
+  tensor::Tensor tts_pad;         // [H]
+  std::vector<int32_t> text_ids;  // the text's token ids (for logging and tests)
+};
+
+// The task type a request runs as: its task_type when set (it must be the checkpoint's), else the
+// checkpoint's.
+TtsModelType resolve_task_type(const SpeechRequest& request, const TalkerConfig& config);
+
+// Builds the prompt. `max_instructions_length` bounds the instructions in characters (Unicode
+// code points).
+TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+                                 int max_instructions_length = kDefaultMaxInstructionsLength);
+
+// The codec prefix of §4.6 (think/nothink, language, the speaker slot, pad, bos) as codec ids,
+// with -1 standing for a speaker row that is not a codec id (Base's x-vector). Exposed for tests.
+std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConfig& config);
+
+}  // namespace omni::model::qwen3_tts

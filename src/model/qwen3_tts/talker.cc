@@ -1,0 +1,189 @@
+#include "model/qwen3_tts/talker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+#include "model/safetensors.h"
+#include "tensor/ops.h"
+
+namespace omni::model::qwen3_tts {
+
+using tensor::DType;
+using tensor::Tensor;
+namespace ops = tensor::ops;
+
+namespace {
+
+constexpr DecoderVariant kQwen3Layer{.qk_norm = true, .qkv_bias = false};
+
+// Sequences of the predictor fit in few blocks: one frame is num_code_groups positions.
+int blocks_for(int positions) { return (positions + kKvBlockSize - 1) / kKvBlockSize; }
+
+}  // namespace
+
+Talker::Talker(const std::filesystem::path& dir, TalkerConfig config)
+    : config_(std::move(config)),
+      talker_(dir, config_.talker, kQwen3Layer,
+              DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false}),
+      predictor_(dir, config_.code_predictor, kQwen3Layer,
+                 DecoderWeights{.prefix = "talker.code_predictor.model.", .has_embedding_and_head = false}) {
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  const int64_t h = config_.talker.hidden_size, h_cp = config_.code_predictor.hidden_size;
+  const int64_t vocab = config_.talker.vocab_size, codebook = config_.code_predictor.vocab_size;
+  const int64_t text_hidden = config_.text_hidden_size;
+  codec_embedding_ = ckpt.load_f32("talker.model.codec_embedding.weight", {vocab, h});
+  codec_head_ = ckpt.load_f32("talker.codec_head.weight", {vocab, h});
+  text_embedding_ = ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden});
+  text_fc1_w_ = ckpt.load_f32("talker.text_projection.linear_fc1.weight", {text_hidden, text_hidden});
+  text_fc1_b_ = ckpt.load_f32("talker.text_projection.linear_fc1.bias", {text_hidden});
+  text_fc2_w_ = ckpt.load_f32("talker.text_projection.linear_fc2.weight", {h, text_hidden});
+  text_fc2_b_ = ckpt.load_f32("talker.text_projection.linear_fc2.bias", {h});
+  // 1.7B: the predictor is narrower than the talker and every predictor input goes through this
+  // projection; 0.6B has equal widths and no tensor (an identity).
+  if (ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight") || h != h_cp) {
+    mtp_projection_w_ = ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.weight", {h_cp, h});
+    mtp_projection_b_ = ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.bias", {h_cp});
+  }
+  for (int g = 0; g + 1 < config_.num_code_groups; ++g) {
+    const std::string i = std::to_string(g);
+    predictor_embeddings_.push_back(
+        ckpt.load_f32("talker.code_predictor.model.codec_embedding." + i + ".weight", {codebook, h}));
+    predictor_heads_.push_back(ckpt.load_f32("talker.code_predictor.lm_head." + i + ".weight", {codebook, h_cp}));
+  }
+  predictor_blocks_per_slot_ = blocks_for(config_.num_code_groups);
+}
+
+Tensor Talker::project_text(std::span<const int32_t> ids) const {
+  const int64_t n = static_cast<int64_t>(ids.size()), text_hidden = config_.text_hidden_size;
+  Tensor id_tensor = Tensor::empty({n}, DType::kI32);
+  std::copy(ids.begin(), ids.end(), id_tensor.data<int32_t>());
+  Tensor embedded = Tensor::empty({n, text_hidden}, DType::kF32);
+  Tensor out = Tensor::empty({n, static_cast<int64_t>(hidden_size())}, DType::kF32);
+  if (n == 0) return out;
+  ops::embedding(text_embedding_, id_tensor, embedded);
+  Tensor inner = Tensor::empty({n, text_hidden}, DType::kF32);
+  ops::linear(embedded, text_fc1_w_, text_fc1_b_, inner);
+  float* x = inner.data<float>();
+  for (int64_t i = 0; i < n * text_hidden; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));  // SiLU
+  ops::linear(inner, text_fc2_w_, text_fc2_b_, out);
+  return out;
+}
+
+void Talker::add_codec_embedding(int32_t id, float* row) const {
+  if (id < 0 || id >= codec_vocab_size()) {
+    throw_error(ErrorCode::kInvalidArgument, "codec id {} is outside the talker's codec vocabulary of {}", id,
+                codec_vocab_size());
+  }
+  const int64_t h = hidden_size();
+  const float* e = codec_embedding_.data<float>() + id * h;
+  for (int64_t i = 0; i < h; ++i) row[i] += e[i];
+}
+
+void Talker::add_frame_embedding(std::span<const int32_t> codes, float* row) const {
+  if (static_cast<int>(codes.size()) != num_code_groups()) {
+    throw_error(ErrorCode::kInvalidArgument, "a frame has {} codes, the talker {} codebooks", codes.size(),
+                num_code_groups());
+  }
+  add_codec_embedding(codes[0], row);
+  const int64_t h = hidden_size();
+  for (size_t g = 1; g < codes.size(); ++g) {
+    if (codes[g] < 0 || codes[g] >= codebook_size()) {
+      throw_error(ErrorCode::kInvalidArgument, "code {} of codebook {} is outside [0, {})", codes[g], g,
+                  codebook_size());
+    }
+    const float* e = predictor_embeddings_[g - 1].data<float>() + codes[g] * h;
+    for (int64_t i = 0; i < h; ++i) row[i] += e[i];
+  }
+}
+
+void Talker::forward(const ForwardBatch& batch, const Tensor& inputs_embeds, std::vector<float>& logits,
+                     Tensor& hidden) {
+  talker_.forward_embeds(batch, inputs_embeds, hidden);
+  const int64_t rows = hidden.shape()[0];
+  logits.resize(static_cast<size_t>(rows) * codec_vocab_size());
+  if (rows == 0) return;
+  Tensor out = Tensor::borrow(logits.data(), {rows, static_cast<int64_t>(codec_vocab_size())}, DType::kF32);
+  ops::linear(hidden, codec_head_, Tensor(), out);
+}
+
+void Talker::init_predictor_cache(int num_slots) {
+  predictor_.init_kv_cache(num_slots * predictor_blocks_per_slot_);
+  predictor_slots_ = num_slots;
+}
+
+void Talker::run_predictor(const ForwardBatch& batch, const Tensor& rows, int head, std::vector<float>& logits) {
+  const int64_t n = rows.shape()[0];
+  Tensor inputs = rows;
+  if (mtp_projection_w_.defined()) {
+    inputs = Tensor::empty({n, static_cast<int64_t>(config_.code_predictor.hidden_size)}, DType::kF32);
+    ops::linear(rows, mtp_projection_w_, mtp_projection_b_, inputs);
+  }
+  Tensor hidden;
+  predictor_.forward_embeds(batch, inputs, hidden);
+  const int64_t out_rows = hidden.shape()[0];
+  logits.resize(static_cast<size_t>(out_rows) * codebook_size());
+  Tensor out = Tensor::borrow(logits.data(), {out_rows, static_cast<int64_t>(codebook_size())}, DType::kF32);
+  if (out_rows > 0) ops::linear(hidden, predictor_heads_[head], Tensor(), out);
+}
+
+namespace {
+
+// A batch of one predictor sequence per slot, `len` new positions after `context` cached ones.
+ForwardBatch predictor_batch(std::span<const int32_t> slots, int blocks_per_slot, int slot_count, int len,
+                             int context) {
+  ForwardBatch batch;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || slots[i] >= slot_count) {
+      throw_error(ErrorCode::kInvalidArgument, "code predictor slot {} is outside the {} slots", slots[i], slot_count);
+    }
+    SequenceSlice seq;
+    seq.query_start = static_cast<int32_t>(i) * len;
+    seq.query_len = len;
+    seq.context_len = context;
+    for (int b = 0; b < blocks_per_slot; ++b) seq.block_table.push_back(slots[i] * blocks_per_slot + b);
+    batch.seqs.push_back(std::move(seq));
+    for (int p = 0; p < len; ++p) batch.positions.push_back(context + p);
+  }
+  return batch;
+}
+
+}  // namespace
+
+void Talker::predictor_prefill(std::span<const int32_t> slots, const Tensor& hidden, std::span<const int32_t> code0s,
+                               std::vector<float>& logits) {
+  const int64_t n = static_cast<int64_t>(slots.size()), h = hidden_size();
+  if (code0s.size() != slots.size() || hidden.shape().size() != 2 || hidden.shape()[0] != n || hidden.shape()[1] != h) {
+    throw_error(ErrorCode::kInvalidArgument, "predictor_prefill: {} slots, {} codes and hidden {}", n, code0s.size(),
+                tensor::shape_to_string(hidden.shape()));
+  }
+  Tensor rows = Tensor::zeros({2 * n, h}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(hidden.data<float>() + i * h, h, rows.data<float>() + 2 * i * h);
+    add_codec_embedding(code0s[i], rows.data<float>() + (2 * i + 1) * h);
+  }
+  run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 2, 0), rows, 0, logits);
+}
+
+void Talker::predictor_step(int group, std::span<const int32_t> slots, std::span<const int32_t> prev_codes,
+                            std::vector<float>& logits) {
+  if (group < 2 || group >= num_code_groups() || prev_codes.size() != slots.size()) {
+    throw_error(ErrorCode::kInvalidArgument, "predictor_step: group {} (2..{}) with {} codes for {} slots", group,
+                num_code_groups() - 1, prev_codes.size(), slots.size());
+  }
+  const int64_t n = static_cast<int64_t>(slots.size()), h = hidden_size();
+  const Tensor& table = predictor_embeddings_[group - 2];
+  Tensor rows = Tensor::empty({n, h}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) {
+    if (prev_codes[i] < 0 || prev_codes[i] >= codebook_size()) {
+      throw_error(ErrorCode::kInvalidArgument, "code {} of codebook {} is outside [0, {})", prev_codes[i], group - 1,
+                  codebook_size());
+    }
+    std::copy_n(table.data<float>() + prev_codes[i] * h, h, rows.data<float>() + i * h);
+  }
+  run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 1, group), rows, group - 1,
+                logits);
+}
+
+}  // namespace omni::model::qwen3_tts

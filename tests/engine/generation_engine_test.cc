@@ -1,0 +1,145 @@
+// GenerationEngine's chunking and request bookkeeping, on a fake decoder whose samples record
+// which frame of which stream produced them.
+#include "engine/generation_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace omni::engine {
+namespace {
+
+// 2 codes per frame, 3 samples per frame: (stream position, first code, chunk size). Code 99 is
+// undecodable.
+class FakeDecoder final : public model::StreamingAudioDecoder {
+ public:
+  struct Stream final : model::AudioDecoderStream {
+    int64_t frames() const override { return frames_; }
+    int64_t frames_ = 0;
+  };
+  int codes_per_frame() const override { return 2; }
+  int samples_per_frame() const override { return 3; }
+  int sample_rate() const override { return 24000; }
+  std::unique_ptr<model::AudioDecoderStream> open_stream() const override { return std::make_unique<Stream>(); }
+  void decode(model::AudioDecoderStream& base, std::span<const int32_t> codes,
+              std::vector<float>& audio) const override {
+    auto& s = static_cast<Stream&>(base);
+    for (int32_t c : codes) {
+      if (c == 99) throw Error(ErrorCode::kInvalidArgument, "code 99 is outside the codebook");
+    }
+    const int64_t n = static_cast<int64_t>(codes.size()) / 2;
+    for (int64_t f = 0; f < n; ++f) {
+      audio.insert(audio.end(),
+                   {static_cast<float>(s.frames_ + f), static_cast<float>(codes[2 * f]), static_cast<float>(n)});
+    }
+    s.frames_ += n;
+  }
+};
+
+std::vector<int32_t> frames(int first, int n) {
+  std::vector<int32_t> codes;
+  for (int i = 0; i < n; ++i) codes.insert(codes.end(), {first + i, 0});
+  return codes;
+}
+
+TEST(GenerationEngineTest, DecodesAFirstChunkThenFixedChunksThenTheRest) {
+  FakeDecoder decoder;
+  GenerationEngine engine(decoder, {2, 3});
+  engine.add_request("r");
+  EXPECT_FALSE(engine.has_ready_work());
+  engine.add_frames("r", frames(0, 1), false);
+  EXPECT_FALSE(engine.has_ready_work());
+  engine.add_frames("r", frames(1, 7), false);  // 8 pending: chunks of 2, 3, 3
+  std::vector<float> audio;
+  std::vector<size_t> sizes;
+  while (engine.has_ready_work()) {
+    for (AudioOutput& out : engine.step()) {
+      EXPECT_FALSE(out.finished);
+      sizes.push_back(out.audio.size() / 3);
+      audio.insert(audio.end(), out.audio.begin(), out.audio.end());
+    }
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 3, 3}));
+  engine.add_frames("r", frames(8, 4), true);  // 4 left after the end: 3, then the last 1
+  std::vector<AudioOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].audio.size(), 9u);
+  EXPECT_FALSE(out[0].finished);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].audio, (std::vector<float>{11, 11, 1}));
+  EXPECT_TRUE(out[0].finished);
+  EXPECT_EQ(engine.num_requests(), 0u);
+  for (size_t f = 0; f < 8; ++f) EXPECT_EQ(audio[3 * f], static_cast<float>(f));  // stream positions continue
+}
+
+TEST(GenerationEngineTest, PerRequestFirstChunkAndAnEmptyEnd) {
+  FakeDecoder decoder;
+  GenerationEngine engine(decoder, {1, 25});
+  engine.add_request("a", 4);
+  engine.add_request("b");
+  engine.add_frames("a", frames(0, 3), false);
+  engine.add_frames("b", frames(0, 1), false);
+  std::vector<AudioOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].request_id, "b");
+  engine.add_frames("a", {}, true);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].request_id, "a");
+  EXPECT_EQ(out[0].audio.size(), 9u);
+  EXPECT_TRUE(out[0].finished);
+  engine.add_frames("b", {}, true);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].audio.empty());
+  EXPECT_TRUE(out[0].finished);
+}
+
+TEST(GenerationEngineTest, ADecodeErrorEndsOnlyThatRequest) {
+  FakeDecoder decoder;
+  GenerationEngine engine(decoder, {1, 1});
+  engine.add_request("bad");
+  engine.add_request("good");
+  engine.add_frames("bad", std::vector<int32_t>{99, 0}, false);
+  engine.add_frames("good", frames(0, 1), false);
+  std::vector<AudioOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].request_id, "bad");
+  EXPECT_EQ(out[0].error, "code 99 is outside the codebook");
+  EXPECT_TRUE(out[0].finished);
+  EXPECT_FALSE(out[1].error);
+  EXPECT_EQ(engine.num_requests(), 1u);
+  engine.abort("good");
+  engine.abort("unknown");
+  EXPECT_EQ(engine.num_requests(), 0u);
+}
+
+TEST(GenerationEngineTest, RefusesBadInputNamingIt) {
+  FakeDecoder decoder;
+  EXPECT_THROW(GenerationEngine(decoder, {0, 25}), Error);
+  GenerationEngine engine(decoder, {1, 25});
+  engine.add_request("r");
+  EXPECT_THROW(engine.add_request("r"), Error);
+  EXPECT_THROW(engine.add_request("s", 0), Error);
+  try {
+    engine.add_frames("r", std::vector<int32_t>{1, 2, 3}, false);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("request r: 3 codes are not whole frames of 2"), std::string::npos);
+  }
+  try {
+    engine.add_frames("nobody", {}, true);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  }
+  engine.add_frames("r", {}, true);
+  EXPECT_THROW(engine.add_frames("r", frames(0, 1), false), Error);
+}
+
+}  // namespace
+}  // namespace omni::engine

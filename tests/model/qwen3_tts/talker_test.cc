@@ -1,0 +1,290 @@
+// The Qwen3-TTS talker against the clean-room reference of tests/data/tiny_qwen3_tts (made by
+// scripts/reference/make_tiny_qwen3_tts.py with transformers' Qwen3Model as the stacks): the
+// talker stack's hidden states and codec logits, the code predictor's logits of every codebook,
+// and the prefill rows of every prompt layout, each within 1e-4 relative error; plus the config
+// reader and the request validation.
+#include "model/qwen3_tts/talker.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/prompt.h"
+#include "model/tokenizer/tokenizer.h"
+#include "tensor/npy.h"
+
+namespace omni::model::qwen3_tts {
+namespace {
+
+namespace fs = std::filesystem;
+using tensor::Tensor;
+
+const fs::path kDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts";
+// The fixture's talker hidden size, codec vocabulary and codes per codebook.
+constexpr int64_t kHidden = 32, kVocab = 1088, kCodebook = 64;
+
+// max |got - want| / max |want|.
+double relative_error(const float* got, const float* want, size_t n) {
+  double err = 0.0, mag = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+    mag = std::max(mag, std::abs(static_cast<double>(want[i])));
+  }
+  return err / mag;
+}
+
+// The reference checkpoint, loaded once for all tests (the talker's KV caches are per test).
+struct TinyCheckpoint {
+  Json reference = read_json_file(kDir / "reference.json");
+  Talker talker{kDir, read_talker_config(kDir)};
+  std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(kDir);
+};
+
+TinyCheckpoint& tiny() {
+  static TinyCheckpoint* checkpoint = new TinyCheckpoint;
+  return *checkpoint;
+}
+
+const Json& prompt_entry(const std::string& name) {
+  for (const Json& e : tiny().reference["prompts"]) {
+    if (e["name"] == name) return e;
+  }
+  throw std::runtime_error("no reference prompt " + name);
+}
+
+SpeechRequest request_of(const Json& e) {
+  SpeechRequest r;
+  r.text = e["text"];
+  r.voice = e["voice"];
+  r.language = e["language"];
+  r.instructions = e["instructions"];
+  return r;
+}
+
+TEST(TinyTalker, ConfigReadsIdsSpeakersAndLanguages) {
+  const TalkerConfig& c = tiny().talker.config();
+  EXPECT_EQ(c.model_type, TtsModelType::kCustomVoice);
+  EXPECT_EQ(c.model_size, "1b7");
+  EXPECT_EQ(c.talker.vocab_size, 1088);
+  EXPECT_EQ(c.code_predictor.vocab_size, 64);
+  EXPECT_EQ(c.num_code_groups, 16);
+  EXPECT_EQ(c.codec_eos_id, 2150 - 1984);
+  EXPECT_EQ(c.codec_pad_id, 2148 - 1984);
+  EXPECT_EQ(c.codec_think_eos_id, 2157 - 1984);
+  EXPECT_EQ(c.speaker_id("AIDEN"), c.speaker_id("aiden"));
+  EXPECT_EQ(*c.speaker_id("Eric"), 2875 - 1984);
+  EXPECT_FALSE(c.speaker_id("ethan"));
+  EXPECT_EQ(*c.language_id("ENGLISH"), 2050 - 1984);
+  EXPECT_FALSE(c.language_id("auto"));
+  EXPECT_EQ(c.speaker_dialects.at("eric"), "sichuan_dialect");
+  EXPECT_EQ(c.speaker_dialects.count("aiden"), 0u);
+  EXPECT_EQ(c.speaker_names(), (std::vector<std::string>{"aiden", "dylan", "eric", "vivian"}));
+  EXPECT_EQ(c.assistant_token_id, 263);
+  EXPECT_EQ(c.tts_pad_token_id, 267);
+
+  const TalkerGenerationDefaults d = read_talker_generation_defaults(kDir);
+  EXPECT_EQ(d.top_k, 50);
+  EXPECT_FLOAT_EQ(*d.temperature, 0.9f);
+  EXPECT_FLOAT_EQ(*d.repetition_penalty, 1.05f);
+  EXPECT_EQ(d.subtalker_do_sample, true);
+  EXPECT_EQ(d.subtalker_top_k, 50);
+  EXPECT_EQ(d.max_new_tokens, 8192);
+}
+
+TEST(TinyTalker, ConfigErrorsNameTheField) {
+  Json config = read_json_file(kDir / "config.json");
+  config["talker_config"]["codec_bos_id"] = 5000;
+  try {
+    parse_talker_config(config, "cfg.json");
+    FAIL() << "an out-of-vocabulary codec id was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kLoadFailed);
+    EXPECT_NE(std::string(e.what()).find("codec id 5000"), std::string::npos) << e.what();
+  }
+  config = read_json_file(kDir / "config.json");
+  config["talker_config"]["spk_is_dialect"]["aiden"] = "klingon";
+  EXPECT_THROW(parse_talker_config(config, "cfg.json"), Error);
+  config = read_json_file(kDir / "config.json");
+  config["tts_model_type"] = "clone";
+  EXPECT_THROW(parse_talker_config(config, "cfg.json"), Error);
+}
+
+TEST(TinyTalker, TalkerStackMatchesTransformers) {
+  const Tensor inputs = tensor::load_npy(kDir / "talker_inputs.npy");
+  const Tensor want_hidden = tensor::load_npy(kDir / "talker_hidden.npy");
+  const Tensor want_logits = tensor::load_npy(kDir / "talker_logits.npy");
+  const int64_t rows = inputs.shape()[0];
+  // Two sequences in one batch: the first 8 rows prefilled earlier, then the rest as a chunk,
+  // next to an unrelated sequence, so that the paged cache and batching are exercised.
+  tiny().talker.init_kv_cache(8);
+  ForwardBatch first;
+  first.all_logits = true;
+  for (int i = 0; i < 8; ++i) first.positions.push_back(i);
+  first.seqs.push_back({0, 8, 0, {0, 1}, true});
+  Tensor first_rows = Tensor::empty({8, inputs.shape()[1]}, tensor::DType::kF32);
+  std::copy_n(inputs.data<float>(), 8 * kHidden, first_rows.data<float>());
+  std::vector<float> logits;
+  Tensor hidden;
+  tiny().talker.forward(first, first_rows, logits, hidden);
+  ASSERT_EQ(hidden.shape()[0], 8);
+  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>(), 8 * kHidden), 1e-4);
+  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>(), 8 * kVocab), 1e-4);
+
+  ForwardBatch rest;
+  rest.all_logits = true;
+  const int64_t n = rows - 8;
+  for (int64_t i = 0; i < n; ++i) rest.positions.push_back(static_cast<int32_t>(8 + i));
+  for (int64_t i = 0; i < 3; ++i) rest.positions.push_back(static_cast<int32_t>(i));
+  rest.seqs.push_back({0, static_cast<int32_t>(n), 8, {0, 1}, true});
+  rest.seqs.push_back({static_cast<int32_t>(n), 3, 0, {5}, true});
+  Tensor rest_rows = Tensor::empty({n + 3, 32}, tensor::DType::kF32);
+  std::copy_n(inputs.data<float>() + 8 * kHidden, n * kHidden, rest_rows.data<float>());
+  std::copy_n(inputs.data<float>(), 3 * kHidden, rest_rows.data<float>() + n * kHidden);
+  tiny().talker.forward(rest, rest_rows, logits, hidden);
+  ASSERT_EQ(hidden.shape()[0], n + 3);
+  EXPECT_LT(relative_error(hidden.data<float>(), want_hidden.data<float>() + 8 * kHidden, n * kHidden), 1e-4);
+  EXPECT_LT(relative_error(logits.data(), want_logits.data<float>() + 8 * kVocab, n * kVocab), 1e-4);
+  EXPECT_LT(relative_error(logits.data() + n * kVocab, want_logits.data<float>(), 3 * kVocab), 1e-4);
+}
+
+TEST(TinyTalker, CodePredictorMatchesTransformers) {
+  const Tensor past = tensor::load_npy(kDir / "predictor_past_hidden.npy");
+  const Tensor want = tensor::load_npy(kDir / "predictor_logits.npy");
+  const std::vector<int32_t> codes = tiny().reference["predictor"]["codes"].get<std::vector<int32_t>>();
+  tiny().talker.init_predictor_cache(3);
+  // Slot 2 runs the reference frame; slot 0 runs a different frame in the same batches.
+  Tensor hidden = Tensor::zeros({2, 32}, tensor::DType::kF32);
+  std::copy_n(past.data<float>(), 32, hidden.data<float>() + 32);
+  const std::vector<int32_t> slots{0, 2};
+  std::vector<float> logits;
+  tiny().talker.predictor_prefill(slots, hidden, std::vector<int32_t>{7, codes[0]}, logits);
+  ASSERT_EQ(logits.size(), 2u * 64);
+  EXPECT_LT(relative_error(logits.data() + 64, want.data<float>(), 64), 1e-4) << "codebook 1";
+  for (int g = 2; g < 16; ++g) {
+    tiny().talker.predictor_step(g, slots, std::vector<int32_t>{3, codes[g - 1]}, logits);
+    EXPECT_LT(relative_error(logits.data() + 64, want.data<float>() + (g - 1) * kCodebook, 64), 1e-4)
+        << "codebook " << g;
+  }
+  // A new frame in the slot starts from an empty cache: the same inputs give the same logits.
+  tiny().talker.predictor_prefill(std::vector<int32_t>{2},
+                                  Tensor::borrow(const_cast<float*>(past.data<float>()), {1, 32}, tensor::DType::kF32),
+                                  std::vector<int32_t>{codes[0]}, logits);
+  EXPECT_LT(relative_error(logits.data(), want.data<float>(), 64), 1e-4);
+}
+
+void expect_prompt(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request, const Json& entry) {
+  const TalkerPrompt prompt = build_talker_prompt(request, talker, tokenizer);
+  EXPECT_EQ(prompt.text_ids, entry["text_ids"].get<std::vector<int32_t>>());
+  const Tensor want = tensor::load_npy(kDir / entry["rows"].get<std::string>());
+  ASSERT_EQ(prompt.rows.shape(), want.shape()) << entry["name"];
+  EXPECT_LT(relative_error(prompt.rows.data<float>(), want.data<float>(), want.numel()), 1e-4) << entry["name"];
+  EXPECT_EQ(codec_prefix(request, talker.config()), entry["codec_prefix"].get<std::vector<int32_t>>());
+}
+
+TEST(TinyTalker, CustomVoicePromptsMatchTheReference) {
+  for (const char* name : {"custom_voice_english", "dialect_auto_instructed"}) {
+    expect_prompt(tiny().talker, *tiny().tokenizer, request_of(prompt_entry(name)), prompt_entry(name));
+  }
+}
+
+TEST(TinyTalker, VoiceDesignAndBasePromptsMatchTheReference) {
+  TalkerConfig design = read_talker_config(kDir);
+  design.model_type = TtsModelType::kVoiceDesign;
+  const Talker design_talker(kDir, design);
+  expect_prompt(design_talker, *tiny().tokenizer, request_of(prompt_entry("voice_design")),
+                prompt_entry("voice_design"));
+
+  TalkerConfig base = read_talker_config(kDir);
+  base.model_type = TtsModelType::kBase;
+  const Talker base_talker(kDir, base);
+  SpeechRequest request = request_of(prompt_entry("base_xvector"));
+  const Tensor xvector = tensor::load_npy(kDir / "base_xvector.npy");
+  request.speaker_embedding.assign(xvector.data<float>(), xvector.data<float>() + xvector.numel());
+  expect_prompt(base_talker, *tiny().tokenizer, request, prompt_entry("base_xvector"));
+}
+
+void expect_invalid(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request,
+                    const std::vector<std::string>& fragments, int max_instructions = kDefaultMaxInstructionsLength) {
+  try {
+    build_talker_prompt(request, talker, tokenizer, max_instructions);
+    ADD_FAILURE() << "accepted: " << request.text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+TEST(TinyTalker, BadRequestsNameTheField) {
+  SpeechRequest ok;
+  ok.text = "Hi.";
+  ok.voice = "vivian";
+  EXPECT_NO_THROW(build_talker_prompt(ok, tiny().talker, *tiny().tokenizer));
+
+  SpeechRequest r = ok;
+  r.text = "  \n";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"text", "empty"});
+  r = ok;
+  r.voice = "ethan";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"voice 'ethan'", "aiden, dylan, eric, vivian"});
+  r = ok;
+  r.voice = "";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"voice is required", "vivian"});
+  r = ok;
+  r.language = "Klingon";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"language 'Klingon'", "Auto", "english"});
+  r = ok;
+  r.task_type = "VoiceDesign";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"task_type 'VoiceDesign'", "CustomVoice"});
+  r = ok;
+  r.task_type = "Clone";
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"task_type 'Clone'", "CustomVoice, VoiceDesign, Base"});
+  r = ok;
+  r.instructions = std::string(11, 'x');
+  expect_invalid(tiny().talker, *tiny().tokenizer, r, {"instructions", "11 characters", "at most 10"}, 10);
+  // Characters, not bytes: ten two-byte characters fit a limit of ten.
+  r.instructions.clear();
+  for (int i = 0; i < 10; ++i) r.instructions += "\xc3\xa9";
+  EXPECT_NO_THROW(build_talker_prompt(r, tiny().talker, *tiny().tokenizer, 10));
+
+  TalkerConfig design = read_talker_config(kDir);
+  design.model_type = TtsModelType::kVoiceDesign;
+  const Talker design_talker(kDir, design);
+  SpeechRequest d;
+  d.text = "Hi.";
+  expect_invalid(design_talker, *tiny().tokenizer, d, {"instructions are required"});
+
+  TalkerConfig base = read_talker_config(kDir);
+  base.model_type = TtsModelType::kBase;
+  const Talker base_talker(kDir, base);
+  SpeechRequest b;
+  b.text = "Hi.";
+  b.speaker_embedding.assign(31, 0.0f);
+  expect_invalid(base_talker, *tiny().tokenizer, b, {"speaker_embedding", "32 floats", "got 31"});
+}
+
+TEST(TinyTalker, LanguageAndDialectChooseTheCodecPrefix) {
+  const TalkerConfig& c = tiny().talker.config();
+  SpeechRequest r;
+  r.text = "x";
+  r.voice = "dylan";
+  r.language = "Chinese";  // a dialect speaker speaks its dialect for Chinese...
+  EXPECT_EQ(codec_prefix(r, c)[2], *c.language_id("beijing_dialect"));
+  r.language = "english";  // ...but not for another language
+  EXPECT_EQ(codec_prefix(r, c)[2], *c.language_id("english"));
+  r.voice = "vivian";
+  r.language = "";  // Auto: the nothink form without a language
+  EXPECT_EQ(codec_prefix(r, c), (std::vector<int32_t>{c.codec_nothink_id, c.codec_think_bos_id, c.codec_think_eos_id,
+                                                      *c.speaker_id("vivian"), c.codec_pad_id, c.codec_bos_id}));
+}
+
+}  // namespace
+}  // namespace omni::model::qwen3_tts

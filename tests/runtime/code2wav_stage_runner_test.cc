@@ -1,0 +1,205 @@
+// The qwen3_tts_code2wav runner on a random-weight codec: chunk sizes from the input connector's
+// extra, streamed payloads decoded as they arrive, several requests, abort, errors.
+#include "runtime/code2wav_stage_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "model/qwen3_tts/codec_decoder.h"
+#include "model/qwen3_tts/codec_frames.h"
+#include "model/qwen3_tts/random_codec.h"
+#include "support/temp_dir.h"
+
+namespace omni::runtime {
+namespace {
+
+constexpr int kSamplesPerFrame = 1920;
+
+class Code2WavRunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir;
+    model::qwen3_tts::CodecDecoderConfig shapes = model::qwen3_tts::small_codec_shapes();
+    shapes.num_hidden_layers = 1;
+    model::qwen3_tts::write_random_codec_checkpoint(dir_->path() / "speech_tokenizer", shapes, 11);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  std::unique_ptr<StageRunner> make_runner(const Json& extra) {
+    StageRunnerContext context;
+    context.stage_id = 1;
+    context.input_connectors[0] = ConnectorSpec{"SharedMemoryConnector", extra};
+    return make_stage_runner({{"runner", "qwen3_tts_code2wav"}, {"model", dir_->path().string()}}, context);
+  }
+
+  // Random frames; the payload views own their bytes, as a connector's mapping would.
+  std::vector<int32_t> frames(int n) {
+    std::vector<int32_t> codes(static_cast<size_t>(n) * 16);
+    for (int32_t& c : codes) c = static_cast<int32_t>(rng_() % 2048);
+    return codes;
+  }
+  static PayloadView payload(std::span<const int32_t> codes) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>(model::qwen3_tts::encode_codec_frames(codes, 16));
+    return PayloadView(bytes->data(), bytes->size(), bytes);
+  }
+  std::vector<float> one_shot(const std::vector<int32_t>& codes) {
+    return model::qwen3_tts::CodecDecoder::load(dir_->path() / "speech_tokenizer")->decode(codes);
+  }
+
+  static testing::TempDir* dir_;
+  std::mt19937 rng_{5};
+};
+
+testing::TempDir* Code2WavRunnerTest::dir_ = nullptr;
+
+TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
+  auto runner = make_runner({{"initial_codec_chunk_frames", 2},
+                             {"codec_chunk_frames", 3},
+                             {"codec_left_context_frames", 72},
+                             {"codec_streaming", true}});
+  const std::vector<int32_t> codes = frames(9);
+  StageRequest request;
+  request.request_id = "a";
+  request.input_open = true;
+  runner->add_request(request);
+  EXPECT_EQ(runner->running_requests(), 1u);
+  EXPECT_FALSE(runner->can_step());  // no frames yet
+
+  std::vector<float> audio;
+  std::vector<size_t> chunk_frames;
+  std::optional<std::string> finish;
+  auto drain = [&] {
+    while (runner->can_step()) {
+      for (StageOutput& out : runner->step()) {
+        EXPECT_EQ(out.request_id, "a");
+        EXPECT_EQ(out.audio_sample_rate, 24000);
+        EXPECT_FALSE(out.error);
+        chunk_frames.push_back(out.audio.size() / kSamplesPerFrame);
+        audio.insert(audio.end(), out.audio.begin(), out.audio.end());
+        if (out.finish_reason) finish = out.finish_reason;
+      }
+    }
+  };
+  // Frames arrive one payload per talker step, 1 frame each, then the rest in one go.
+  for (int f = 0; f < 5; ++f) {
+    runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(f * 16, 16))}, false});
+    drain();
+  }
+  EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3}));  // frames 0-1, then 2-4
+  runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(5 * 16))}, true});
+  drain();
+  EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3, 3, 1}));
+  EXPECT_EQ(finish, "stop");
+  EXPECT_EQ(runner->running_requests(), 0u);
+  const std::vector<float> want = one_shot(codes);
+  ASSERT_EQ(audio.size(), want.size());
+  EXPECT_EQ(std::memcmp(audio.data(), want.data(), audio.size() * sizeof(float)), 0);
+}
+
+TEST_F(Code2WavRunnerTest, ServesSeveralRequestsAndAbortFreesOne) {
+  auto runner = make_runner({{"codec_chunk_frames", 2}});
+  const std::vector<int32_t> a = frames(3), b = frames(4);
+  StageRequest ra, rb, rc;
+  ra.request_id = "a";
+  ra.input_open = true;
+  // A request with a smaller first chunk than the stage's, as the speech API may ask.
+  ra.additional_information = {{"initial_codec_chunk_frames", 3}};
+  rb.request_id = "b";
+  rb.input_open = true;
+  rc.request_id = "c";
+  rc.input_open = true;
+  runner->add_request(ra);
+  runner->add_request(rb);
+  runner->add_request(rc);
+  runner->add_input("a", StageInputChunk{{}, {payload(a)}, true});
+  runner->add_input("b", StageInputChunk{{}, {payload(b)}, false});
+  runner->add_input("c", StageInputChunk{{}, {payload(b)}, false});
+  runner->abort("c");
+  EXPECT_EQ(runner->running_requests(), 2u);
+  std::map<std::string, std::vector<float>> audio;
+  std::map<std::string, std::vector<size_t>> chunks;
+  while (runner->can_step()) {
+    for (StageOutput& out : runner->step()) {
+      chunks[out.request_id].push_back(out.audio.size() / kSamplesPerFrame);
+      audio[out.request_id].insert(audio[out.request_id].end(), out.audio.begin(), out.audio.end());
+      EXPECT_EQ(out.finish_reason.has_value(), out.request_id == "a") << out.request_id;
+    }
+  }
+  EXPECT_EQ(chunks["a"], (std::vector<size_t>{3}));
+  EXPECT_EQ(chunks["b"], (std::vector<size_t>{1, 2}));  // the stage default first chunk is 1
+  EXPECT_EQ(chunks.count("c"), 0u);
+  EXPECT_EQ(runner->running_requests(), 1u);  // b waits for its last chunk
+  runner->add_input("b", StageInputChunk{{}, {}, true});
+  ASSERT_TRUE(runner->can_step());
+  std::vector<StageOutput> last = runner->step();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].audio.size(), static_cast<size_t>(kSamplesPerFrame));
+  EXPECT_EQ(last[0].finish_reason, "stop");
+  audio["b"].insert(audio["b"].end(), last[0].audio.begin(), last[0].audio.end());
+  EXPECT_EQ(audio["a"], one_shot(a));
+  EXPECT_EQ(audio["b"], one_shot(b));
+  EXPECT_THROW(runner->add_input("c", StageInputChunk{{}, {payload(a)}, true}), Error);
+}
+
+TEST_F(Code2WavRunnerTest, FullPayloadRequestsAndBadInputFailOnlyThatRequest) {
+  auto runner = make_runner(Json::object());
+  const std::vector<int32_t> codes = frames(2);
+  StageRequest whole;
+  whole.request_id = "whole";
+  whole.inputs = {payload(std::span(codes).first(16)), payload(std::span(codes).subspan(16))};
+  runner->add_request(whole);
+  std::vector<int32_t> bad = frames(1);
+  bad[3] = 4000;
+  StageRequest broken;
+  broken.request_id = "broken";
+  broken.inputs = {payload(bad)};
+  runner->add_request(broken);
+  std::map<std::string, StageOutput> last;
+  std::vector<float> audio;
+  while (runner->can_step()) {
+    for (StageOutput& out : runner->step()) {
+      if (out.request_id == "whole") audio.insert(audio.end(), out.audio.begin(), out.audio.end());
+      if (out.finish_reason || out.error) last[out.request_id] = out;
+    }
+  }
+  ASSERT_TRUE(last["broken"].error);
+  EXPECT_NE(std::string(last["broken"].error->what()).find("code 4000 of codebook 3 in frame 0"), std::string::npos)
+      << last["broken"].error->what();
+  EXPECT_EQ(last["whole"].finish_reason, "stop");
+  EXPECT_EQ(audio, one_shot(codes));
+
+  StageRequest partial;
+  partial.request_id = "partial";
+  auto bytes = std::make_shared<std::vector<uint8_t>>(10, 0);
+  partial.inputs = {PayloadView(bytes->data(), bytes->size(), bytes)};
+  EXPECT_THROW(runner->add_request(partial), Error);
+  EXPECT_EQ(runner->running_requests(), 0u);
+  StageRequest bad_option;
+  bad_option.request_id = "opt";
+  bad_option.additional_information = {{"initial_codec_chunk_frames", 0}};
+  EXPECT_THROW(runner->add_request(bad_option), Error);
+}
+
+TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
+  try {
+    make_runner({{"codec_chunk_frames", "many"}});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("stage 1 connector from stage 0 extra: codec_chunk_frames must be a positive"),
+              std::string::npos)
+        << e.what();
+  }
+  StageRunnerContext context;
+  EXPECT_THROW(make_stage_runner({{"runner", "qwen3_tts_code2wav"}}, context), Error);
+}
+
+}  // namespace
+}  // namespace omni::runtime
