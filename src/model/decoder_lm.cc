@@ -98,7 +98,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     ckpt.load_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_, gate_up.raw());
     ckpt.load_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_,
                          static_cast<char*>(gate_up.raw()) + gate_up.nbytes() / 2);
-    l.gate_up_proj = placed(std::move(gate_up));
+    l.gate_up_proj = placed(gate_up);
     l.down_proj =
         placed(load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter, dtype_));
   }
@@ -113,7 +113,9 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   info_.eos_token_ids = defaults.eos_token_ids.empty() ? config.eos_token_ids : defaults.eos_token_ids;
 }
 
-Tensor DecoderLm::placed(Tensor host) const { return device_.type == DeviceType::kCpu ? host : host.to(device_); }
+Tensor DecoderLm::placed(const Tensor& host) const {
+  return device_.type == DeviceType::kCpu ? host : host.to(device_);
+}
 
 Tensor DecoderLm::load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
   return placed(ckpt.load(name, shape, dtype_));

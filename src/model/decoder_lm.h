@@ -104,7 +104,7 @@ class DecoderLm : public CausalLm {
   // gather order of the ranks' rows (empty with one rank).
   tensor::Tensor project_vocabulary(const tensor::Tensor& picked, const tensor::Tensor& order);
   // A host tensor on the model's device.
-  tensor::Tensor placed(tensor::Tensor host) const;
+  tensor::Tensor placed(const tensor::Tensor& host) const;
   // A weight of the checkpoint, whole, on the model's device in its dtype.
   tensor::Tensor load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
 

@@ -108,7 +108,7 @@ class ArStageRunner final : public StageRunner {
 
   size_t running_requests() const override {
     const engine::EngineStats stats = engine_->stats();
-    return static_cast<size_t>(stats.num_running + stats.num_waiting);
+    return static_cast<size_t>(stats.num_running) + static_cast<size_t>(stats.num_waiting);
   }
 
   bool can_step() const override { return engine_->has_unfinished_requests(); }
