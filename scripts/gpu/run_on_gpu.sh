@@ -10,20 +10,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
 
-# cuBLASLt comes from the machine: its CUDA toolkit, or the wheel torch ships with.
-cublas_dir=""
-for candidate in $(ldconfig -p | awk '/libcublasLt.so.13/ {print $NF}') /usr/local/cuda/lib64/libcublasLt.so.13 \
-    /usr/local/cuda-13*/lib64/libcublasLt.so.13 \
-    $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libcublasLt.so.13 \
-    $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cublas/lib/libcublasLt.so.13; do
-  if [[ -f "$candidate" ]]; then cublas_dir="$(dirname "$candidate")"; break; fi
-done
-echo "libcublasLt.so.13 from: ${cublas_dir:-not found}" | tee "$out/environment.log"
-export LD_LIBRARY_PATH="$here/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  ldd "$here/tensor_test" | grep -E "not found|cublas|cudart" || true
-} >> "$out/environment.log" 2>&1
+source "$here/gpu_env.sh"
+ldd "$here/tensor_test" | grep -E "not found|cublas|cudart" >> "$out/environment.log" 2>&1 || true
 
 status=0
 # Every backend; the CPU ones double as a check that the bundle runs on this image.

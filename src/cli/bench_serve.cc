@@ -12,9 +12,11 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "cli/bench/dataset.h"
+#include "cli/bench/latency.h"
 #include "cli/bench/load_runner.h"
 #include "cli/bench/report.h"
 #include "cli/bench/server_metrics.h"
+#include "cli/bench/throughput.h"
 
 namespace omni::cli {
 namespace {
@@ -218,7 +220,7 @@ int run_bench_serve(const BenchServeFlags& flags) {
 }  // namespace
 
 Command bench_command() {
-  return {"bench", "Benchmark a running server (bench serve)",
+  return {"bench", "Benchmark a running server (bench serve) or the engine in-process (bench latency, throughput)",
           [](CLI::App& bench) -> std::function<int()> {
             bench.require_subcommand(1);
             auto flags = std::make_shared<BenchServeFlags>();
@@ -274,8 +276,16 @@ Command bench_command() {
                               "JSON object merged into every request body");
             serve->add_option("--request-timeout", flags->request_timeout, "Seconds a read or write may take")
                 ->capture_default_str();
-            return [flags, serve] {
-              if (!serve->parsed()) throw_error(ErrorCode::kInvalidArgument, "bench: choose a benchmark (serve)");
+            CLI::App* latency = nullptr;
+            CLI::App* throughput = nullptr;
+            std::function<int()> run_latency = bench::add_latency_command(bench, &latency);
+            std::function<int()> run_throughput = bench::add_throughput_command(bench, &throughput);
+            return [flags, serve, latency, throughput, run_latency, run_throughput] {
+              if (latency->parsed()) return run_latency();
+              if (throughput->parsed()) return run_throughput();
+              if (!serve->parsed()) {
+                throw_error(ErrorCode::kInvalidArgument, "bench: choose a benchmark (serve, latency, throughput)");
+              }
               return run_bench_serve(*flags);
             };
           },

@@ -21,6 +21,7 @@
 #include "model/hf_config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_parallel_model.h"
+#include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
 
@@ -48,13 +49,14 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::string dump_logits;
   std::string output = "text";
-  std::string device = "cpu";
+  std::string device = "auto";
   int tensor_parallel_size = 1;
   // Engine (vLLM's names and defaults).
   int max_num_seqs = 256;
   std::optional<int> max_num_batched_tokens;
   std::optional<int> num_gpu_blocks_override;
   std::optional<size_t> kv_cache_memory_bytes;
+  double gpu_memory_utilization = 0.9;
   std::optional<int> max_model_len;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
@@ -207,6 +209,7 @@ engine::EngineConfig engine_config(const GenerateOptions& options) {
   config.max_num_batched_tokens = options.max_num_batched_tokens.value_or(0);
   config.num_gpu_blocks_override = options.num_gpu_blocks_override.value_or(0);
   config.kv_cache_memory_bytes = options.kv_cache_memory_bytes;
+  config.gpu_memory_utilization = options.gpu_memory_utilization;
   config.max_model_len = options.max_model_len.value_or(0);
   config.enable_prefix_caching = options.enable_prefix_caching;
   config.enable_chunked_prefill = options.enable_chunked_prefill;
@@ -250,11 +253,7 @@ OrderedJson completion_json(const Completion& c) {
 }
 
 int run_generate(const GenerateOptions& options) {
-  const tensor::Device device = tensor::parse_device(options.device, "--device");
-  if (device.type != tensor::DeviceType::kCpu) {
-    throw_error(ErrorCode::kUnsupported, "--device {}: only the cpu backend can run models in this build",
-                options.device);
-  }
+  const tensor::Device device = tensor::resolve_device(options.device, "--device");
   if (options.tensor_parallel_size < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got {}",
                 options.tensor_parallel_size);
@@ -298,7 +297,7 @@ int run_generate(const GenerateOptions& options) {
   std::unique_ptr<model::CausalLm> lm =
       runtime::load_tensor_parallel_lm(options.model, {.size = options.tensor_parallel_size, .device = device});
   spdlog::info(
-      "loaded {} in {:.2f} s{}", options.model, seconds_since(load_start),
+      "loaded {} on {} in {:.2f} s{}", options.model, tensor::device_name(device), seconds_since(load_start),
       options.tensor_parallel_size > 1 ? fmt::format(" ({} tensor-parallel ranks)", options.tensor_parallel_size) : "");
   const model::CausalLmInfo& info = lm->info();
   for (const PromptJob& job : jobs) {
@@ -460,7 +459,9 @@ Command generate_command() {
                        "{\"token_ids\", \"text\", \"finish_reason\"}")
             ->check(CLI::IsMember({"text", "json"}))
             ->default_val("text");
-        sub.add_option("--device", options->device, "Device to run on")->default_val("cpu");
+        sub.add_option("--device", options->device,
+                       "Device to run on: auto (cuda when a GPU is visible, else cpu), cpu, cuda or cuda:N")
+            ->default_val("auto");
         sub.add_option("--tensor-parallel-size", options->tensor_parallel_size,
                        "Split the model over this many ranks, one process each (rank r on device r)")
             ->default_val(1);
@@ -476,6 +477,10 @@ Command generate_command() {
             ->group(engine_group);
         sub.add_option("--kv-cache-memory-bytes", options->kv_cache_memory_bytes,
                        "KV cache size in bytes (default on the CPU: a quarter of the free RAM, at most 4 GiB)")
+            ->group(engine_group);
+        sub.add_option("--gpu-memory-utilization", options->gpu_memory_utilization,
+                       "Fraction of the GPU's memory for weights, activations and the KV cache, in (0, 1]")
+            ->default_val(0.9)
             ->group(engine_group);
         sub.add_option("--max-model-len", options->max_model_len,
                        "Longest sequence, prompt plus output (default: the model's max_position_embeddings)")

@@ -8,6 +8,7 @@
 #include "engine/kv_cache_sizing.h"
 #include "engine/stop_strings.h"
 #include "tensor/cpu/thread_pool.h"
+#include "tensor/device.h"
 
 namespace omni::engine {
 
@@ -69,10 +70,23 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
   r.max_num_seqs = config.max_num_seqs;
   r.enable_chunked_prefill = config.enable_chunked_prefill;
   r.enable_prefix_caching = config.enable_prefix_caching;
-  size_t budget = config.kv_cache_memory_bytes || config.num_gpu_blocks_override > 0 ? 0 : default_cpu_kv_cache_bytes();
+  constexpr int kChunkedPrefillTokens = 2048;
+  size_t budget = 0;
+  if (!config.kv_cache_memory_bytes && config.num_gpu_blocks_override <= 0) {
+    if (model.device().type == tensor::DeviceType::kCuda) {
+      // The largest step: the token budget as resolved below (max_model_len is not known yet
+      // without chunked prefill, so the longest sequence the model or the config allows).
+      const int longest = config.max_model_len > 0 ? config.max_model_len : info.max_position_embeddings;
+      const int step_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
+                              : config.enable_chunked_prefill   ? kChunkedPrefillTokens
+                                                                : std::max(longest, kChunkedPrefillTokens);
+      budget = default_gpu_kv_cache_bytes(model, config.gpu_memory_utilization, step_tokens, config.max_num_seqs);
+    } else {
+      budget = default_cpu_kv_cache_bytes();
+    }
+  }
   size_kv_cache(config, model.kv_bytes_per_block(), info.max_position_embeddings, budget, r);
 
-  constexpr int kChunkedPrefillTokens = 2048;
   r.max_num_batched_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
                              : config.enable_chunked_prefill   ? kChunkedPrefillTokens
                                                                : std::max(r.max_model_len, kChunkedPrefillTokens);
@@ -199,6 +213,31 @@ std::vector<RequestOutput> ArEngine::step() {
     }
     batch_.seqs.push_back(std::move(slice));
   }
+  sampling_.clear();
+  bool plain_greedy = true;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    if (!s.samples) continue;
+    Completion* c = completions_.at(s.seq);
+    sampling_.push_back(c);
+    plain_greedy = plain_greedy && picks_plain_argmax(*c);
+  }
+  sampled_.resize(sampling_.size());
+
+  // When every row takes the plain argmax, the model picks the tokens where the logits are (on a
+  // GPU only the ids cross to the host); otherwise the sampler needs the rows.
+  if (plain_greedy && !sampling_.empty()) {
+    model_.forward_greedy(batch_, greedy_ids_);
+    scheduler_.complete(plan);
+    if (greedy_ids_.size() != sampling_.size()) {
+      throw_error(ErrorCode::kInternal, "the model returned {} greedy tokens for {} rows", greedy_ids_.size(),
+                  sampling_.size());
+    }
+    for (size_t row = 0; row < sampling_.size(); ++row) {
+      sampled_[row] = SampledToken();
+      sampled_[row].token_id = greedy_ids_[row];
+    }
+    return finish_step();
+  }
   model_.forward(batch_, logits_);
   scheduler_.complete(plan);
 
@@ -206,15 +245,10 @@ std::vector<RequestOutput> ArEngine::step() {
   // parallel (a fixed split, each part with its own Sampler scratch); appending tokens, which touches
   // shared state, stays serial and in batch order.
   const size_t vocab = static_cast<size_t>(info_.vocab_size);
-  sampling_.clear();
-  for (const ScheduledSequence& s : plan.scheduled) {
-    if (s.samples) sampling_.push_back(completions_.at(s.seq));
-  }
   if (logits_.size() < sampling_.size() * vocab) {
     throw_error(ErrorCode::kInternal, "the model returned {} logits for {} rows of {}", logits_.size(),
                 sampling_.size(), vocab);
   }
-  sampled_.resize(sampling_.size());
   const int64_t parts = std::min<int64_t>(static_cast<int64_t>(sampling_.size()), tensor::cpu::thread_count());
   if (static_cast<int64_t>(samplers_.size()) < parts) samplers_.resize(parts);
   tensor::cpu::parallel_for(parts, 1, [&](int64_t first_part, int64_t end_part) {
@@ -231,7 +265,17 @@ std::vector<RequestOutput> ArEngine::step() {
       }
     }
   });
+  return finish_step();
+}
 
+bool ArEngine::picks_plain_argmax(const Completion& c) const {
+  const SamplingParams& p = c.request.params;
+  const bool min_tokens_masks = c.seq.num_output_tokens() < p.min_tokens && !c.request.min_tokens_stop_ids.empty();
+  return p.greedy() && !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !min_tokens_masks;
+}
+
+std::vector<RequestOutput> ArEngine::finish_step() {
   std::vector<Request*> touched;
   for (size_t row = 0; row < sampling_.size(); ++row) {
     Completion& c = *sampling_[row];

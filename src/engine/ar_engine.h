@@ -84,6 +84,11 @@ class ArEngine {
   struct Request;
   struct Completion;
 
+  // Whether the completion's next token is the argmax of its raw logits (greedy, and nothing that
+  // edits the row first: logprobs, logit_bias, penalties, an active min_tokens mask).
+  bool picks_plain_argmax(const Completion& completion) const;
+  // Appends sampled_[row] to sampling_[row] for every row and returns the step's outputs.
+  std::vector<RequestOutput> finish_step();
   void append_token(Completion& completion, const SampledToken& sampled);
   void finish(Completion& completion, FinishReason reason);
   CompletionOutput take_delta(Completion& completion);
@@ -108,6 +113,7 @@ class ArEngine {
   int last_step_num_tokens_ = 0;
   model::ForwardBatch batch_;
   std::vector<float> logits_;
+  std::vector<int32_t> greedy_ids_;
 };
 
 }  // namespace omni::engine

@@ -16,8 +16,11 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   // > 0: exactly this many KV blocks, whatever the memory budget.
   int num_gpu_blocks_override = 0;
-  // The KV cache memory budget on the CPU; absent = default_cpu_kv_cache_bytes().
+  // The KV cache memory budget; absent = default_cpu_kv_cache_bytes() on the CPU, and on a GPU what
+  // gpu_memory_utilization leaves after the weights, the activations and other processes.
   std::optional<size_t> kv_cache_memory_bytes;
+  // Fraction of the GPU's memory this engine's process may hold (weights, activations, KV cache).
+  double gpu_memory_utilization = 0.9;
   // Longest sequence (prompt + output); 0 = the model's max_position_embeddings, lowered to what the
   // KV cache can hold when the budget was not set explicitly.
   int max_model_len = 0;

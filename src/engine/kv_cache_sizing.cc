@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "engine/kv_cache_manager.h"
 #include "model/causal_lm.h"
+#include "tensor/backend.h"
 
 namespace omni::engine {
 
@@ -34,6 +35,31 @@ size_t available_ram_bytes() {
 }  // namespace
 
 size_t default_cpu_kv_cache_bytes() { return std::min(available_ram_bytes() / 4, kMaxDefaultKvBytes); }
+
+size_t default_gpu_kv_cache_bytes(const model::CausalLm& model, double gpu_memory_utilization, int max_tokens,
+                                  int max_logit_rows) {
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) {
+    throw_error(ErrorCode::kInvalidConfig, "gpu_memory_utilization must be in (0, 1], got {}", gpu_memory_utilization);
+  }
+  const tensor::Device device = model.device();
+  const tensor::DeviceMemory memory = tensor::cuda_memory_info(device.index);
+  const size_t in_use = memory.total_bytes - memory.free_bytes;
+  const size_t allowed = static_cast<size_t>(gpu_memory_utilization * static_cast<double>(memory.total_bytes));
+  const size_t activations = model.activation_bytes(max_tokens, max_logit_rows);
+  if (allowed <= in_use + activations) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "gpu_memory_utilization {} allows {} MiB of {}'s {} MiB, but {} MiB are in use (weights, other "
+                "processes) and the activations need {} MiB: nothing is left for the KV cache; raise "
+                "gpu_memory_utilization or set num_gpu_blocks_override",
+                gpu_memory_utilization, allowed >> 20, tensor::device_name(device), memory.total_bytes >> 20,
+                in_use >> 20, activations >> 20);
+  }
+  const size_t budget = allowed - in_use - activations;
+  spdlog::info("{}: {} MiB of {} MiB in use; KV budget {} MiB (gpu_memory_utilization {}, activations {} MiB)",
+               tensor::device_name(device), in_use >> 20, memory.total_bytes >> 20, budget >> 20,
+               gpu_memory_utilization, activations >> 20);
+  return budget;
+}
 
 void size_kv_cache(const EngineConfig& config, size_t kv_bytes_per_block, int max_position_embeddings,
                    size_t available_bytes, ResolvedEngineConfig& resolved) {

@@ -6,12 +6,21 @@
 #include <cstddef>
 
 #include "engine/engine_config.h"
+#include "model/causal_lm.h"
 
 namespace omni::engine {
 
 // The default CPU KV budget: a quarter of the RAM available now (after the weights were loaded), at
 // most 4 GiB (vLLM's CPU default KV space).
 size_t default_cpu_kv_cache_bytes();
+
+// The default KV budget of a model on a GPU: gpu_memory_utilization of the device's memory, minus
+// what is already in use on it (this process's weights and context, other processes) and minus the
+// model's activations for `max_tokens` tokens and `max_logit_rows` rows. Throws
+// omni::Error(kInvalidConfig) naming gpu_memory_utilization when nothing is left or it is not in
+// (0, 1].
+size_t default_gpu_kv_cache_bytes(const model::CausalLm& model, double gpu_memory_utilization, int max_tokens,
+                                  int max_logit_rows);
 
 // Fills num_blocks, kv_bytes_per_block and max_model_len of `resolved` from `config`, the model's
 // bytes per block and its max_position_embeddings. Throws omni::Error(kInvalidConfig) naming the

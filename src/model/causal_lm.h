@@ -5,11 +5,17 @@
 // init_kv_cache(n) it holds n blocks of kKvBlockSize token slots per layer, and forward()
 // reads and writes exactly the slots the batch's block tables name. One thread (the stage's
 // engine loop) calls every method; a CausalLm is not thread-safe.
+//
+// A model on a GPU keeps its weights, KV cache and activations there; what crosses to the host is
+// what forward() returns (logits rows), or only token ids through forward_greedy().
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "tensor/device.h"
 
 namespace omni::model {
 
@@ -58,6 +64,30 @@ class CausalLm {
   // one row of vocab_size floats per slice with wants_logits (in slice order), or per token
   // when all_logits. Throws omni::Error(kInvalidArgument) for token ids outside the vocabulary.
   virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+  // Like forward(), but returns one token id per logits row: the index of its largest logit (the
+  // lowest on ties), so that a model on a GPU copies ids, not rows, to the host. batch.all_logits
+  // must be false. This default picks from forward()'s rows.
+  virtual void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+    std::vector<float> logits;
+    forward(batch, logits);
+    const size_t vocab = static_cast<size_t>(info().vocab_size);
+    token_ids.clear();
+    for (size_t row = 0; vocab > 0 && (row + 1) * vocab <= logits.size(); ++row) {
+      const float* first = logits.data() + row * vocab;
+      token_ids.push_back(static_cast<int32_t>(std::max_element(first, first + vocab) - first));
+    }
+  }
+
+  // Where the weights, the KV cache and the activations live.
+  virtual tensor::Device device() const { return tensor::Device::cpu(); }
+  // Device memory a forward of up to `max_tokens` tokens and `max_logit_rows` logits rows needs
+  // besides the weights and the KV cache (activations, scratch); the engine keeps it out of the KV
+  // budget of a GPU.
+  virtual size_t activation_bytes(int max_tokens, int max_logit_rows) const {
+    (void)max_tokens;
+    (void)max_logit_rows;
+    return 0;
+  }
 };
 
 }  // namespace omni::model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "base/error.h"
@@ -9,26 +10,49 @@
 
 namespace omni::model {
 
+using tensor::Device;
+using tensor::DeviceType;
 using tensor::DType;
 using tensor::Tensor;
 namespace ops = tensor::ops;
 
-DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
-                     tensor::Communicator* tensor_parallel)
-    : DecoderLm(dir, config, variant, DecoderWeights{}, tensor_parallel) {}
+namespace {
+
+// A new host tensor with the float32 `rows` in `dtype` (f32, or bf16/f16 rounded to nearest even).
+Tensor host_copy_as(const Tensor& rows, DType dtype) {
+  Tensor out = Tensor::empty(rows.shape(), dtype);
+  const float* src = rows.data<float>();
+  const size_t n = static_cast<size_t>(rows.numel());
+  if (dtype == DType::kF32) {
+    std::copy_n(src, n, out.data<float>());
+    return out;
+  }
+  auto* dst = static_cast<uint16_t*>(out.raw());
+  for (size_t i = 0; i < n; ++i)
+    dst[i] = dtype == DType::kBF16 ? tensor::f32_to_bf16(src[i]) : tensor::f32_to_f16(src[i]);
+  return out;
+}
+
+}  // namespace
 
 DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
-                     const DecoderWeights& weights, tensor::Communicator* tensor_parallel)
+                     const CausalLmLoadOptions& options)
+    : DecoderLm(dir, config, variant, DecoderWeights{}, options) {}
+
+DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
+                     const DecoderWeights& weights, const CausalLmLoadOptions& options)
     : config_(config),
       variant_(variant),
       has_embedding_and_head_(weights.has_embedding_and_head),
-      tensor_parallel_(tensor_parallel) {
+      device_(options.device),
+      dtype_(options.device.type == DeviceType::kCpu ? DType::kF32 : DType::kBF16),
+      tensor_parallel_(options.tensor_parallel) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
   }
-  const int rank = tensor_parallel ? tensor_parallel->rank() : 0;
-  shard_ = plan_decoder_shard(config, rank, tensor_parallel ? tensor_parallel->world_size() : 1,
+  const int rank = tensor_parallel_ ? tensor_parallel_->rank() : 0;
+  shard_ = plan_decoder_shard(config, rank, tensor_parallel_ ? tensor_parallel_->world_size() : 1,
                               (dir / "config.json").string());
   const int64_t hidden = config.hidden_size, hd = config.head_dim, inter_all = config.intermediate_size;
   const int64_t q_out = config.num_attention_heads * hd, kv_out = config.num_key_value_heads * hd;
@@ -39,50 +63,49 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const Checkpoint ckpt = Checkpoint::open(dir);
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
+  final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
   if (weights.has_embedding_and_head) {
-    embed_tokens_ = load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape, shard_.vocab_begin,
-                                     shard_.vocab_rows, shard_.vocab_rows + 1);
-  }
-  final_norm_ = ckpt.load_f32(weights.prefix + "norm.weight", {hidden});
-  if (weights.has_embedding_and_head) {
+    embed_tokens_ = placed(load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape,
+                                            shard_.vocab_begin, shard_.vocab_rows, shard_.vocab_rows + 1, dtype_));
     // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-    lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
-                                          : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
-                                                             shard_.vocab_rows, shard_.vocab_rows);
+    lm_head_ = config.tie_word_embeddings
+                   ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
+                   : placed(load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin, shard_.vocab_rows,
+                                             shard_.vocab_rows, dtype_));
   }
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
     const std::string p = weights.prefix + "layers." + std::to_string(i) + ".";
     Layer& l = layers_[i];
-    l.input_norm = ckpt.load_f32(p + "input_layernorm.weight", {hidden});
-    l.post_attention_norm = ckpt.load_f32(p + "post_attention_layernorm.weight", {hidden});
-    l.q_proj = load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows);
-    l.k_proj = load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows);
-    l.v_proj = load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows);
-    l.o_proj = load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows);
+    l.input_norm = load_weight(ckpt, p + "input_layernorm.weight", {hidden});
+    l.post_attention_norm = load_weight(ckpt, p + "post_attention_layernorm.weight", {hidden});
+    l.q_proj = placed(load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows, dtype_));
+    l.k_proj = placed(load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_));
+    l.v_proj = placed(load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_));
+    l.o_proj = placed(load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows, dtype_));
     if (variant.qkv_bias) {
-      l.q_bias = load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows);
-      l.k_bias = load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows);
-      l.v_bias = load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows);
+      l.q_bias = placed(load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows, dtype_));
+      l.k_bias = placed(load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_));
+      l.v_bias = placed(load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_));
     }
     if (variant.qk_norm) {
-      l.q_norm = ckpt.load_f32(p + "self_attn.q_norm.weight", {hd});
-      l.k_norm = ckpt.load_f32(p + "self_attn.k_norm.weight", {hd});
+      l.q_norm = load_weight(ckpt, p + "self_attn.q_norm.weight", {hd});
+      l.k_norm = load_weight(ckpt, p + "self_attn.k_norm.weight", {hd});
     }
     // Gate and up share one matrix so the MLP's first step is a single product.
-    l.gate_up_proj = Tensor::empty({2 * inter, hidden}, DType::kF32);
-    ckpt.load_f32_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter,
-                             l.gate_up_proj.data<float>());
-    ckpt.load_f32_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter,
-                             l.gate_up_proj.data<float>() + inter * hidden);
-    l.down_proj = load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter);
+    Tensor gate_up = Tensor::empty({2 * inter, hidden}, dtype_);
+    ckpt.load_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_, gate_up.raw());
+    ckpt.load_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_,
+                         static_cast<char*>(gate_up.raw()) + gate_up.nbytes() / 2);
+    l.gate_up_proj = placed(gate_up);
+    l.down_proj =
+        placed(load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter, dtype_));
   }
 
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
-  // every M-RoPE layout the plain NeoX rotation.
-  rope_.layout = ops::RopeLayout::kNeox;
-  rope_.theta = config.rope.theta;
+  // every M-RoPE layout the plain NeoX rotation (ops::qk_norm_rope's).
+  rope_theta_ = config.rope.theta;
 
   info_.vocab_size = config.vocab_size;
   info_.max_position_embeddings = config.max_position_embeddings;
@@ -90,9 +113,32 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   info_.eos_token_ids = defaults.eos_token_ids.empty() ? config.eos_token_ids : defaults.eos_token_ids;
 }
 
+Tensor DecoderLm::placed(const Tensor& host) const {
+  return device_.type == DeviceType::kCpu ? host : host.to(device_);
+}
+
+Tensor DecoderLm::load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
+  return placed(ckpt.load(name, shape, dtype_));
+}
+
 size_t DecoderLm::kv_bytes_per_block() const {
   return static_cast<size_t>(config_.num_hidden_layers) * 2 * kKvBlockSize * shard_.kv_heads * config_.head_dim *
-         sizeof(float);
+         tensor::dtype_size(dtype_);
+}
+
+size_t DecoderLm::activation_bytes(int max_tokens, int max_logit_rows) const {
+  const size_t hidden = config_.hidden_size, inter = shard_.intermediate;
+  const size_t q_out = static_cast<size_t>(shard_.heads) * config_.head_dim;
+  const size_t kv_out = static_cast<size_t>(shard_.kv_heads) * config_.head_dim;
+  // What run() holds at once: h, x, proj; q, attn; k, v; gate_up and act.
+  const size_t per_token = 3 * hidden + 2 * q_out + 2 * kv_out + 3 * inter;
+  // Picked rows; the shard's logits, the gathered and the ordered logits; argmax.
+  const size_t vocab = static_cast<size_t>(shard_.vocab_rows) * shard_.size;
+  const size_t per_row = hidden + static_cast<size_t>(shard_.vocab_rows) + 3 * vocab;
+  const size_t elements = per_token * static_cast<size_t>(max_tokens) + per_row * static_cast<size_t>(max_logit_rows);
+  // The attention's split-KV partial results, cuBLASLt's workspace and the allocator's rounding.
+  constexpr size_t kScratch = size_t{256} << 20;
+  return elements * tensor::dtype_size(dtype_) + static_cast<size_t>(max_tokens) * 64 + kScratch;
 }
 
 void DecoderLm::init_kv_cache(int num_blocks) {
@@ -103,8 +149,8 @@ void DecoderLm::init_kv_cache(int num_blocks) {
   }
   for (Layer& l : layers_) {
     const tensor::Shape shape{num_blocks, kKvBlockSize, shard_.kv_heads, config_.head_dim};
-    l.k_cache = Tensor::empty(shape, DType::kF32);
-    l.v_cache = Tensor::empty(shape, DType::kF32);
+    l.k_cache = Tensor::empty(shape, dtype_, device_);
+    l.v_cache = Tensor::empty(shape, dtype_, device_);
   }
   num_blocks_ = num_blocks;
 }
@@ -113,15 +159,16 @@ void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   if (batch.positions.size() != tokens) {
     throw_error(ErrorCode::kInvalidArgument, "forward: {} positions for {} tokens", batch.positions.size(), tokens);
   }
-  // Checked here rather than by the embedding op: a vocabulary shard maps foreign ids to its zero row.
-  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
-    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
-      throw_error(ErrorCode::kInvalidArgument, "embedding: token id {} at index {} is outside the vocabulary [0, {})",
-                  batch.token_ids[t], t, config_.vocab_size);
-    }
-  }
   if (!layers_.empty() && !layers_[0].k_cache.defined()) {
     throw_error(ErrorCode::kInvalidArgument, "forward: init_kv_cache was not called");
+  }
+  // Checked here, on the host: a vocabulary shard maps foreign ids to its zero row, and the ops do
+  // not check the ids and slots a device step uploads without waiting for the device.
+  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
+    if (batch.token_ids[t] < 0 || batch.token_ids[t] >= config_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: token id {} at index {} is outside the vocabulary [0, {})",
+                  batch.token_ids[t], t, config_.vocab_size);
+    }
   }
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const SequenceSlice& seq = batch.seqs[s];
@@ -144,11 +191,151 @@ void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   }
 }
 
-void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
-  if (!has_embedding_and_head_) {
-    throw_error(ErrorCode::kInvalidArgument, "forward: this decoder stack takes input embeddings (forward_embeds)");
+Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Tensor* hidden_out) {
+  const int64_t tokens =
+      inputs_embeds != nullptr ? inputs_embeds->dim(0) : static_cast<int64_t>(batch.token_ids.size());
+  check_batch(batch, static_cast<size_t>(tokens));
+  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
+  const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
+
+  // Only the rows that produce logits go through the final norm and the vocabulary projection.
+  std::vector<int32_t> rows;
+  if (batch.all_logits) {
+    for (int32_t t = 0; t < tokens; ++t) rows.push_back(t);
+  } else {
+    for (const SequenceSlice& seq : batch.seqs) {
+      if (seq.wants_logits && seq.query_len > 0) rows.push_back(seq.query_start + seq.query_len - 1);
+    }
   }
-  run(batch, nullptr, &logits, nullptr);
+  const int64_t r = static_cast<int64_t>(rows.size());
+  // With several ranks, the gathered logits [rank, row, shard column] are put in row order by a
+  // gather of rows (row i, rank k reads gathered row k * r + i).
+  const int64_t order = shard_.size > 1 ? r * shard_.size : 0;
+
+  // The step's integers in one host buffer: ids into the vocabulary shard (ids of other shards
+  // read its zero row), positions, KV slots, logits rows, logits order; on a GPU they travel in
+  // one copy (the device is idle here: the previous step's results were read back).
+  Tensor ints = Tensor::empty({3 * tokens + r + order}, DType::kI32);
+  int32_t* host = ints.data<int32_t>();
+  for (int64_t t = 0; inputs_embeds == nullptr && t < tokens; ++t) {
+    const int64_t local = batch.token_ids[t] - shard_.vocab_begin;
+    host[t] = static_cast<int32_t>(local >= 0 && local < shard_.vocab_rows ? local : shard_.vocab_rows);
+  }
+  std::copy(batch.positions.begin(), batch.positions.end(), host + tokens);
+  std::vector<ops::PagedSequence> seqs;
+  for (const SequenceSlice& seq : batch.seqs) {
+    for (int32_t i = 0; i < seq.query_len; ++i) {
+      const int32_t pos = seq.context_len + i;
+      host[2 * tokens + seq.query_start + i] = seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
+    }
+    seqs.push_back({seq.query_start, seq.query_len, seq.context_len, seq.block_table});
+  }
+  std::copy(rows.begin(), rows.end(), host + 3 * tokens);
+  for (int64_t i = 0; i < r && order > 0; ++i) {
+    for (int64_t k = 0; k < shard_.size; ++k)
+      host[3 * tokens + r + i * shard_.size + k] = static_cast<int32_t>(k * r + i);
+  }
+  if (device_.type != DeviceType::kCpu) ints = ints.to(device_);
+  const Tensor ids = ints.slice_rows(0, tokens);
+  const Tensor positions = ints.slice_rows(tokens, 2 * tokens);
+  const Tensor slots = ints.slice_rows(2 * tokens, 3 * tokens);
+  const Tensor row_ids = ints.slice_rows(3 * tokens, 3 * tokens + r);
+
+  Tensor h = Tensor::empty({tokens, hidden}, dtype_, device_);
+  if (inputs_embeds != nullptr) {
+    // The caller's rows are whole on every rank: no partial sums to reduce.
+    h = placed(host_copy_as(*inputs_embeds, dtype_));
+  } else {
+    ops::embedding(embed_tokens_, ids, h);
+    reduce_partial_sums(h);
+  }
+  Tensor x = Tensor::empty({tokens, hidden}, dtype_, device_);
+  Tensor q = Tensor::empty({tokens, heads * hd}, dtype_, device_);
+  Tensor k = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
+  Tensor v = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
+  Tensor attn = Tensor::empty({tokens, heads, hd}, dtype_, device_);
+  Tensor proj = Tensor::empty({tokens, hidden}, dtype_, device_);
+  Tensor gate_up = Tensor::empty({tokens, 2 * inter}, dtype_, device_);
+  Tensor act = Tensor::empty({tokens, inter}, dtype_, device_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  // h is the residual stream; each sublayer's output is added to it by the next norm
+  // (add_rms_norm), the last one's after the loop.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    if (i == 0) {
+      ops::rms_norm(h, l.input_norm, config_.rms_norm_eps, x);
+    } else {
+      ops::add_rms_norm(proj, h, l.input_norm, config_.rms_norm_eps, x);
+    }
+    ops::linear(x, l.q_proj, l.q_bias, q);
+    ops::linear(x, l.k_proj, l.k_bias, k);
+    ops::linear(x, l.v_proj, l.v_bias, v);
+    Tensor q_heads = q.reshape({tokens, heads, hd});
+    Tensor k_heads = k.reshape({tokens, kv_heads, hd});
+    // Without qk_norm the norms are undefined and this is the rotation alone.
+    ops::qk_norm_rope(q_heads, k_heads, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_);
+    ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
+    ops::paged_attention(q_heads, l.k_cache, l.v_cache, seqs, scale, config_.sliding_window[i], attn);
+    ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
+    reduce_partial_sums(proj);
+    ops::add_rms_norm(proj, h, l.post_attention_norm, config_.rms_norm_eps, x);
+    ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
+    ops::silu_and_mul(gate_up, act);
+    ops::linear(act, l.down_proj, Tensor(), proj);
+    reduce_partial_sums(proj);
+  }
+  if (!layers_.empty()) ops::add(h, proj, h);
+
+  if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
+  Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
+  ops::embedding(h, row_ids, picked);
+  ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
+  if (hidden_out != nullptr) *hidden_out = picked;
+  if (!has_embedding_and_head_) return Tensor();
+  return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
+}
+
+void DecoderLm::reduce_partial_sums(Tensor& x) {
+  if (shard_.size > 1) tensor_parallel_->all_reduce_sum(x);
+}
+
+Tensor DecoderLm::project_vocabulary(const Tensor& picked, const Tensor& order) {
+  const int64_t r = picked.dim(0), rows = shard_.vocab_rows;
+  Tensor local = Tensor::empty({r, rows}, dtype_, device_);
+  ops::linear(picked, lm_head_, Tensor(), local);
+  if (shard_.size == 1) return local;
+  Tensor gathered = Tensor::empty({shard_.size * r, rows}, dtype_, device_);
+  tensor_parallel_->all_gather(local, gathered);
+  Tensor ordered = Tensor::empty({r * shard_.size, rows}, dtype_, device_);
+  ops::embedding(gathered, order, ordered);
+  return ordered.reshape({r, shard_.size * rows});
+}
+
+void DecoderLm::check_has_head(const char* caller) const {
+  if (!has_embedding_and_head_) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "{}: this decoder stack has no embedding or output head (it is fed through forward_embeds)", caller);
+  }
+}
+
+void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  check_has_head("forward");
+  const Tensor out = run(batch, nullptr, nullptr);
+  const int64_t r = out.dim(0), columns = out.dim(1), vocab = config_.vocab_size;
+  logits.resize(static_cast<size_t>(r * vocab));
+  if (r == 0) return;
+  const Tensor host = device_.type == DeviceType::kCpu ? out : out.to(Device::cpu());
+  const auto* bytes = static_cast<const char*>(host.raw());
+  if (columns == vocab) {
+    tensor::convert_to_f32(host.dtype(), bytes, logits.data(), logits.size());
+    return;
+  }
+  // The last shard's padding columns (vocab_size not a multiple of the ranks) are dropped.
+  const size_t row_bytes = static_cast<size_t>(columns) * tensor::dtype_size(host.dtype());
+  for (int64_t i = 0; i < r; ++i) {
+    tensor::convert_to_f32(host.dtype(), bytes + i * row_bytes, logits.data() + i * vocab, static_cast<size_t>(vocab));
+  }
 }
 
 void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
@@ -159,123 +346,24 @@ void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_e
                 "forward_embeds: inputs_embeds must be float32 [{} positions, {}] with no token ids (got {} token ids)",
                 batch.positions.size(), config_.hidden_size, batch.token_ids.size());
   }
-  run(batch, &inputs_embeds, nullptr, &hidden);
+  run(batch, &inputs_embeds, &hidden);
 }
 
-void DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, std::vector<float>* logits,
-                    Tensor* hidden_out) {
-  const int64_t tokens =
-      inputs_embeds != nullptr ? inputs_embeds->shape()[0] : static_cast<int64_t>(batch.token_ids.size());
-  check_batch(batch, static_cast<size_t>(tokens));
-  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
-  const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
-
-  // Row ids into the vocabulary shard; ids of other shards read its zero row.
-  Tensor ids = Tensor::empty({tokens}, DType::kI32);
-  for (int64_t t = 0; inputs_embeds == nullptr && t < tokens; ++t) {
-    const int64_t local = batch.token_ids[t] - shard_.vocab_begin;
-    ids.data<int32_t>()[t] = static_cast<int32_t>(local >= 0 && local < shard_.vocab_rows ? local : shard_.vocab_rows);
-  }
-  Tensor positions = Tensor::empty({tokens}, DType::kI32);
-  std::copy(batch.positions.begin(), batch.positions.end(), positions.data<int32_t>());
-  Tensor slots = Tensor::empty({tokens}, DType::kI32);
-  std::vector<ops::PagedSequence> seqs;
-  for (const SequenceSlice& seq : batch.seqs) {
-    for (int32_t i = 0; i < seq.query_len; ++i) {
-      const int32_t pos = seq.context_len + i;
-      slots.data<int32_t>()[seq.query_start + i] =
-          seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
-    }
-    seqs.push_back({seq.query_start, seq.query_len, seq.context_len, seq.block_table});
-  }
-
-  Tensor h = Tensor::empty({tokens, hidden}, DType::kF32);
-  if (inputs_embeds != nullptr) {
-    std::copy_n(inputs_embeds->data<float>(), tokens * hidden, h.data<float>());
-  } else {
-    ops::embedding(embed_tokens_, ids, h);
-    reduce_partial_sums(h);
-  }
-  Tensor x = Tensor::empty({tokens, hidden}, DType::kF32);
-  Tensor q = Tensor::empty({tokens, heads * hd}, DType::kF32);
-  Tensor k = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
-  Tensor v = Tensor::empty({tokens, kv_heads * hd}, DType::kF32);
-  Tensor attn = Tensor::empty({tokens, heads, hd}, DType::kF32);
-  Tensor proj = Tensor::empty({tokens, hidden}, DType::kF32);
-  Tensor gate_up = Tensor::empty({tokens, 2 * inter}, DType::kF32);
-  Tensor act = Tensor::empty({tokens, inter}, DType::kF32);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    Layer& l = layers_[i];
-    ops::rms_norm(h, l.input_norm, config_.rms_norm_eps, x);
-    ops::linear(x, l.q_proj, l.q_bias, q);
-    ops::linear(x, l.k_proj, l.k_bias, k);
-    ops::linear(x, l.v_proj, l.v_bias, v);
-    Tensor q_heads = q.reshape({tokens, heads, hd});
-    Tensor k_heads = k.reshape({tokens, kv_heads, hd});
-    if (variant_.qk_norm) {
-      ops::rms_norm(q_heads, l.q_norm, config_.rms_norm_eps, q_heads);
-      ops::rms_norm(k_heads, l.k_norm, config_.rms_norm_eps, k_heads);
-    }
-    ops::rotary_embedding(q_heads, positions, rope_);
-    ops::rotary_embedding(k_heads, positions, rope_);
-    ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
-    ops::paged_attention(q_heads, l.k_cache, l.v_cache, seqs, scale, config_.sliding_window[i], attn);
-    ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
-    reduce_partial_sums(proj);
-    ops::add(h, proj, h);
-    ops::rms_norm(h, l.post_attention_norm, config_.rms_norm_eps, x);
-    ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
-    ops::silu_and_mul(gate_up, act);
-    ops::linear(act, l.down_proj, Tensor(), proj);
-    reduce_partial_sums(proj);
-    ops::add(h, proj, h);
-  }
-
-  // Only the rows that produce logits go through the final norm and the vocabulary projection.
-  std::vector<int64_t> rows;
-  if (batch.all_logits) {
-    for (int64_t t = 0; t < tokens; ++t) rows.push_back(t);
-  } else {
-    for (const SequenceSlice& seq : batch.seqs) {
-      if (seq.wants_logits && seq.query_len > 0) rows.push_back(seq.query_start + seq.query_len - 1);
-    }
-  }
-  const int64_t r = static_cast<int64_t>(rows.size());
-  Tensor picked = Tensor::empty({r, hidden}, DType::kF32);
-  for (int64_t i = 0; i < r; ++i) {
-    std::copy_n(h.data<float>() + rows[i] * hidden, hidden, picked.data<float>() + i * hidden);
-  }
-  ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
-  if (hidden_out != nullptr) *hidden_out = picked;
-  if (logits == nullptr) return;
-  logits->resize(static_cast<size_t>(r) * config_.vocab_size);
-  Tensor out = Tensor::borrow(logits->data(), {r, config_.vocab_size}, DType::kF32);
-  if (r > 0) project_vocabulary(picked, out);
-}
-
-void DecoderLm::reduce_partial_sums(Tensor& x) {
-  if (shard_.size > 1) tensor_parallel_->all_reduce_sum(x);
-}
-
-void DecoderLm::project_vocabulary(const Tensor& picked, Tensor& out) {
-  if (shard_.size == 1) {
-    ops::linear(picked, lm_head_, Tensor(), out);
+void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+  check_has_head("forward_greedy");
+  if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_greedy: all_logits is not supported");
+  // Padding columns would compete in the argmax; the rows are picked from forward()'s then.
+  if (shard_.vocab_rows * shard_.size != config_.vocab_size) {
+    CausalLm::forward_greedy(batch, token_ids);
     return;
   }
-  const int64_t r = picked.dim(0), rows = shard_.vocab_rows, vocab = config_.vocab_size;
-  Tensor local = Tensor::empty({r, rows}, DType::kF32);
-  ops::linear(picked, lm_head_, Tensor(), local);
-  Tensor gathered = Tensor::empty({shard_.size, r, rows}, DType::kF32);
-  tensor_parallel_->all_gather(local, gathered);
-  // [rank, row, shard column] -> [row, vocabulary id], dropping the last shard's padding.
-  for (int rank = 0; rank < shard_.size; ++rank) {
-    const int64_t begin = rank * rows, count = std::min(rows, vocab - begin);
-    for (int64_t i = 0; count > 0 && i < r; ++i) {
-      std::copy_n(gathered.data<float>() + (rank * r + i) * rows, count, out.data<float>() + i * vocab + begin);
-    }
-  }
+  const Tensor logits = run(batch, nullptr, nullptr);
+  token_ids.resize(static_cast<size_t>(logits.dim(0)));
+  if (token_ids.empty()) return;
+  Tensor best = Tensor::empty({logits.dim(0)}, DType::kI32, device_);
+  ops::argmax(logits, best);
+  const Tensor host = device_.type == DeviceType::kCpu ? best : best.to(Device::cpu());
+  std::copy_n(host.data<int32_t>(), token_ids.size(), token_ids.begin());
 }
 
 }  // namespace omni::model

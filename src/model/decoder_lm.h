@@ -3,14 +3,21 @@
 // RoPE over the paged KV cache, residual, RMSNorm, SwiGLU MLP, residual] -> RMSNorm -> lm_head.
 // What differs between families is a DecoderVariant, not a copy of this code.
 //
-// Weights are loaded once as float32 CPU tensors (bf16/f16 on disk are widened); the KV cache is
-// float32 [num_blocks, kKvBlockSize, kv_heads, head_dim] per layer. Threading per CausalLm.
+// On the CPU, weights, activations and the KV cache are float32 (bf16/f16 on disk are widened). On a
+// CUDA device they are bfloat16 (float32 on disk is rounded once at load), with float32 arithmetic
+// inside every op; a step uploads its token ids, positions and KV slots in one copy, runs every op
+// on the device's stream without waiting, and copies back only the logits rows asked for (or, in
+// forward_greedy, one token id per row). Activations come from the device's caching allocator, so a
+// step allocates no new device memory once the shapes have been seen. The KV cache is
+// [num_blocks, kKvBlockSize, kv_heads, head_dim] per layer in the activation dtype.
+// Threading per CausalLm.
 //
-// Tensor parallelism: given a communicator of size N, the object is rank r's shard
-// (model/tensor_parallel.h): it loads only its slices, holds the KV cache of its KV heads, and
-// meets the other ranks in two all-reduces per layer, one for the embedding and one all-gather
-// of the logits. Every rank must call init_kv_cache and forward with the same arguments in the
-// same order (model/tensor_parallel_lm.h does that); every rank returns the full logits.
+// Tensor parallelism: given a communicator of size N (on the model's device), the object is rank
+// r's shard (model/tensor_parallel.h): it loads only its slices, holds the KV cache of its KV
+// heads, and meets the other ranks in two all-reduces per layer, one for the embedding and one
+// all-gather of the logits. Every rank must call init_kv_cache and forward/forward_greedy with the
+// same arguments in the same order (runtime/tensor_parallel_model.h does that; forward and
+// forward_greedy meet the others in the same collectives); every rank returns the full logits.
 #pragma once
 
 #include <filesystem>
@@ -19,12 +26,15 @@
 
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
+#include "model/model_registry.h"
 #include "model/tensor_parallel.h"
 #include "tensor/communicator.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
+
+class Checkpoint;
 
 struct DecoderVariant {
   bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k before RoPE
@@ -36,7 +46,7 @@ struct DecoderVariant {
 struct DecoderWeights {
   std::string prefix = "model.";  // {prefix}layers.{i}.*, {prefix}norm.weight, {prefix}embed_tokens.weight
   // false: a stack fed through forward_embeds whose caller owns the input tables and output heads;
-  // neither embed_tokens nor lm_head is loaded and forward() is refused.
+  // neither embed_tokens nor lm_head is loaded and forward()/forward_greedy() are refused.
   bool has_embedding_and_head = true;
 };
 
@@ -44,24 +54,27 @@ class DecoderLm : public CausalLm {
  public:
   // Loads the weights of `dir` under Hugging Face names (model.layers.{i}.self_attn.q_proj.weight…;
   // lm_head.weight, or the embedding when tied). Throws kLoadFailed naming a missing or
-  // mis-shaped tensor, kUnsupported for an activation other than silu. `tensor_parallel` (not
-  // owned, outlives the model; null for one rank) makes this its rank's shard; kInvalidConfig
-  // when the model cannot be cut into that many ranks.
+  // mis-shaped tensor, kUnsupported for an activation other than silu. options.device is where
+  // the model runs (kUnavailable when it is not a visible device); options.tensor_parallel makes
+  // this its rank's shard (kInvalidConfig when the model cannot be cut into that many ranks).
   DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
-            tensor::Communicator* tensor_parallel = nullptr);
+            const CausalLmLoadOptions& options = {});
   // The same stack under other weight names (see DecoderWeights).
   DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
-            const DecoderWeights& weights, tensor::Communicator* tensor_parallel = nullptr);
+            const DecoderWeights& weights, const CausalLmLoadOptions& options = {});
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override;
   void init_kv_cache(int num_blocks) override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
-  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is [tokens,
-  // hidden_size] float32, one row per batch position (batch.token_ids must be empty; every rank
-  // passes the same full rows). Writes the post-final-norm hidden states of the rows forward()
-  // would give logits for into `hidden` (replaced by a new [rows, hidden_size] tensor). Errors as
-  // forward().
+  void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) override;
+  tensor::Device device() const override { return device_; }
+  size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
+  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is a host
+  // float32 [tokens, hidden_size] tensor, one row per batch position (batch.token_ids must be
+  // empty; every rank passes the same full rows). `hidden` becomes the post-final-norm hidden
+  // states of the rows forward() would give logits for, [rows, hidden_size] on the model's device
+  // in its dtype. Errors as forward().
   void forward_embeds(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, tensor::Tensor& hidden);
 
   const TextModelConfig& config() const { return config_; }
@@ -78,19 +91,30 @@ class DecoderLm : public CausalLm {
   };
 
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
-  // forward() and forward_embeds(): embeds null = look up batch.token_ids; logits and/or hidden out.
-  void run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, std::vector<float>* logits,
-           tensor::Tensor* hidden);
+  void check_has_head(const char* caller) const;
+  // Runs the layers over the batch (its token ids, or `inputs_embeds` when given) and returns the
+  // logits [rows, columns] (on the model's device, in its dtype) of the rows the batch asks for:
+  // columns is vocab_size, or with several ranks vocab_rows * ranks, the last shard's padding past
+  // vocab_size included; undefined without an output head. `hidden_out`, when given, receives
+  // those rows' post-norm hidden states.
+  tensor::Tensor run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, tensor::Tensor* hidden_out);
   // Sums a row-parallel product's partial results over the ranks.
   void reduce_partial_sums(tensor::Tensor& x);
-  // The logits of `picked` [rows, hidden] over the whole vocabulary into `out` [rows, vocab].
-  void project_vocabulary(const tensor::Tensor& picked, tensor::Tensor& out);
+  // The logits of `picked` [rows, hidden] over the whole vocabulary (see run()); `order` is the
+  // gather order of the ranks' rows (empty with one rank).
+  tensor::Tensor project_vocabulary(const tensor::Tensor& picked, const tensor::Tensor& order);
+  // A host tensor on the model's device.
+  tensor::Tensor placed(const tensor::Tensor& host) const;
+  // A weight of the checkpoint, whole, on the model's device in its dtype.
+  tensor::Tensor load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
 
   TextModelConfig config_;
   DecoderVariant variant_;
   bool has_embedding_and_head_ = true;
+  tensor::Device device_;
+  tensor::DType dtype_;  // of weights, activations and the KV cache
   CausalLmInfo info_;
-  tensor::ops::RopeSpec rope_;
+  float rope_theta_ = 10000.0f;
   tensor::Communicator* tensor_parallel_ = nullptr;
   DecoderShard shard_;
   // embed_tokens_ holds the shard's vocab_rows rows plus one zero row that every token outside

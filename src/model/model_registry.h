@@ -14,13 +14,16 @@
 #include "base/json.h"
 #include "model/causal_lm.h"
 #include "tensor/communicator.h"
+#include "tensor/device.h"
 
 namespace omni::model {
 
 // How to build a model beyond its checkpoint.
 struct CausalLmLoadOptions {
+  // Where the model runs (its weights, KV cache and activations live there).
+  tensor::Device device = tensor::Device::cpu();
   // Not owned, outlives the model. When set, the model is this rank's shard of a tensor-parallel
-  // group (a family that cannot be split answers kUnsupported).
+  // group (a family that cannot be split answers kUnsupported); the communicator works on `device`.
   tensor::Communicator* tensor_parallel = nullptr;
 };
 

@@ -57,6 +57,17 @@ TextModelConfig qwen3_0_6b_shapes() {
   return c;
 }
 
+TextModelConfig qwen3_8b_shapes() {
+  TextModelConfig c = qwen3_0_6b_shapes();
+  c.hidden_size = 4096;
+  c.num_hidden_layers = 36;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.intermediate_size = 12288;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
 void write_random_qwen3_checkpoint(const std::filesystem::path& dir, const TextModelConfig& s, uint64_t seed,
                                    tensor::DType dtype) {
   std::filesystem::create_directories(dir);

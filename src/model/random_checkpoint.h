@@ -14,6 +14,8 @@ namespace omni::model {
 
 // Qwen3-0.6B's shapes (hidden 1024, 28 layers, 16/8 heads of 128, MLP 3072, vocab 151936, tied).
 TextModelConfig qwen3_0_6b_shapes();
+// Qwen3-8B's shapes (hidden 4096, 36 layers, 32/8 heads of 128, MLP 12288, vocab 151936, untied).
+TextModelConfig qwen3_8b_shapes();
 
 // Writes a Qwen3ForCausalLM with `shapes` and weights drawn from `seed` (uniform, scaled by
 // 1/sqrt(fan_in) so activations stay O(1)) into `dir` (created; existing files overwritten).

@@ -15,6 +15,31 @@ namespace {
 
 using tensor::DType;
 
+// `count` elements of `src` (stored as `from`) into `dst` as `to` (float32, bfloat16 or float16):
+// the bytes when the dtypes agree, else through float32 (rounding to nearest even), in slices so
+// that the float32 staging stays small for large matrices.
+void convert_elements(DType from, const void* src, DType to, void* dst, size_t count) {
+  if (from == to) {
+    std::memcpy(dst, src, count * tensor::dtype_size(to));
+    return;
+  }
+  if (to == DType::kF32) {
+    tensor::convert_to_f32(from, src, static_cast<float*>(dst), count);
+    return;
+  }
+  constexpr size_t kSlice = size_t{1} << 20;
+  const size_t in_size = tensor::dtype_size(from);
+  std::vector<float> wide(std::min(count, kSlice));
+  auto* out = static_cast<uint16_t*>(dst);
+  for (size_t begin = 0; begin < count; begin += kSlice) {
+    const size_t n = std::min(kSlice, count - begin);
+    tensor::convert_to_f32(from, static_cast<const char*>(src) + begin * in_size, wide.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      out[begin + i] = to == DType::kBF16 ? tensor::f32_to_bf16(wide[i]) : tensor::f32_to_f16(wide[i]);
+    }
+  }
+}
+
 bool parse_dtype(const std::string& name, DType& out) {
   static const std::map<std::string, DType> kTypes = {
       {"F32", DType::kF32}, {"BF16", DType::kBF16}, {"F16", DType::kF16}, {"I32", DType::kI32}, {"I64", DType::kI64}};
@@ -169,6 +194,11 @@ void Checkpoint::load_f32_into(const std::string& name, const tensor::Shape& exp
 
 void Checkpoint::load_f32_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
                                      int64_t count, float* dst) const {
+  load_slice_into(name, expected, dim, begin, count, DType::kF32, dst);
+}
+
+void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                                 int64_t count, DType dtype, void* dst) const {
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   const int rank = static_cast<int>(e.shape.size());
@@ -176,16 +206,19 @@ void Checkpoint::load_f32_slice_into(const std::string& name, const tensor::Shap
     throw_error(ErrorCode::kInvalidArgument, "checkpoint {}: tensor '{}' {} has no slice [{}, {}) of dimension {}",
                 dir_.string(), name, tensor::shape_to_string(e.shape), begin, begin + count, dim);
   }
-  const size_t element = tensor::dtype_size(e.dtype);
+  check_load_dtype(name, dtype);
+  const size_t in_size = tensor::dtype_size(e.dtype), out_size = tensor::dtype_size(dtype);
   const auto* bytes = static_cast<const unsigned char*>(e.data);
+  auto* out = static_cast<unsigned char*>(dst);
   if (dim == 0) {
     const int64_t row = rank == 2 ? e.shape[1] : 1;
-    tensor::convert_to_f32(e.dtype, bytes + begin * row * element, dst, static_cast<size_t>(count * row));
+    convert_elements(e.dtype, bytes + begin * row * in_size, dtype, out, static_cast<size_t>(count * row));
     return;
   }
   const int64_t rows = e.shape[0], cols = e.shape[1];
   for (int64_t r = 0; r < rows; ++r) {
-    tensor::convert_to_f32(e.dtype, bytes + (r * cols + begin) * element, dst + r * count, static_cast<size_t>(count));
+    convert_elements(e.dtype, bytes + (r * cols + begin) * in_size, dtype, out + r * count * out_size,
+                     static_cast<size_t>(count));
   }
 }
 
@@ -193,6 +226,22 @@ tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape
   tensor::Tensor t = tensor::Tensor::empty(expected, DType::kF32);
   load_f32_into(name, expected, t.data<float>());
   return t;
+}
+
+tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected, DType dtype) const {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry& e = entry(name, expected, &file);
+  check_load_dtype(name, dtype);
+  tensor::Tensor t = tensor::Tensor::empty(expected, dtype);
+  convert_elements(e.dtype, e.data, dtype, t.raw(), static_cast<size_t>(tensor::shape_numel(expected)));
+  return t;
+}
+
+void Checkpoint::check_load_dtype(const std::string& name, DType dtype) const {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw_error(ErrorCode::kInternal, "checkpoint {}: cannot load '{}' as {}", dir_.string(), name,
+                tensor::dtype_name(dtype));
+  }
 }
 
 }  // namespace omni::model

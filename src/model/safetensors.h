@@ -63,8 +63,16 @@ class Checkpoint {
   // of the mapping. kInvalidArgument for a slice outside the tensor.
   void load_f32_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
                            int64_t count, float* dst) const;
+  // Same as `dtype` (float32, bfloat16 or float16) into `dst`, which holds the slice in that dtype.
+  void load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin, int64_t count,
+                       tensor::DType dtype, void* dst) const;
+  // The tensor as `dtype` (float32, bfloat16 or float16) on the host: the file's bytes when it
+  // stores that dtype, else converted through float32 (rounding to nearest even).
+  tensor::Tensor load(const std::string& name, const tensor::Shape& expected, tensor::DType dtype) const;
 
  private:
+  // kInternal unless `dtype` is one the loaders convert to.
+  void check_load_dtype(const std::string& name, tensor::DType dtype) const;
   const SafetensorsEntry& entry(const std::string& name, const tensor::Shape& expected,
                                 const SafetensorsFile** file) const;
 

@@ -12,6 +12,7 @@
 #include "model/hf_config.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_parallel_model.h"
+#include "tensor/backend.h"
 
 namespace omni::runtime {
 
@@ -51,6 +52,8 @@ engine::EngineConfig engine_config_from_args(const Json& args, const StageRunner
   }
   config.max_model_len = optional_arg<int>(args, "max_model_len", context).value_or(config.max_model_len);
   config.seed = optional_arg<uint64_t>(args, "seed", context).value_or(config.seed);
+  config.gpu_memory_utilization =
+      optional_arg<double>(args, "gpu_memory_utilization", context).value_or(config.gpu_memory_utilization);
   return config;
 }
 
@@ -68,7 +71,11 @@ class ArStageRunner final : public StageRunner {
       throw_error(ErrorCode::kInvalidConfig, "stage {}: tensor_parallel_size must be >= 1, got {}", context.stage_id,
                   tensor_parallel_size);
     }
-    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = tensor::Device::cpu()});
+    // The stage process sees only its own devices (CUDA_VISIBLE_DEVICES), so "cuda" is its first.
+    const std::string device_arg = optional_arg<std::string>(engine_args, "device", context).value_or("auto");
+    const tensor::Device device =
+        tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", context.stage_id));
+    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = device});
     if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
       tokenizer_ = model::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);
@@ -101,7 +108,7 @@ class ArStageRunner final : public StageRunner {
 
   size_t running_requests() const override {
     const engine::EngineStats stats = engine_->stats();
-    return static_cast<size_t>(stats.num_running + stats.num_waiting);
+    return static_cast<size_t>(stats.num_running) + static_cast<size_t>(stats.num_waiting);
   }
 
   bool can_step() const override { return engine_->has_unfinished_requests(); }

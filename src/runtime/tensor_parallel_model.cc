@@ -99,13 +99,6 @@ model::ForwardBatch decode_forward(MessageReader& m) {
   return batch;
 }
 
-void check_device(const tensor::Device& device) {
-  if (device.type != tensor::DeviceType::kCpu) {
-    throw_error(ErrorCode::kUnsupported, "tensor parallelism on {}: only the cpu backend can run models in this build",
-                tensor::device_name(device));
-  }
-}
-
 // The other ranks' processes, as rank 0 watches them.
 struct RankProcesses {
   std::vector<ChildProcess> children;  // children[i] is rank i + 1
@@ -138,8 +131,9 @@ class RankZeroLm final : public model::CausalLm {
     }
     spdlog::info("tensor parallelism: {} ranks over {} (rank 0 is pid {})", launch.size, host_->name(), getpid());
     host_->join();
-    comm_ = tensor::make_device_communicator(std::move(host), tensor::Device{launch.device.type, 0});
-    shard_ = model::builtin_model_registry().create_causal_lm(dir, {.tensor_parallel = comm_.get()});
+    const tensor::Device device{launch.device.type, 0};
+    comm_ = tensor::make_device_communicator(std::move(host), device);
+    shard_ = model::builtin_model_registry().create_causal_lm(dir, {.device = device, .tensor_parallel = comm_.get()});
     // Every rank has loaded its shard once this returns.
     host_->barrier();
   }
@@ -180,6 +174,17 @@ class RankZeroLm final : public model::CausalLm {
     run([&] { shard_->forward(batch, logits); }, message);
   }
 
+  // The other ranks run forward(), which meets this call in the same collectives.
+  void forward_greedy(const model::ForwardBatch& batch, std::vector<int32_t>& token_ids) override {
+    std::string message = encode_forward(batch);
+    run([&] { shard_->forward_greedy(batch, token_ids); }, message);
+  }
+
+  tensor::Device device() const override { return shard_->device(); }
+  size_t activation_bytes(int max_tokens, int max_logit_rows) const override {
+    return shard_->activation_bytes(max_tokens, max_logit_rows);
+  }
+
  private:
   template <typename Call>
   void run(Call&& call, std::string& message) {
@@ -206,17 +211,15 @@ class RankZeroLm final : public model::CausalLm {
 
 std::unique_ptr<model::CausalLm> load_tensor_parallel_lm(const std::filesystem::path& dir,
                                                          const TensorParallelLaunch& launch) {
-  check_device(launch.device);
   if (launch.size < 1) {
     throw_error(ErrorCode::kInvalidArgument, "tensor_parallel_size must be >= 1, got {}", launch.size);
   }
-  if (launch.size == 1) return model::builtin_model_registry().create_causal_lm(dir);
+  if (launch.size == 1) return model::builtin_model_registry().create_causal_lm(dir, {.device = launch.device});
   return std::make_unique<RankZeroLm>(dir, launch);
 }
 
 int run_tensor_parallel_rank(const TensorParallelRankArgs& args) {
   const tensor::Device device = tensor::parse_device(args.device, "--device");
-  check_device(device);
   const pid_t parent = getppid();
   auto host = tensor::cpu::ShmCommunicator::attach(args.group, args.rank, args.size, [parent, rank = args.rank] {
     if (getppid() != parent) {
@@ -227,7 +230,7 @@ int run_tensor_parallel_rank(const TensorParallelRankArgs& args) {
   control.join();
   std::unique_ptr<tensor::Communicator> comm = tensor::make_device_communicator(std::move(host), device);
   std::unique_ptr<model::CausalLm> shard =
-      model::builtin_model_registry().create_causal_lm(args.model, {.tensor_parallel = comm.get()});
+      model::builtin_model_registry().create_causal_lm(args.model, {.device = device, .tensor_parallel = comm.get()});
   control.barrier();
   std::vector<float> logits;
   while (true) {

@@ -41,8 +41,8 @@ struct TensorParallelLaunch {
 // Loads the model in `dir` (model::builtin_model_registry()) split over launch.size ranks; with
 // size 1 it is the plain model and no process is started. Throws what the loaders throw,
 // kInvalidConfig when the model cannot be split that way, kUnavailable naming the rank when one
-// fails to start or to load (its own error is in its log), kUnsupported for a non-CPU device in
-// a build that cannot run models there.
+// fails to start or to load (its own error is in its log), kUnsupported for a CUDA device in a
+// build without the CUDA backend.
 std::unique_ptr<model::CausalLm> load_tensor_parallel_lm(const std::filesystem::path& dir,
                                                          const TensorParallelLaunch& launch);
 

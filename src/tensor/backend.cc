@@ -1,5 +1,7 @@
 #include "tensor/backend.h"
 
+#include "base/error.h"
+
 #ifdef OMNI_HAVE_CUDA
 #include "tensor/cuda/device.h"
 #endif
@@ -19,6 +21,27 @@ int cuda_device_count() {
   return cuda::visible_device_count();
 #else
   return 0;
+#endif
+}
+
+Device resolve_device(const std::string& text, const std::string& source) {
+  if (text.empty() || text == "auto") return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  const Device device = parse_device(text, source);
+  if (device.type == DeviceType::kCuda && device.index >= cuda_device_count()) {
+    throw_error(ErrorCode::kUnavailable, "{} {}: no such CUDA device ({} visible{})", source, text, cuda_device_count(),
+                compiled_backends() == "cpu" ? "; this build has no CUDA backend" : "");
+  }
+  return device;
+}
+
+DeviceMemory cuda_memory_info(int index) {
+#ifdef OMNI_HAVE_CUDA
+  cuda::stream_for(index);  // selects the device, checking that it is visible
+  DeviceMemory memory;
+  cuda::check(cudaMemGetInfo(&memory.free_bytes, &memory.total_bytes), "cudaMemGetInfo", index);
+  return memory;
+#else
+  throw_error(ErrorCode::kUnavailable, "cuda:{}: this build has no CUDA backend", index);
 #endif
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/json.h"
 #include "support/subprocess.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 
 namespace omni {
@@ -116,6 +117,11 @@ TEST_F(GenerateTest, BadArgumentsAreUsageErrorsNamingTheFlag) {
   EXPECT_NE(r.err.find("--top-p: sampling parameter 'top_p' must be in (0, 1], got 1.5"), std::string::npos) << r.err;
   r = generate(kModel, {"--device", "tpu"});
   EXPECT_NE(r.err.find("--device: unknown device 'tpu'"), std::string::npos) << r.err;
+  r = generate(kModel, {"--device", "cuda:7"});
+  if (tensor::cuda_device_count() < 8) {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--device cuda:7: no such CUDA device"), std::string::npos) << r.err;
+  }
   r = generate(kModel, {"--max-tokens", "1000"});
   EXPECT_NE(r.err.find("--max-tokens: 37 prompt tokens + 1000 new tokens exceed max_model_len 128 (the model's "
                        "max_position_embeddings)"),

@@ -1,0 +1,17 @@
+# Sourced by the run_*_on_gpu.sh scripts on the GPU machine: finds the machine's cuBLASLt (its CUDA
+# toolkit, or the wheel torch ships with) and puts it and the bundle's lib/ on LD_LIBRARY_PATH.
+# Expects $here (the bundle folder) and $out (the log folder) to be set.
+cublas_dir=""
+for candidate in $(ldconfig -p | awk '/libcublasLt.so.13/ {print $NF}') /usr/local/cuda/lib64/libcublasLt.so.13 \
+    /usr/local/cuda-13*/lib64/libcublasLt.so.13 \
+    $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cu13/lib/libcublasLt.so.13 \
+    $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia/cublas/lib/libcublasLt.so.13; do
+  if [[ -f "$candidate" ]]; then cublas_dir="$(dirname "$candidate")"; break; fi
+done
+echo "libcublasLt.so.13 from: ${cublas_dir:-not found}" | tee "$out/environment.log"
+export LD_LIBRARY_PATH="$here/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  nproc
+  uname -r
+} >> "$out/environment.log" 2>&1

@@ -1,0 +1,90 @@
+#include "cli/bench/offline_engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "model/model_registry.h"
+#include "tensor/backend.h"
+
+namespace omni::cli::bench {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
+  app.add_option("--model", flags.model, "Hugging Face model folder (config.json, *.safetensors)")->required();
+  app.add_option("--device", flags.device, "auto (cuda when a GPU is visible, else cpu), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  app.add_option("--gpu-memory-utilization", flags.gpu_memory_utilization,
+                 "Fraction of the GPU's memory for weights, activations and the KV cache")
+      ->capture_default_str();
+  app.add_option("--num-gpu-blocks-override", flags.num_gpu_blocks_override,
+                 "Use exactly this many KV cache blocks of 16 tokens");
+  app.add_option("--max-model-len", flags.max_model_len,
+                 "Longest sequence (default: input plus output length of the benchmark)");
+  app.add_option("--max-num-batched-tokens", flags.max_num_batched_tokens,
+                 "Most tokens per engine step (default: a whole batch of prompts in one step)");
+  app.add_flag("--enable-prefix-caching", flags.enable_prefix_caching,
+               "Reuse KV blocks of repeated prompt prefixes (default: off, every prompt is prefilled)");
+  app.add_option("--seed", flags.seed, "Seed of the random prompts")->capture_default_str();
+}
+
+OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_seqs, int max_num_batched_tokens,
+                                  int max_model_len) {
+  OfflineEngine out;
+  out.device = tensor::resolve_device(flags.device, "--device");
+  const auto start = std::chrono::steady_clock::now();
+  out.model = model::builtin_model_registry().create_causal_lm(flags.model, {out.device});
+  out.load_seconds = seconds_since(start);
+  spdlog::info("loaded {} on {} in {:.2f} s", flags.model, tensor::device_name(out.device), out.load_seconds);
+  engine::EngineConfig config;
+  config.max_num_seqs = max_num_seqs;
+  config.max_num_batched_tokens = flags.max_num_batched_tokens.value_or(max_num_batched_tokens);
+  config.num_gpu_blocks_override = flags.num_gpu_blocks_override.value_or(0);
+  config.max_model_len = flags.max_model_len.value_or(max_model_len);
+  config.gpu_memory_utilization = flags.gpu_memory_utilization;
+  config.enable_prefix_caching = flags.enable_prefix_caching;
+  config.seed = flags.seed;
+  out.engine = std::make_unique<engine::ArEngine>(*out.model, config);
+  return out;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int length, int vocab_size) {
+  std::uniform_int_distribution<int32_t> token(0, vocab_size - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(length));
+  for (int32_t& id : ids) id = token(rng);
+  return ids;
+}
+
+EngineRun run_until_done(engine::ArEngine& engine) {
+  EngineRun run;
+  const auto start = std::chrono::steady_clock::now();
+  while (engine.has_unfinished_requests()) {
+    const auto step_start = std::chrono::steady_clock::now();
+    for (const engine::RequestOutput& out : engine.step()) {
+      for (const engine::CompletionOutput& completion : out.completions) {
+        run.output_tokens += static_cast<int64_t>(completion.token_ids.size());
+      }
+    }
+    const engine::EngineStats stats = engine.stats();
+    run.steps.push_back({seconds_since(step_start), stats.last_step_num_seqs, stats.last_step_num_tokens});
+  }
+  run.seconds = seconds_since(start);
+  return run;
+}
+
+engine::SamplingParams fixed_length_greedy(int max_tokens) {
+  engine::SamplingParams params;
+  params.temperature = 0.0f;
+  params.ignore_eos = true;
+  params.max_tokens = max_tokens;
+  return params;
+}
+
+}  // namespace omni::cli::bench
