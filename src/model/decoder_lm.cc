@@ -63,7 +63,6 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const Checkpoint ckpt = Checkpoint::open(dir);
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
-  final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
   if (weights.has_embedding_and_head) {
     embed_tokens_ = placed(load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape,
                                             shard_.vocab_begin, shard_.vocab_rows, shard_.vocab_rows + 1, dtype_));
@@ -73,6 +72,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
                    : placed(load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin, shard_.vocab_rows,
                                              shard_.vocab_rows, dtype_));
   }
+  final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
 
   layers_.resize(config.num_hidden_layers);
   for (int i = 0; i < config.num_hidden_layers; ++i) {
