@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "cli/generate_fixture.h"
 #include "support/subprocess.h"
 #include "tensor/npy.h"
 
@@ -21,13 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_process;
 
-const fs::path kModel = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen/qwen3_gqa2_tied_bf16_v5";
-
-std::string join_ids(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
+const fs::path& kModel = testing::kGenerateModel;
+using testing::join_ids;
 
 // Communicator segments whose creator (the pid in the name) is gone: leftovers. Segments of live
 // processes (tests running in parallel) are not counted.
