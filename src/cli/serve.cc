@@ -80,6 +80,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
   options.speech.voices = server::load_checkpoint_voices(config.model);
+  options.speech.task_type = server::load_checkpoint_task_type(config.model);
   for (const config::EffectiveStage& stage : config.stages) {
     auto it = stage.engine_args.find("tts_max_instructions_length");
     if (it != stage.engine_args.end() && it->is_number_integer())

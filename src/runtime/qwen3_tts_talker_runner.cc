@@ -175,6 +175,7 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     speech.instructions = request_field<std::string>(info, "instructions", id).value_or("");
     speech.speaker_embedding =
         request_field<std::vector<float>>(info, "speaker_embedding", id).value_or(std::vector<float>{});
+    speech.non_streaming_mode = request_field<bool>(info, "non_streaming_mode", id);
 
     Json params = request.sampling_params.is_null() ? Json::object() : request.sampling_params;
     for (std::string_view key : kPipelineOnlySamplingKeys) params.erase(std::string(key));

@@ -17,7 +17,8 @@
 // Request fields: sampling_params (vLLM names; temperature, top_k, top_p, repetition_penalty,
 // min_tokens, max_tokens, seed) over generation_config.json's defaults; additional_information:
 // text (required), voice, language, instructions, task_type, max_new_tokens (over max_tokens),
-// seed (over sampling_params.seed), speaker_embedding (Base: the x-vector, an array of floats).
+// seed (over sampling_params.seed), speaker_embedding (Base: the x-vector, an array of floats),
+// non_streaming_mode (the prompt's text layout, model/qwen3_tts/prompt.h).
 //
 // KV blocks for a request's whole prompt + max_new_tokens are reserved when it starts, so a
 // running request never waits for memory; requests wait (in order) until blocks are free.

@@ -1,7 +1,9 @@
 // POST /v1/audio/speech and GET /v1/audio/voices: OpenAI's text-to-speech API with vLLM-Omni's
 // extras, in front of a pipeline whose final stage produces audio (Qwen3-TTS: talker ->
 // code2wav). The backend's audio events (mono float32 PCM) are encoded as they arrive:
-//   - not streamed: one response with the whole file and the format's Content-Type;
+//   - not streamed: one response with the whole file and the format's Content-Type; with a speed
+//     other than 1 the samples are kept until the utterance is complete, time-stretched as a
+//     whole (media/time_stretch.h) and then encoded;
 //   - stream + stream_format "audio": a chunked response whose body is the same file, sent as the
 //     encoder releases it (WAV and FLAC headers then leave the length unknown);
 //   - stream_format "sse": `speech.audio.delta` events whose base64 `audio` pieces concatenate to
@@ -9,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/base64.h"
+#include "media/time_stretch.h"
 #include "server/generation.h"
 #include "server/openai_error.h"
 #include "server/openai_format.h"
@@ -31,7 +34,8 @@ struct Speech {
   SpeechRequest request;
   std::unique_ptr<media::AudioEncoder> encoder;
   int sample_rate = 0;
-  std::string body;  // not streamed: the file so far
+  std::string body;                // not streamed: the file so far
+  std::vector<float> unstretched;  // speed other than 1: the whole utterance, encoded at the end
   bool stream_started = false;
   int prompt_tokens = 0;
   int completion_tokens = 0;
@@ -86,6 +90,10 @@ struct Speech {
       run->abort_all();
       return;
     }
+    if (request.speed != 1.0) {
+      unstretched.insert(unstretched.end(), event.audio.begin(), event.audio.end());
+      return;
+    }
     emit(encoder->encode(event.audio));
   }
 
@@ -95,6 +103,7 @@ struct Speech {
     }
     if (error) return fail(*error);
     if (!encoder) start_encoder(kDefaultSampleRate);
+    if (!unstretched.empty()) emit(encoder->encode(media::time_stretch(unstretched, request.speed, sample_rate)));
     emit(encoder->finish());
     if (!request.stream) {
       HttpResponse response;

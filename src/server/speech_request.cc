@@ -6,6 +6,7 @@
 #include <array>
 #include <string_view>
 
+#include "media/time_stretch.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
 #include "server/speech_voices.h"
@@ -60,6 +61,24 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
   if (blank(*input)) throw_invalid_field("input", "'input' is empty: give the text to speak");
   info["text"] = *input;
 
+  // The task decides which of the other fields are needed: the request's, else the checkpoint's,
+  // else CustomVoice (vLLM-Omni's default).
+  std::string task = options.task_type.empty() ? "CustomVoice" : options.task_type;
+  if (std::optional<std::string> task_type = fields.string("task_type")) {
+    auto it = std::find_if(kTaskTypes.begin(), kTaskTypes.end(),
+                           [&](std::string_view known) { return same_ascii_case_insensitive(known, *task_type); });
+    if (it == kTaskTypes.end()) {
+      throw_invalid_field("task_type", "unknown task_type '{}'; allowed: {}", *task_type, fmt::join(kTaskTypes, ", "));
+    }
+    if (!options.task_type.empty() && *it != options.task_type) {
+      throw_invalid_field("task_type",
+                          "task_type '{}' is not served: this model is a {} checkpoint; use task_type '{}'", *task_type,
+                          options.task_type, options.task_type);
+    }
+    task = std::string(*it);
+    info["task_type"] = task;
+  }
+
   if (std::optional<std::string> voice = fields.string("voice")) {
     if (!options.voices.empty()) {
       std::optional<std::string> known = find_voice(options.voices, *voice);
@@ -71,6 +90,13 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     } else {
       info["voice"] = *voice;
     }
+  } else if (task == "CustomVoice" && !options.voices.empty()) {
+    std::optional<std::string> fallback = find_voice(options.voices, kDefaultVoice);
+    if (!fallback) {
+      throw_invalid_field("voice", "'voice' is required: this model has no '{}' to default to; its voices: {}",
+                          kDefaultVoice, fmt::join(options.voices, ", "));
+    }
+    info["voice"] = *fallback;
   }
 
   if (std::optional<std::string> format = fields.string("response_format")) {
@@ -87,14 +113,6 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     request.format = *found;
   }
 
-  if (std::optional<double> speed = fields.number("speed", kMinSpeed, kMaxSpeed)) {
-    if (*speed != 1.0) {
-      throw_invalid_field(
-          "speed", "'speed' {} is not supported: omnistage does not time-stretch audio yet, so speed must be 1.0",
-          *speed);
-    }
-  }
-
   request.stream = fields.boolean("stream").value_or(false);
   if (std::optional<std::string> stream_format = fields.string("stream_format")) {
     if (std::find(kStreamFormats.begin(), kStreamFormats.end(), *stream_format) == kStreamFormats.end()) {
@@ -106,18 +124,21 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     if (request.sse) request.stream = true;
   }
 
-  if (std::optional<std::string> task_type = fields.string("task_type")) {
-    auto it = std::find_if(kTaskTypes.begin(), kTaskTypes.end(),
-                           [&](std::string_view known) { return same_ascii_case_insensitive(known, *task_type); });
-    if (it == kTaskTypes.end()) {
-      throw_invalid_field("task_type", "unknown task_type '{}'; allowed: {}", *task_type, fmt::join(kTaskTypes, ", "));
+  if (std::optional<double> speed = fields.number("speed", media::kMinSpeed, media::kMaxSpeed)) {
+    // The whole utterance is stretched once it is complete; streamed audio leaves as it is decoded.
+    if (*speed != 1.0 && request.stream) {
+      throw_invalid_field("speed",
+                          "'speed' {} cannot be streamed: audio is sent as it is decoded, so a streamed response "
+                          "(stream or stream_format 'sse') needs speed 1.0",
+                          *speed);
     }
-    info["task_type"] = std::string(*it);
+    request.speed = *speed;
   }
 
   if (std::optional<std::string> language = fields.string("language")) info["language"] = *language;
 
-  if (std::optional<std::string> instructions = fields.string("instructions")) {
+  std::optional<std::string> instructions = fields.string("instructions");
+  if (instructions) {
     size_t length = code_points(*instructions);
     if (length > static_cast<size_t>(options.max_instructions_length)) {
       throw_invalid_field("instructions",
@@ -125,6 +146,9 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
                           length, options.max_instructions_length);
     }
     if (!instructions->empty()) info["instructions"] = *instructions;
+  }
+  if (task == "VoiceDesign" && (!instructions || blank(*instructions))) {
+    throw_invalid_field("instructions", "'instructions' is required for VoiceDesign: it describes the voice");
   }
 
   if (std::optional<int64_t> max_new_tokens = fields.integer("max_new_tokens", 1)) {
@@ -138,7 +162,14 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
   if (std::optional<int64_t> frames = fields.integer("initial_codec_chunk_frames", 1)) {
     info["initial_codec_chunk_frames"] = *frames;
   }
+  // The talker's text layout (model/qwen3_tts/prompt.h), not the HTTP streaming.
+  if (std::optional<bool> non_streaming_mode = fields.boolean("non_streaming_mode")) {
+    info["non_streaming_mode"] = *non_streaming_mode;
+  }
   if (const Json* embedding = fields.array("speaker_embedding")) {
+    if (task != "Base") {
+      throw_invalid_field("speaker_embedding", "'speaker_embedding' is only valid for task_type Base, not {}", task);
+    }
     for (size_t i = 0; i < embedding->size(); ++i) {
       if (!(*embedding)[i].is_number()) {
         throw_invalid_field(fmt::format("speaker_embedding[{}]", i), "'speaker_embedding' must be a list of numbers");

@@ -1,7 +1,12 @@
 // POST /v1/audio/speech's request body: OpenAI's fields (model, input, voice, response_format,
 // speed, stream_format) and vLLM-Omni's (stream, task_type, language, instructions,
-// max_new_tokens, seed, initial_codec_chunk_frames, speaker_embedding), checked and turned into
-// one backend request for the pipeline's audio output.
+// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding),
+// checked and turned into one backend request for the pipeline's audio output.
+//
+// As in vLLM-Omni, a request without task_type runs as the checkpoint's task (CustomVoice when
+// the checkpoint's is unknown), and a CustomVoice request without voice speaks as "Vivian" when
+// the checkpoint has that speaker; otherwise `voice` is required. `speed` is applied by the
+// speech route to the finished utterance (media/time_stretch.h), so streamed requests need 1.0.
 //
 // The talker builds its own prompt from the text, so the backend request carries no prompt
 // tokens: everything the stages need is in additional_information (the keys below), and the
@@ -10,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/json.h"
@@ -21,27 +27,32 @@ namespace omni::server {
 // What the speech routes know of the served checkpoint (filled by the serve command).
 struct SpeechOptions {
   std::vector<std::string> voices;    // built-in speakers (speech_voices.h); empty: voice not checked
+  std::string task_type;              // the checkpoint's task (speech_voices.h); empty: unknown
   int max_instructions_length = 500;  // --tts-max-instructions-length, in characters
 };
 
-inline constexpr double kMinSpeed = 0.25;  // OpenAI's range of `speed`
-inline constexpr double kMaxSpeed = 4.0;
+// vLLM-Omni's voice for CustomVoice requests that name none.
+inline constexpr std::string_view kDefaultVoice = "Vivian";
 
 struct SpeechRequest {
   media::AudioFormat format = media::AudioFormat::kWav;
   bool stream = false;
-  bool sse = false;  // stream as server-sent events (stream_format "sse")
-  // additional_information: text, and when given voice (as the checkpoint spells it), task_type,
-  // language, instructions, max_new_tokens, seed, initial_codec_chunk_frames, speaker_embedding.
+  bool sse = false;    // stream as server-sent events (stream_format "sse")
+  double speed = 1.0;  // tempo of the finished utterance; 1.0 when streamed
+  // additional_information: text, voice (as the checkpoint spells it; the default one when the
+  // request names none), and when given task_type, language, instructions, max_new_tokens, seed,
+  // initial_codec_chunk_frames, non_streaming_mode, speaker_embedding.
   Json additional_information = Json::object();
   Json talker_sampling = Json::object();  // seed, max_tokens
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or
-// response_format, stream_format or task_type (naming the allowed values); instructions longer
-// than the limit; speed outside [0.25, 4] or other than 1 (not supported: no time-stretching);
-// ref_audio, ref_text, x_vector_only_mode or word_timestamps (not supported yet); a field of the
-// wrong type.
+// response_format, stream_format or task_type (naming the allowed values); no voice for a
+// CustomVoice request when the checkpoint has no default voice (naming its voices); a task_type
+// other than the checkpoint's; VoiceDesign without instructions; instructions longer than the
+// limit; speaker_embedding for a task other than Base; speed outside [0.25, 4], or other than 1
+// when streamed; ref_audio, ref_text, x_vector_only_mode or word_timestamps (not supported yet);
+// a field of the wrong type.
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options);
 
 // The backend request: no prompt tokens, output modality audio, the talker's sampling for stage 0.

@@ -19,17 +19,23 @@ std::string ascii_lower(std::string_view text) {
   return out;
 }
 
-}  // namespace
-
-std::vector<std::string> load_checkpoint_voices(const std::filesystem::path& model_dir) {
-  const std::filesystem::path file = model_dir / "config.json";
+// config.json as an object; null when the file does not exist or holds no object.
+Json read_config(const std::filesystem::path& file) {
   std::ifstream in(file);
-  if (!in) return {};
+  if (!in) return nullptr;
   std::stringstream text;
   text << in.rdbuf();
   Json config = Json::parse(text.str(), nullptr, false);
   if (config.is_discarded()) throw_error(ErrorCode::kLoadFailed, "{}: not valid JSON", file.string());
-  if (!config.is_object()) return {};
+  return config.is_object() ? config : Json(nullptr);
+}
+
+}  // namespace
+
+std::vector<std::string> load_checkpoint_voices(const std::filesystem::path& model_dir) {
+  const std::filesystem::path file = model_dir / "config.json";
+  const Json config = read_config(file);
+  if (config.is_null()) return {};
   auto talker = config.find("talker_config");
   if (talker == config.end() || !talker->is_object()) return {};
   auto speakers = talker->find("spk_id");
@@ -42,6 +48,21 @@ std::vector<std::string> load_checkpoint_voices(const std::filesystem::path& mod
   for (const auto& [name, id] : speakers->items()) voices.push_back(name);
   std::sort(voices.begin(), voices.end());
   return voices;
+}
+
+std::string load_checkpoint_task_type(const std::filesystem::path& model_dir) {
+  const std::filesystem::path file = model_dir / "config.json";
+  const Json config = read_config(file);
+  if (config.is_null()) return {};
+  auto type = config.find("tts_model_type");
+  if (type == config.end() || type->is_null()) return {};
+  std::string name = type->is_string() ? ascii_lower(type->get<std::string>()) : "";
+  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+  if (name == "customvoice") return "CustomVoice";
+  if (name == "voicedesign") return "VoiceDesign";
+  if (name == "base") return "Base";
+  throw_error(ErrorCode::kLoadFailed, "{}: tts_model_type {} is not one of custom_voice, voice_design, base",
+              file.string(), type->dump());
 }
 
 std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name) {

@@ -1,6 +1,7 @@
-// The built-in voices of a TTS checkpoint: the speaker names of config.json's
-// talker_config.spk_id (Qwen3-TTS CustomVoice), as GET /v1/audio/voices lists them and as
-// POST /v1/audio/speech checks `voice` against. Read once at server start.
+// The built-in voices of a TTS checkpoint and the task they serve: the speaker names of
+// config.json's talker_config.spk_id (Qwen3-TTS CustomVoice), as GET /v1/audio/voices lists them
+// and as POST /v1/audio/speech checks `voice` against, and its tts_model_type, which decides
+// whether a request needs a voice at all. Read once at server start.
 #pragma once
 
 #include <filesystem>
@@ -16,6 +17,12 @@ namespace omni::server {
 // Throws omni::Error(kLoadFailed) naming the file when config.json exists but is not valid JSON
 // or spk_id is not an object.
 std::vector<std::string> load_checkpoint_voices(const std::filesystem::path& model_dir);
+
+// The checkpoint's task as the API names it: "CustomVoice", "VoiceDesign" or "Base" for
+// config.json's tts_model_type custom_voice, voice_design or base (any case, with or without the
+// underscore). Empty when the directory has no config.json or the config has no tts_model_type.
+// Throws omni::Error(kLoadFailed) naming the file for invalid JSON or an unknown tts_model_type.
+std::string load_checkpoint_task_type(const std::filesystem::path& model_dir);
 
 // The voice of `voices` that `name` names, ignoring ASCII case as Qwen3-TTS does; nullopt when none.
 std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name);

@@ -104,6 +104,18 @@ TEST(ConfigCommandTest, LocalModelDirectoryAndBareDeployConfigName) {
   EXPECT_EQ(j["pipeline"], "qwen3_tts");
   EXPECT_EQ(j["deploy_files"][0], kDeployDir + "/qwen3_tts.yaml");
   EXPECT_EQ(j["stages"][0]["engine_args"]["subtalker_sampling_params"]["top_k"], 50);
+  // The talker's sampling defaults from the YAML, with the pipeline's constraints merged in.
+  const ordered_json& talker = j["stages"][0]["default_sampling_params"];
+  EXPECT_EQ(talker["temperature"], 0.9);
+  EXPECT_EQ(talker["top_k"], 50);
+  EXPECT_EQ(talker["max_tokens"], 4096);
+  EXPECT_EQ(talker["min_tokens"], 2);
+  EXPECT_EQ(talker["repetition_penalty"], 1.05);
+  EXPECT_EQ(talker["stop_token_ids"], ordered_json::array({2150}));
+  // --tts-max-instructions-length reaches the talker (and serve's speech route reads it there).
+  j = config_json({(dir.path() / "tts").string(), "--deploy-config", "qwen3_tts.yaml", "--tts-max-instructions-length",
+                   "7"});
+  EXPECT_EQ(j["stages"][0]["engine_args"]["tts_max_instructions_length"], 7);
 }
 
 TEST(ConfigCommandTest, DeployDirCanBeOverridden) {

@@ -3,9 +3,10 @@
 // as the qwen3_tts pipeline (talker and code2wav stage processes, shared-memory connector,
 // async_chunk), driven with curl and the official OpenAI client. The audio is noise, so the tests
 // check what holds for any weights: formats, rate, frame alignment, seeded determinism, stream ==
-// file, the errors, the voices, and a clean shutdown.
+// file, speed, the default voice, the prompt layout, the errors, the voices, and a clean shutdown.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -136,6 +137,61 @@ TEST_F(TtsServeTest, TheSeedDecidesTheSampledAudio) {
   HttpResult two = speech(body);
   ASSERT_EQ(two.status, 200) << two.body;
   EXPECT_FALSE(one.body == two.body) << "the talker samples with temperature 0.9 by default";
+}
+
+TEST_F(TtsServeTest, SpeedStretchesTheFileAndMustBeOneWhenStreamed) {
+  Json body = {{"input", "Faster and slower."}, {"voice", "aiden"}, {"response_format", "pcm"}, {"seed", 11}};
+  HttpResult normal = speech(body);
+  ASSERT_EQ(normal.status, 200) << normal.body;
+  const size_t samples = normal.body.size() / 2;
+  ASSERT_GT(samples, 0u);
+  for (double speed : {0.5, 2.0}) {
+    SCOPED_TRACE(speed);
+    body["speed"] = speed;
+    HttpResult stretched = speech(body);
+    ASSERT_EQ(stretched.status, 200) << stretched.body;
+    EXPECT_EQ(stretched.body.size() / 2, static_cast<size_t>(std::llround(static_cast<double>(samples) / speed)));
+  }
+  body["response_format"] = "wav";
+  HttpResult wav = speech(body);
+  ASSERT_EQ(wav.status, 200) << wav.body;
+  DecodedAudio audio = decode_audio(wav.body);
+  EXPECT_EQ(audio.sample_rate, kRate);
+  EXPECT_EQ(audio.samples.size(), static_cast<size_t>(std::llround(static_cast<double>(samples) / 2.0)));
+
+  body["stream"] = true;
+  HttpResult streamed = speech(body);
+  EXPECT_EQ(streamed.status, 400) << streamed.body;
+  EXPECT_EQ(Json::parse(streamed.body)["error"]["param"], "speed") << streamed.body;
+}
+
+TEST_F(TtsServeTest, AMissingVoiceSpeaksAsVivianAndTheTaskIsTheCheckpoints) {
+  Json body = {{"input", "Who is speaking?"}, {"response_format", "pcm"}, {"seed", 5}};
+  HttpResult unnamed = speech(body);
+  ASSERT_EQ(unnamed.status, 200) << unnamed.body;
+  body["voice"] = "Vivian";
+  HttpResult vivian = speech(body);
+  ASSERT_EQ(vivian.status, 200) << vivian.body;
+  EXPECT_TRUE(unnamed.body == vivian.body) << "vLLM-Omni's default voice is Vivian";
+
+  body["task_type"] = "VoiceDesign";
+  body["instructions"] = "A calm voice.";
+  HttpResult design = speech(body);
+  EXPECT_EQ(design.status, 400) << design.body;
+  EXPECT_EQ(Json::parse(design.body)["error"]["param"], "task_type") << design.body;
+}
+
+TEST_F(TtsServeTest, NonStreamingModeChoosesThePromptLayout) {
+  Json body = {{"input", "Layouts differ."}, {"voice", "serena"}, {"response_format", "pcm"}, {"seed", 9}};
+  HttpResult by_default = speech(body);
+  ASSERT_EQ(by_default.status, 200) << by_default.body;
+  body["non_streaming_mode"] = true;
+  HttpResult non_streaming = speech(body);
+  body["non_streaming_mode"] = false;
+  HttpResult streaming = speech(body);
+  ASSERT_EQ(streaming.status, 200) << streaming.body;
+  EXPECT_TRUE(by_default.body == non_streaming.body) << "CustomVoice lays the text out non-streaming by default";
+  EXPECT_FALSE(streaming.body == non_streaming.body) << "the streaming layout is another prompt";
 }
 
 TEST_F(TtsServeTest, BadRequestsAre400WithAnOpenAiError) {

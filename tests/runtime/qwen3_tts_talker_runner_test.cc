@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -16,7 +17,9 @@
 #include "base/json.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/prompt.h"
 #include "model/qwen3_tts/random_checkpoint.h"
+#include "model/qwen3_tts/talker.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/stage_runner.h"
 #include "support/temp_dir.h"
@@ -123,6 +126,49 @@ TEST(Qwen3TtsTalkerRunner, GreedyGenerationMatchesTheReference) {
   EXPECT_EQ(checked, 2);
 }
 
+// The checkpoint's generation_config.json supplies the talker's and the sub-talker's defaults;
+// the deploy's subtalker_sampling_params and the request's sampling_params sit above them.
+TEST(Qwen3TtsTalkerRunner, GenerationConfigDefaultsSitUnderTheDeployAndTheRequest) {
+  // A copy of the reference checkpoint whose generation_config.json asks for greedy decoding of
+  // both (the reference's own settings: repetition penalty 1.05, min 2 frames).
+  omni::testing::TempDir dir;
+  for (const fs::directory_entry& file : fs::directory_iterator(kDir)) {
+    fs::copy_file(file.path(), dir.path() / file.path().filename());
+  }
+  Json config = read_json_file(kDir / "generation_config.json");
+  config["do_sample"] = false;
+  config["subtalker_dosample"] = false;
+  dir.write("generation_config.json", config.dump());
+  Json args = engine_args({{"model", dir.path().string()}});
+  args.erase("subtalker_sampling_params");
+
+  const int frames = reference()["max_frames"];
+  const Json& entry = reference()["prompts"][0];
+  ASSERT_TRUE(entry.contains("frames"));
+  const auto want = entry["frames"].get<std::vector<std::vector<int32_t>>>();
+  auto frames_of = [&](const Json& engine, const Json& sampling) {
+    auto runner = make_stage_runner(engine, {});
+    runner->add_request(speech_request("r", reference_info(entry, frames), sampling));
+    return run_all(*runner)["r"].frames;
+  };
+  // No sampling parameters anywhere: generation_config.json's greedy decoding gives the reference.
+  EXPECT_EQ(frames_of(args, Json::object()), want);
+  // The deploy's subtalker_sampling_params override subtalker_dosample...
+  Json sampled_subtalker = args;
+  sampled_subtalker["subtalker_sampling_params"] = {{"do_sample", true}, {"temperature", 0.9}};
+  sampled_subtalker["seed"] = 3;
+  std::vector<std::vector<int32_t>> got = frames_of(sampled_subtalker, Json::object());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(got[0][0], want[0][0]) << "the talker's first code stays greedy";
+  EXPECT_NE(got[0], want[0]) << "the sub-talker samples";
+  // ...and the request's temperature (with the YAML's defaults merged in) overrides do_sample.
+  got = frames_of(args, {{"temperature", 0.9}, {"top_k", 50}, {"seed", 5}});
+  std::vector<int32_t> code0s, want_code0s;
+  for (const auto& frame : got) code0s.push_back(frame[0]);
+  for (const auto& frame : want) want_code0s.push_back(frame[0]);
+  EXPECT_NE(code0s, want_code0s);
+}
+
 Json hello(int max_new_tokens = 6) {
   return {{"text", "Hello there."}, {"voice", "Vivian"}, {"max_new_tokens", max_new_tokens}};
 }
@@ -148,6 +194,76 @@ TEST(Qwen3TtsTalkerRunner, SeededSamplingIsReproducibleWhateverTheBatch) {
   info["seed"] = 7;
   overridden->add_request(speech_request("a", info, {{"temperature", 0.9}, {"top_k", 50}, {"seed", 12345}}));
   EXPECT_EQ(run_all(*overridden)["a"].frames, first.frames);
+}
+
+// The lowest index of the largest of the first `n` values: greedy sampling.
+int32_t argmax(const float* values, int n) {
+  return static_cast<int32_t>(std::max_element(values, values + n) - values);
+}
+
+// The streaming text layout (non_streaming_mode false) feeds the text one token per frame: decode
+// step k adds text token k+1, then tts_eos, then tts_pad (qwen-models.md §4.6). The runner's
+// greedy frames equal a replay of that loop on the talker itself.
+TEST(Qwen3TtsTalkerRunner, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
+  namespace tts = model::qwen3_tts;
+  // Greedy without penalty and with EOS out of reach, so that every code is a plain argmax.
+  const Json greedy = {{"temperature", 0.0}, {"repetition_penalty", 1.0}, {"logit_bias", {{"166", -1e9}}}};
+  tts::SpeechRequest speech;
+  speech.text = "Hi there.";
+  speech.voice = "aiden";
+  speech.non_streaming_mode = false;
+  tts::Talker talker(kDir, tts::read_talker_config(kDir));
+  const tts::TalkerPrompt prompt = tts::build_talker_prompt(speech, talker, *model::Tokenizer::load(kDir));
+  const int frames = static_cast<int>(prompt.trailing.shape()[0]) + 3;  // past the end of the text
+
+  auto runner = make_stage_runner(engine_args(), {});
+  runner->add_request(speech_request(
+      "s", {{"text", speech.text}, {"voice", "aiden"}, {"non_streaming_mode", false}, {"max_new_tokens", frames}},
+      greedy));
+  const Result result = run_all(*runner)["s"];
+  ASSERT_EQ(result.frames.size(), static_cast<size_t>(frames));
+
+  const int64_t h = talker.hidden_size();
+  const int control_start = talker.codec_vocab_size() - 1024;
+  talker.init_kv_cache(4);
+  talker.init_predictor_cache(1);
+  const std::vector<int32_t> slot{0};
+  std::vector<int32_t> frame;
+  int32_t context = 0;
+  for (int f = 0; f < frames; ++f) {
+    SCOPED_TRACE(f);
+    tensor::Tensor rows = prompt.rows;
+    if (f > 0) {
+      rows = tensor::Tensor::empty({1, h}, tensor::DType::kF32);
+      const int64_t k = f - 1;
+      const float* text =
+          k < prompt.trailing.shape()[0] ? prompt.trailing.data<float>() + k * h : prompt.tts_pad.data<float>();
+      std::copy_n(text, h, rows.data<float>());
+      talker.add_frame_embedding(frame, rows.data<float>());
+    }
+    model::ForwardBatch batch;
+    const auto length = static_cast<int32_t>(rows.shape()[0]);
+    for (int32_t p = 0; p < length; ++p) batch.positions.push_back(context + p);
+    batch.seqs.push_back({0, length, context, {0, 1, 2, 3}, true});
+    context += length;
+    std::vector<float> logits;
+    tensor::Tensor hidden;
+    talker.forward(batch, rows, logits, hidden);
+    frame = {argmax(logits.data(), control_start)};
+    talker.predictor_prefill(slot, hidden, frame, logits);
+    frame.push_back(argmax(logits.data(), talker.codebook_size()));
+    for (int group = 2; group < talker.num_code_groups(); ++group) {
+      talker.predictor_step(group, slot, std::vector<int32_t>{frame.back()}, logits);
+      frame.push_back(argmax(logits.data(), talker.codebook_size()));
+    }
+    EXPECT_EQ(result.frames[f], frame);
+  }
+
+  // The layout matters: the same request laid out non-streaming speaks differently.
+  runner->add_request(speech_request(
+      "n", {{"text", speech.text}, {"voice", "aiden"}, {"non_streaming_mode", true}, {"max_new_tokens", frames}},
+      greedy));
+  EXPECT_NE(run_all(*runner)["n"].frames, result.frames);
 }
 
 TEST(Qwen3TtsTalkerRunner, StopsOnCodecEosAfterMinTokensAndNeverSamplesControlIds) {
@@ -220,6 +336,8 @@ TEST(Qwen3TtsTalkerRunner, BadRequestsAreInvalidArgumentsNamingTheField) {
                   ErrorCode::kInvalidArgument, {"instructions", "8 characters", "at most 5"});
   expect_rejected(*runner, speech_request("r", {{"text", "Hi"}, {"voice", 3}}), ErrorCode::kInvalidArgument,
                   {"additional_information.voice"});
+  expect_rejected(*runner, speech_request("r", {{"text", "Hi"}, {"voice", "aiden"}, {"non_streaming_mode", "yes"}}),
+                  ErrorCode::kInvalidArgument, {"additional_information.non_streaming_mode"});
   expect_rejected(*runner, speech_request("r", {{"text", "Hi"}, {"voice", "aiden"}, {"max_new_tokens", 0}}),
                   ErrorCode::kInvalidArgument, {"max_new_tokens"});
   expect_rejected(*runner, speech_request("r", {{"text", "Hi"}, {"voice", "aiden"}}, {{"temperature", -1}}),

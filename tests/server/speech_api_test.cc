@@ -1,18 +1,23 @@
 // POST /v1/audio/speech and GET /v1/audio/voices on the real ApiServer, in front of a backend that
 // answers with a known tone: every format, streamed (raw and SSE) and not, read back with FFmpeg;
-// what reaches the backend; the 400s; errors before and after the audio starts; disconnects.
+// what reaches the backend; speed; the default voice; the 400s; errors before and after the audio
+// starts; disconnects.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 
 #include "base/base64.h"
+#include "base/error.h"
 #include "media/audio_decoder.h"
 #include "media/audio_encoder.h"
 #include "media/pcm16.h"
+#include "media/time_stretch.h"
 #include "server/api_server.h"
+#include "server/speech_voices.h"
 #include "server/test_server.h"
 #include "server/tone_backend.h"
+#include "support/temp_dir.h"
 
 namespace omni::testing {
 namespace {
@@ -24,14 +29,18 @@ constexpr size_t kFrames = 6;
 
 class SpeechApiTest : public ::testing::Test {
  protected:
-  void start(std::chrono::milliseconds chunk_delay = 1ms) {
+  void start(std::chrono::milliseconds chunk_delay = 1ms, std::vector<std::string> voices = {"Vivian", "aiden", "ryan"},
+             std::string task_type = "") {
+    if (server_) server_->stop();
+    server_.reset();
     backend_ = std::make_unique<ToneBackend>(chunk_delay);
     server::ApiServerOptions options;
     options.port = 0;
     options.served_model_names = {"tts"};
     options.model_path = "/models/tts";
     options.version = "test";
-    options.speech.voices = {"Vivian", "aiden", "ryan"};
+    options.speech.voices = std::move(voices);
+    options.speech.task_type = std::move(task_type);
     options.speech.max_instructions_length = 20;
     server_ = std::make_unique<server::ApiServer>(options, *backend_, nullptr, metrics_);
     server_->start();
@@ -118,6 +127,7 @@ TEST_F(SpeechApiTest, TheBackendGetsTheFieldsAsAdditionalInformation) {
                             {"max_new_tokens", 4},
                             {"seed", 7},
                             {"initial_codec_chunk_frames", 3},
+                            {"non_streaming_mode", false},
                             {"speed", 1.0}});
   ASSERT_EQ(reply.status, 200) << reply.body;
   auto submitted = backend_->submitted();
@@ -133,7 +143,8 @@ TEST_F(SpeechApiTest, TheBackendGetsTheFieldsAsAdditionalInformation) {
                                                   {"instructions", "calm"},
                                                   {"max_new_tokens", 4},
                                                   {"seed", 7},
-                                                  {"initial_codec_chunk_frames", 3}}));
+                                                  {"initial_codec_chunk_frames", 3},
+                                                  {"non_streaming_mode", false}}));
   ASSERT_EQ(request.sampling_params_list.size(), 1u);
   EXPECT_EQ(request.sampling_params_list[0], Json({{"max_tokens", 4}, {"seed", 7}}));
   // max_new_tokens caps the frames; the seed picks the tone.
@@ -214,7 +225,11 @@ TEST_F(SpeechApiTest, BadRequestsAreOpenAiErrorsNamingTheField) {
   expect_invalid({{"instructions", std::string(21, 'x')}}, "instructions",
                  "'instructions' is 21 characters long; the limit is 20 (--tts-max-instructions-length)");
   expect_invalid({{"speed", 5.0}}, "speed", "'speed' must be in [0.25, 4], got 5");
-  expect_invalid({{"speed", 1.5}}, "speed", "does not time-stretch audio yet, so speed must be 1.0");
+  expect_invalid({{"speed", 1.5}, {"stream", true}}, "speed", "'speed' 1.5 cannot be streamed");
+  expect_invalid({{"speed", 0.5}, {"stream_format", "sse"}}, "speed", "needs speed 1.0");
+  expect_invalid({{"task_type", "VoiceDesign"}}, "instructions", "'instructions' is required for VoiceDesign");
+  expect_invalid({{"speaker_embedding", {0.5, 0.25}}}, "speaker_embedding", "only valid for task_type Base");
+  expect_invalid({{"non_streaming_mode", "no"}}, "non_streaming_mode", "must be a boolean");
   expect_invalid({{"stream_format", "chunks"}}, "stream_format", "allowed: sse, audio");
   expect_invalid({{"task_type", "Clone"}}, "task_type", "allowed: CustomVoice, VoiceDesign, Base");
   expect_invalid({{"ref_audio", "https://example.com/a.wav"}}, "ref_audio", "'ref_audio' is not supported yet");
@@ -229,6 +244,72 @@ TEST_F(SpeechApiTest, BadRequestsAreOpenAiErrorsNamingTheField) {
   CurlReply unknown_model = speech({{"model", "other"}});
   EXPECT_EQ(unknown_model.status, 404);
   EXPECT_TRUE(backend_->submitted().size() == 1u);
+}
+
+TEST_F(SpeechApiTest, SpeedStretchesTheWholeUtteranceBeforeEncoding) {
+  start();
+  const std::vector<float> tone = ToneBackend::expected_samples(kText, std::nullopt);
+  for (double speed : {0.5, 1.5, 4.0}) {
+    SCOPED_TRACE(speed);
+    CurlReply reply = speech({{"response_format", "pcm"}, {"speed", speed}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    // The whole utterance in one stretch (the backend sends it in four chunks): the samples of
+    // media::time_stretch, whose length is round(frames * 1920 / speed).
+    const std::vector<float> stretched = media::time_stretch(tone, speed, kToneSampleRate);
+    EXPECT_EQ(stretched.size(), static_cast<size_t>(std::llround(kFrames * kToneSamplesPerFrame / speed)));
+    expect_samples(pcm_samples(reply.body), stretched);
+  }
+  // Every format carries the stretched length; speed 1 leaves the audio as it is.
+  CurlReply wav = speech({{"response_format", "wav"}, {"speed", 2.0}});
+  ASSERT_EQ(wav.status, 200) << wav.body;
+  EXPECT_EQ(decode_audio(wav.body).samples.size(), kFrames * kToneSamplesPerFrame / 2);
+  CurlReply same = speech({{"response_format", "pcm"}, {"speed", 1.0}});
+  expect_samples(pcm_samples(same.body), tone);
+}
+
+TEST_F(SpeechApiTest, AMissingVoiceIsVivianOrA400NamingTheVoices) {
+  // vLLM-Omni's default speaker, as the checkpoint spells it.
+  start(1ms, {"aiden", "vivian"}, "CustomVoice");
+  ASSERT_EQ(speech({{"response_format", "pcm"}}).status, 200);
+  EXPECT_EQ(backend_->submitted().at(0).additional_information["voice"], "vivian");
+  // The checkpoint's own task is the only one it serves.
+  expect_invalid({{"task_type", "Base"}}, "task_type",
+                 "this model is a CustomVoice checkpoint; use task_type 'CustomVoice'");
+
+  // Without a Vivian the request must name a voice, before anything reaches the pipeline.
+  start(1ms, {"aiden", "ryan"}, "CustomVoice");
+  expect_invalid(Json::object(), "voice",
+                 "'voice' is required: this model has no 'Vivian' to default to; its voices: aiden, ryan");
+  EXPECT_TRUE(backend_->submitted().empty());
+
+  // A Base checkpoint needs no voice, and takes the speaker embedding.
+  start(1ms, {}, "Base");
+  ASSERT_EQ(speech({{"speaker_embedding", {0.5, 0.25}}, {"response_format", "pcm"}}).status, 200);
+  EXPECT_EQ(backend_->submitted().at(0).additional_information.count("voice"), 0u);
+  EXPECT_EQ(backend_->submitted().at(0).additional_information["speaker_embedding"], Json({0.5, 0.25}));
+}
+
+TEST(SpeechVoicesTest, TheCheckpointTellsItsVoicesAndTask) {
+  TempDir dir;
+  EXPECT_TRUE(server::load_checkpoint_voices(dir.path()).empty());
+  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "");
+  dir.write("config.json", R"({"tts_model_type": "custom_voice",
+                               "talker_config": {"spk_id": {"Vivian": 3065, "aiden": 2861}}})");
+  EXPECT_EQ(server::load_checkpoint_voices(dir.path()), (std::vector<std::string>{"Vivian", "aiden"}));
+  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "CustomVoice");
+  dir.write("config.json", R"({"tts_model_type": "voice_design"})");
+  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "VoiceDesign");
+  dir.write("config.json", R"({"tts_model_type": "base"})");
+  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "Base");
+  dir.write("config.json", R"({"tts_model_type": "clone"})");
+  try {
+    server::load_checkpoint_task_type(dir.path());
+    ADD_FAILURE() << "an unknown tts_model_type was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kLoadFailed);
+    EXPECT_NE(std::string(e.what()).find("tts_model_type \"clone\" is not one of custom_voice"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(SpeechApiTest, ErrorBeforeAudioIsAStatusAndAfterItEndsTheStream) {

@@ -49,6 +49,10 @@ bool uses_instructions(TtsModelType task, const TalkerConfig& config, const Spee
 
 }  // namespace
 
+bool uses_non_streaming_layout(const SpeechRequest& request, TtsModelType task) {
+  return request.non_streaming_mode.value_or(task != TtsModelType::kBase);
+}
+
 TtsModelType resolve_task_type(const SpeechRequest& request, const TalkerConfig& config) {
   if (request.task_type.empty()) return config.model_type;
   const std::string lowered = lower_ascii(request.task_type);
@@ -162,7 +166,9 @@ TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& tal
   const size_t pad_row = text_track.size() - 3, bos_row = pad_row + 1, eos_row = pad_row + 2;
 
   const size_t n_prefix = prefix.size();
-  const size_t num_rows = instruct_ids.size() + 3 + (n_prefix - 1) + num_text + 2;
+  const bool non_streaming = uses_non_streaming_layout(request, task);
+  const size_t tail_rows = non_streaming ? num_text + 2 : 1;
+  const size_t num_rows = instruct_ids.size() + 3 + (n_prefix - 1) + tail_rows;
   TalkerPrompt prompt;
   prompt.rows = Tensor::zeros({static_cast<int64_t>(num_rows), h}, DType::kF32);
   size_t row = 0;
@@ -181,14 +187,25 @@ TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& tal
     }
   }
   const size_t first_text = instruct_ids.size() + 3;
-  for (size_t i = 0; i < num_text; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(first_text + i));
-  talker.add_codec_embedding(config.codec_pad_id, next_row(eos_row));
-  talker.add_codec_embedding(config.codec_bos_id, next_row(pad_row));
+  // The text-track rows of the decode steps: the text not in the prefill, then tts_eos.
+  std::vector<size_t> trailing;
+  if (non_streaming) {
+    for (size_t i = 0; i < num_text; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(first_text + i));
+    talker.add_codec_embedding(config.codec_pad_id, next_row(eos_row));
+    talker.add_codec_embedding(config.codec_bos_id, next_row(pad_row));
+    trailing.push_back(pad_row);
+  } else {
+    talker.add_codec_embedding(config.codec_bos_id, next_row(first_text));
+    for (size_t i = 1; i < num_text; ++i) trailing.push_back(first_text + i);
+    trailing.push_back(eos_row);
+  }
 
   prompt.tts_pad = Tensor::empty({h}, DType::kF32);
   std::copy_n(text_row(pad_row), h, prompt.tts_pad.data<float>());
-  prompt.trailing = Tensor::empty({1, h}, DType::kF32);
-  std::copy_n(text_row(pad_row), h, prompt.trailing.data<float>());
+  prompt.trailing = Tensor::empty({static_cast<int64_t>(trailing.size()), h}, DType::kF32);
+  for (size_t i = 0; i < trailing.size(); ++i) {
+    std::copy_n(text_row(trailing[i]), h, prompt.trailing.data<float>() + i * h);
+  }
   prompt.text_ids.assign(ids.begin() + 3, ids.end() - 5);
   return prompt;
 }

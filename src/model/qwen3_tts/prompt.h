@@ -2,8 +2,12 @@
 // talker for one utterance, and the text-track vectors added to the following decode steps.
 // Layouts: CustomVoice (a built-in speaker's codec row), VoiceDesign (the voice described by
 // instructions) and Base with a given speaker embedding (an x-vector; cloning from reference
-// audio is not done here). The text is laid out non-streaming, the default of the official
-// generate_custom_voice / generate_voice_design: all text tokens in the prefill, then tts_pad.
+// audio is not done here). Two text layouts, chosen per request as vLLM-Omni chooses them
+// (its non_streaming_mode; by default the official wrappers' choice per task):
+//   - non-streaming (default for CustomVoice and VoiceDesign): every text token in the prefill,
+//     then tts_eos + codec pad and tts_pad + codec bos; every decode step adds tts_pad;
+//   - streaming text (default for Base): one prefill row for the first text token with codec bos;
+//     decode step k adds the text token k+1, then tts_eos, then tts_pad for the rest.
 //
 // Errors: omni::Error(kInvalidArgument) naming the request field at fault (text, voice,
 // language, instructions, task_type, speaker_embedding) and, for names, the allowed values.
@@ -32,6 +36,8 @@ struct SpeechRequest {
   std::string language;                  // a codec language (any case) or "Auto"; empty = Auto
   std::string instructions;              // VoiceDesign: the voice description; CustomVoice (1.7B): a style
   std::vector<float> speaker_embedding;  // Base: the x-vector (talker hidden size floats)
+  // The text layout: true = non-streaming, false = streaming; unset = the task's default.
+  std::optional<bool> non_streaming_mode;
 };
 
 struct TalkerPrompt {
@@ -44,6 +50,9 @@ struct TalkerPrompt {
 // The task type a request runs as: its task_type when set (it must be the checkpoint's), else the
 // checkpoint's.
 TtsModelType resolve_task_type(const SpeechRequest& request, const TalkerConfig& config);
+
+// The layout a request gets: its non_streaming_mode when set, else non-streaming except for Base.
+bool uses_non_streaming_layout(const SpeechRequest& request, TtsModelType task);
 
 // Builds the prompt. `max_instructions_length` bounds the instructions in characters (Unicode
 // code points).

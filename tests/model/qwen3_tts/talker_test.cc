@@ -1,8 +1,9 @@
 // The Qwen3-TTS talker against the clean-room reference of tests/data/tiny_qwen3_tts (made by
 // scripts/reference/make_tiny_qwen3_tts.py with transformers' Qwen3Model as the stacks): the
 // talker stack's hidden states and codec logits, the code predictor's logits of every codebook,
-// and the prefill rows of every prompt layout, each within 1e-4 relative error; plus the config
-// reader and the request validation.
+// and the prefill rows of every prompt layout, each within 1e-4 relative error (the streaming text
+// layout derived from the reference's non-streaming rows); plus the config reader and the request
+// validation.
 #include "model/qwen3_tts/talker.h"
 
 #include <gtest/gtest.h>
@@ -209,7 +210,105 @@ TEST(TinyTalker, VoiceDesignAndBasePromptsMatchTheReference) {
   SpeechRequest request = request_of(prompt_entry("base_xvector"));
   const Tensor xvector = tensor::load_npy(kDir / "base_xvector.npy");
   request.speaker_embedding.assign(xvector.data<float>(), xvector.data<float>() + xvector.numel());
+  request.non_streaming_mode = true;  // the reference's layout; Base defaults to the streaming one
   expect_prompt(base_talker, *tiny().tokenizer, request, prompt_entry("base_xvector"));
+}
+
+// codec_embedding[id] alone.
+std::vector<float> codec_row(const Talker& talker, int32_t id) {
+  std::vector<float> row(kHidden, 0.0f);
+  talker.add_codec_embedding(id, row.data());
+  return row;
+}
+
+// want[i] = a[i] - b[i] + c[i] (c may be empty).
+std::vector<float> combine(const float* a, const std::vector<float>& minus, const std::vector<float>& plus) {
+  std::vector<float> out(a, a + kHidden);
+  for (int64_t i = 0; i < kHidden; ++i) out[i] += (plus.empty() ? 0.0f : plus[i]) - minus[i];
+  return out;
+}
+
+// The streaming text layout of §4.6, checked against the reference's non-streaming rows, which
+// hold the same text-track vectors (P(X[i]) + C(pad), tts_eos + C(pad), tts_pad + C(bos)): the
+// same rows up to the codec prefix, then P(X[0]) + C(bos) as the last row, and the decode steps'
+// text track P(X[1]), ..., P(X[n-1]), tts_eos.
+void expect_streaming_layout(const Talker& talker, SpeechRequest request, const Json& entry) {
+  SCOPED_TRACE(entry["name"].get<std::string>());
+  const Tensor reference = tensor::load_npy(kDir / entry["rows"].get<std::string>());
+  const auto ref_rows = static_cast<size_t>(reference.shape()[0]);
+  const size_t num_text = entry["text_ids"].size();
+  const size_t before_text = ref_rows - num_text - 2;  // instructions, role, codec prefix
+  const std::vector<float> pad = codec_row(talker, talker.config().codec_pad_id);
+  const std::vector<float> bos = codec_row(talker, talker.config().codec_bos_id);
+  auto ref_row = [&](size_t i) { return reference.data<float>() + i * kHidden; };
+
+  request.non_streaming_mode = false;
+  const TalkerPrompt prompt = build_talker_prompt(request, talker, *tiny().tokenizer);
+  ASSERT_EQ(prompt.rows.shape(), (std::vector<int64_t>{static_cast<int64_t>(before_text + 1), kHidden}));
+  EXPECT_LT(relative_error(prompt.rows.data<float>(), reference.data<float>(), before_text * kHidden), 1e-4);
+  const std::vector<float> first = combine(ref_row(before_text), pad, bos);
+  EXPECT_LT(relative_error(prompt.rows.data<float>() + before_text * kHidden, first.data(), kHidden), 1e-4);
+
+  ASSERT_EQ(prompt.trailing.shape(), (std::vector<int64_t>{static_cast<int64_t>(num_text), kHidden}));
+  for (size_t k = 0; k < num_text; ++k) {
+    // Step k carries text token k+1; the last step the reference's tts_eos row.
+    const std::vector<float> want = combine(ref_row(before_text + 1 + k), pad, {});
+    EXPECT_LT(relative_error(prompt.trailing.data<float>() + k * kHidden, want.data(), kHidden), 1e-4) << "step " << k;
+  }
+  const std::vector<float> tts_pad = combine(ref_row(ref_rows - 1), bos, {});
+  EXPECT_LT(relative_error(prompt.tts_pad.data<float>(), tts_pad.data(), kHidden), 1e-4);
+  EXPECT_EQ(prompt.text_ids, entry["text_ids"].get<std::vector<int32_t>>());
+
+  // The non-streaming layout's decode steps carry tts_pad only.
+  request.non_streaming_mode = true;
+  const TalkerPrompt non_streaming = build_talker_prompt(request, talker, *tiny().tokenizer);
+  ASSERT_EQ(non_streaming.trailing.shape(), (std::vector<int64_t>{1, kHidden}));
+  EXPECT_LT(relative_error(non_streaming.trailing.data<float>(), tts_pad.data(), kHidden), 1e-4);
+}
+
+TEST(TinyTalker, StreamingTextLayoutMatchesTheReferenceRows) {
+  for (const char* name : {"custom_voice_english", "dialect_auto_instructed"}) {
+    expect_streaming_layout(tiny().talker, request_of(prompt_entry(name)), prompt_entry(name));
+  }
+  TalkerConfig base = read_talker_config(kDir);
+  base.model_type = TtsModelType::kBase;
+  const Talker base_talker(kDir, base);
+  SpeechRequest request = request_of(prompt_entry("base_xvector"));
+  const Tensor xvector = tensor::load_npy(kDir / "base_xvector.npy");
+  request.speaker_embedding.assign(xvector.data<float>(), xvector.data<float>() + xvector.numel());
+  expect_streaming_layout(base_talker, request, prompt_entry("base_xvector"));
+}
+
+TEST(TinyTalker, TheLayoutDefaultsToStreamingForBaseOnly) {
+  SpeechRequest request;
+  request.text = "Hi.";
+  EXPECT_TRUE(uses_non_streaming_layout(request, TtsModelType::kCustomVoice));
+  EXPECT_TRUE(uses_non_streaming_layout(request, TtsModelType::kVoiceDesign));
+  EXPECT_FALSE(uses_non_streaming_layout(request, TtsModelType::kBase));
+  request.non_streaming_mode = true;
+  EXPECT_TRUE(uses_non_streaming_layout(request, TtsModelType::kBase));
+  request.non_streaming_mode = false;
+  EXPECT_FALSE(uses_non_streaming_layout(request, TtsModelType::kCustomVoice));
+
+  // Built without the field, a Base prompt ends with the first text token (one row after the
+  // codec prefix), a CustomVoice one with the whole text, tts_eos and tts_pad.
+  TalkerConfig base = read_talker_config(kDir);
+  base.model_type = TtsModelType::kBase;
+  const Talker base_talker(kDir, base);
+  SpeechRequest clone;
+  clone.text = "Hi.";
+  clone.speaker_embedding.assign(kHidden, 0.5f);
+  const TalkerPrompt streamed = build_talker_prompt(clone, base_talker, *tiny().tokenizer);
+  const size_t prefix = codec_prefix(clone, base).size();  // 6: nothink, bos, eos, x-vector, pad, bos
+  EXPECT_EQ(streamed.rows.shape()[0], static_cast<int64_t>(3 + prefix - 1 + 1));
+  EXPECT_EQ(streamed.trailing.shape()[0], static_cast<int64_t>(streamed.text_ids.size()));
+  SpeechRequest custom;
+  custom.text = "Hi.";
+  custom.voice = "vivian";
+  const TalkerPrompt whole = build_talker_prompt(custom, tiny().talker, *tiny().tokenizer);
+  EXPECT_EQ(whole.rows.shape()[0], static_cast<int64_t>(3 + codec_prefix(custom, tiny().talker.config()).size() - 1 +
+                                                        whole.text_ids.size() + 2));
+  EXPECT_EQ(whole.trailing.shape()[0], 1);
 }
 
 void expect_invalid(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request,
