@@ -115,7 +115,11 @@ TEST_F(TtsServeTest, EveryFormatStreamedAndNotIsSeededAndStreamEqualsFile) {
       EXPECT_LE(frames, static_cast<size_t>(kMaxFrames));
       // qwen3_tts.yaml's initial_codec_chunk_frames 1: the first frame is sent on its own, before
       // the talker has finished, so more than one frame means more than one delta.
-      if (frames > 1) EXPECT_GE(events.size(), 3u) << "deltas and the done event";
+      if (frames > 1) {
+        EXPECT_GE(events.size(), 3u) << "deltas and the done event";
+        EXPECT_EQ(base64_decode(Json::parse(events[0])["audio"].get<std::string>()).size(), 2u * kSamplesPerFrame)
+            << "code2wav decoded the first frame on its own";
+      }
       continue;
     }
     DecodedAudio audio = decode_audio(file.body);

@@ -1,14 +1,17 @@
 // The qwen3_tts_talker stage runner on the tiny reference checkpoint of tests/data/tiny_qwen3_tts:
 // greedy generation of whole requests (prompt construction, talker steps, the code predictor and
 // the talker's logits processors) gives exactly the reference's codes, batched or alone; seeded
-// sampling is reproducible; EOS, max_new_tokens, min_tokens, suppression, KV reservation, abort
-// and bad requests behave as the runner's header says.
+// sampling is reproducible; the streaming text layout feeds one text token per frame;
+// generation_config.json's defaults sit under the deploy's and the request's; Base and
+// VoiceDesign checkpoints serve; EOS, max_new_tokens, min_tokens, suppression, KV reservation,
+// abort and bad requests behave as the runner's header says.
 #include "runtime/qwen3_tts_talker_runner.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -266,6 +269,61 @@ TEST(Qwen3TtsTalkerRunner, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
   EXPECT_NE(run_all(*runner)["n"].frames, result.frames);
 }
 
+void expect_rejected(StageRunner& runner, StageRequest request, ErrorCode code,
+                     const std::vector<std::string>& fragments) {
+  try {
+    runner.add_request(std::move(request));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+// A copy of the reference checkpoint whose config.json says `tts_model_type` (and, for Base, has
+// the speaker encoder's config, as the released Base checkpoints do).
+void write_variant(const fs::path& dir, const std::string& tts_model_type) {
+  for (const fs::directory_entry& file : fs::directory_iterator(kDir)) {
+    fs::copy_file(file.path(), dir / file.path().filename());
+  }
+  Json config = read_json_file(kDir / "config.json");
+  config["tts_model_type"] = tts_model_type;
+  if (tts_model_type == "base") config["speaker_encoder_config"] = {{"enc_dim", 32}, {"sample_rate", 24000}};
+  std::ofstream(dir / "config.json") << config.dump();
+}
+
+TEST(Qwen3TtsTalkerRunner, ServesBaseAndVoiceDesignCheckpoints) {
+  const Json greedy = {{"temperature", 0.0}};
+  omni::testing::TempDir base_dir;
+  write_variant(base_dir.path(), "base");
+  auto base = make_stage_runner(engine_args({{"model", base_dir.path().string()}}), {});
+  const Json xvector = std::vector<float>(32, 0.25f);
+  Json clone = {{"text", "Hi there."}, {"speaker_embedding", xvector}, {"max_new_tokens", 5}};
+  base->add_request(speech_request("default", clone, greedy));
+  clone["non_streaming_mode"] = false;
+  base->add_request(speech_request("streaming", clone, greedy));
+  clone["non_streaming_mode"] = true;
+  base->add_request(speech_request("non_streaming", clone, greedy));
+  std::map<std::string, Result> results = run_all(*base);
+  ASSERT_EQ(results["default"].frames.size(), 5u);
+  // Base lays the text out streaming unless the request asks otherwise (vLLM-Omni's default).
+  EXPECT_EQ(results["default"].frames, results["streaming"].frames);
+  EXPECT_NE(results["default"].frames, results["non_streaming"].frames);
+  expect_rejected(*base, speech_request("r", {{"text", "Hi"}, {"speaker_embedding", std::vector<float>(31, 0.0f)}}),
+                  ErrorCode::kInvalidArgument, {"speaker_embedding", "32 floats", "got 31"});
+  expect_rejected(*base, speech_request("r", {{"text", "Hi"}, {"task_type", "CustomVoice"}, {"voice", "aiden"}}),
+                  ErrorCode::kInvalidArgument, {"task_type 'CustomVoice'", "Base checkpoint"});
+
+  omni::testing::TempDir design_dir;
+  write_variant(design_dir.path(), "voice_design");
+  auto design = make_stage_runner(engine_args({{"model", design_dir.path().string()}}), {});
+  design->add_request(speech_request(
+      "d", {{"text", "Hi there."}, {"instructions", "A calm, deep voice."}, {"max_new_tokens", 4}}, greedy));
+  EXPECT_EQ(run_all(*design)["d"].frames.size(), 4u);
+  expect_rejected(*design, speech_request("r", {{"text", "Hi"}}), ErrorCode::kInvalidArgument,
+                  {"instructions are required"});
+}
+
 TEST(Qwen3TtsTalkerRunner, StopsOnCodecEosAfterMinTokensAndNeverSamplesControlIds) {
   auto runner = make_stage_runner(engine_args(), {});
   // EOS strongly favoured: min_tokens (2) still forces two frames, then EOS ends the request
@@ -313,17 +371,6 @@ TEST(Qwen3TtsTalkerRunner, WaitsForKvBlocksAndSlotsAndAbortFreesThem) {
   results = run_all(*single);
   EXPECT_EQ(results["x"].frames.size(), 1u);
   EXPECT_EQ(results["y"].frames.size(), 2u);
-}
-
-void expect_rejected(StageRunner& runner, StageRequest request, ErrorCode code,
-                     const std::vector<std::string>& fragments) {
-  try {
-    runner.add_request(std::move(request));
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
 }
 
 TEST(Qwen3TtsTalkerRunner, BadRequestsAreInvalidArgumentsNamingTheField) {
