@@ -42,7 +42,8 @@ std::vector<float> time_stretch(std::span<const float> samples, double speed, in
 
   std::vector<float> hann(window);
   for (int64_t n = 0; n < window; ++n) {
-    hann[n] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(n) / window));
+    hann[n] = static_cast<float>(
+        0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(n) / static_cast<double>(window)));
   }
   std::vector<double> output(frames * hop + window, 0.0), weight(frames * hop + window, 0.0);
   const auto max_start = static_cast<int64_t>(input.size()) - window;

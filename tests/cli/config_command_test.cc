@@ -113,8 +113,8 @@ TEST(ConfigCommandTest, LocalModelDirectoryAndBareDeployConfigName) {
   EXPECT_EQ(talker["repetition_penalty"], 1.05);
   EXPECT_EQ(talker["stop_token_ids"], ordered_json::array({2150}));
   // --tts-max-instructions-length reaches the talker (and serve's speech route reads it there).
-  j = config_json({(dir.path() / "tts").string(), "--deploy-config", "qwen3_tts.yaml", "--tts-max-instructions-length",
-                   "7"});
+  j = config_json(
+      {(dir.path() / "tts").string(), "--deploy-config", "qwen3_tts.yaml", "--tts-max-instructions-length", "7"});
   EXPECT_EQ(j["stages"][0]["engine_args"]["tts_max_instructions_length"], 7);
 }
 

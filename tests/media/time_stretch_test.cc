@@ -71,7 +71,7 @@ TEST(TimeStretch, LengthScalesByTheInverseOfTheSpeed) {
 
 TEST(TimeStretch, AToneKeepsItsPitchAndLevel) {
   for (double hz : {110.0, 220.0, 440.0}) {
-    const std::vector<float> input = tone(2 * kRate, hz);
+    const std::vector<float> input = tone(size_t{2} * kRate, hz);
     for (double speed : kSpeeds) {
       SCOPED_TRACE(testing::Message() << hz << " Hz at speed " << speed);
       const std::vector<float> output = middle(time_stretch(input, speed, kRate));
@@ -85,7 +85,7 @@ TEST(TimeStretch, AToneKeepsItsPitchAndLevel) {
 
 TEST(TimeStretch, AHarmonicVoiceKeepsItsFundamental) {
   // A vowel-like sound: 150 Hz with its harmonics falling off, and the pitch sliding by 10%.
-  std::vector<float> input(3 * kRate);
+  std::vector<float> input(size_t{3} * kRate);
   double phase = 0.0;
   for (size_t i = 0; i < input.size(); ++i) {
     const double hz = 150.0 * (1.0 + 0.1 * static_cast<double>(i) / static_cast<double>(input.size()));
