@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -20,6 +21,7 @@
 
 #include "base/json.h"
 #include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 namespace omni::testing {
 
@@ -173,5 +175,28 @@ inline std::vector<Json> sse_events(const std::string& body) {
   }
   return events;
 }
+
+// A test suite sharing one server: `omnistage demo-model --arch Arch` written into a temporary
+// folder and served there, started before the suite's first test and stopped after its last.
+// Arch names a static string (e.g. `inline constexpr char kArch[] = "qwen3";`).
+template <const char* Arch>
+class DemoServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    ProcessResult made =
+        run_process({OMNISTAGE_BINARY, "demo-model", "--arch", Arch, "--out", (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    server_ = std::make_unique<ServeProcess>(dir_->path() / "model", dir_->path() / "serve.log");
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServeProcess> server_;
+};
 
 }  // namespace omni::testing

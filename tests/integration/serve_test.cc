@@ -43,34 +43,15 @@ double metric(const std::string& metrics_text, const std::string& name) {
   return -1;
 }
 
-class ServeTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    ProcessResult made =
-        run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3", "--out", (dir_->path() / "model").string()});
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-    server_ = new ServeProcess(dir_->path() / "model", dir_->path() / "serve.log");
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+inline constexpr char kQwen3Arch[] = "qwen3";
 
+class ServeTest : public DemoServerSuite<kQwen3Arch> {
+ protected:
   static Json completion_body(const Json& prompt, int max_tokens, bool stream = false) {
     return {{"model", kModelName}, {"prompt", prompt},   {"max_tokens", max_tokens},
             {"temperature", 0},    {"ignore_eos", true}, {"stream", stream}};
   }
-
-  static TempDir* dir_;
-  static ServeProcess* server_;
 };
-
-TempDir* ServeTest::dir_ = nullptr;
-ServeProcess* ServeTest::server_ = nullptr;
 
 TEST_F(ServeTest, CurlModelsCompletionsAndChatWithUsage) {
   HttpResult models = curl(*server_, "/v1/models", std::nullopt);

@@ -39,35 +39,16 @@ std::vector<std::string> sse_data(const std::string& body) {
   return out;
 }
 
-class TtsServeTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir;
-    ProcessResult made = run_process(
-        {OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_tts", "--out", (dir_->path() / "model").string()});
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-    server_ = new ServeProcess(dir_->path() / "model", dir_->path() / "serve.log");
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+inline constexpr char kTtsArch[] = "qwen3_tts";
 
+class TtsServeTest : public DemoServerSuite<kTtsArch> {
+ protected:
   static HttpResult speech(Json body) {
     body["model"] = kModelName;
     if (!body.contains("max_new_tokens")) body["max_new_tokens"] = kMaxFrames;
     return curl(*server_, "/v1/audio/speech", body.dump());
   }
-
-  static TempDir* dir_;
-  static ServeProcess* server_;
 };
-
-TempDir* TtsServeTest::dir_ = nullptr;
-ServeProcess* TtsServeTest::server_ = nullptr;
 
 TEST_F(TtsServeTest, VoicesAreTheDemoSpeakers) {
   HttpResult reply = curl(*server_, "/v1/audio/voices", std::nullopt);
