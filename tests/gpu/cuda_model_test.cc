@@ -258,7 +258,6 @@ TEST_P(CudaModelTest, Float16PromptLogitsMatchTransformers) {
 // the GPU's token must be the CPU's. In float32 that must hold at (nearly) every step.
 TEST_P(CudaModelTest, SeededSamplingAgreesWithTheCpuWhereTheMarginAllows) {
   auto cpu = builtin_model_registry().create_causal_lm(dir_);
-  const int vocab = cpu->info().vocab_size;
   const auto& prompt = prompts_.back();
   const int n = static_cast<int>(prompt.size());
   const int steps = std::min(kGreedyTokens, cpu->info().max_position_embeddings - n);
@@ -274,7 +273,6 @@ TEST_P(CudaModelTest, SeededSamplingAgreesWithTheCpuWhereTheMarginAllows) {
     ForwardBatch batch = prefill_batch(prompt, table, false);
     std::vector<float> cpu_logits, gpu_logits;
     std::vector<int32_t> sampled;
-    std::vector<int32_t> history;
     int agreed = 0;
     for (int step = 0; step < steps; ++step) {
       tensor::ops::SamplingParams params;
@@ -300,7 +298,6 @@ TEST_P(CudaModelTest, SeededSamplingAgreesWithTheCpuWhereTheMarginAllows) {
     }
     EXPECT_GE(agreed, dtype == tensor::DType::kF32 ? steps - 1 : steps / 2)
         << agreed << " of " << steps << " draws were the same on both backends' logits";
-    (void)vocab;
   }
 }
 
