@@ -19,6 +19,7 @@
 #include "model/causal_lm.h"
 #include "model/chat_template/chat_template.h"
 #include "model/hf_config.h"
+#include "model/model_dtype.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_parallel_model.h"
 #include "tensor/backend.h"
@@ -50,6 +51,7 @@ struct GenerateOptions {
   std::string dump_logits;
   std::string output = "text";
   std::string device = "auto";
+  std::string dtype = "auto";
   int tensor_parallel_size = 1;
   // Engine (vLLM's names and defaults).
   int max_num_seqs = 256;
@@ -254,6 +256,7 @@ OrderedJson completion_json(const Completion& c) {
 
 int run_generate(const GenerateOptions& options) {
   const tensor::Device device = tensor::resolve_device(options.device, "--device");
+  const std::optional<tensor::DType> dtype = model::parse_model_dtype(options.dtype, "--dtype");
   if (options.tensor_parallel_size < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--tensor-parallel-size must be >= 1, got {}",
                 options.tensor_parallel_size);
@@ -294,8 +297,8 @@ int run_generate(const GenerateOptions& options) {
   }
 
   auto load_start = std::chrono::steady_clock::now();
-  std::unique_ptr<model::CausalLm> lm =
-      runtime::load_tensor_parallel_lm(options.model, {.size = options.tensor_parallel_size, .device = device});
+  std::unique_ptr<model::CausalLm> lm = runtime::load_tensor_parallel_lm(
+      options.model, {.size = options.tensor_parallel_size, .device = device, .dtype = dtype});
   spdlog::info(
       "loaded {} on {} in {:.2f} s{}", options.model, tensor::device_name(device), seconds_since(load_start),
       options.tensor_parallel_size > 1 ? fmt::format(" ({} tensor-parallel ranks)", options.tensor_parallel_size) : "");
@@ -461,6 +464,10 @@ Command generate_command() {
             ->default_val("text");
         sub.add_option("--device", options->device,
                        "Device to run on: auto (cuda when a GPU is visible, else cpu), cpu, cuda or cuda:N")
+            ->default_val("auto");
+        sub.add_option("--dtype", options->dtype,
+                       "Weights, activations and KV cache: auto (the checkpoint's; bfloat16 for float32 ones on "
+                       "CUDA), bfloat16, float16 (half) or float32 (float); the CPU computes in float32")
             ->default_val("auto");
         sub.add_option("--tensor-parallel-size", options->tensor_parallel_size,
                        "Split the model over this many ranks, one process each (rank r on device r)")

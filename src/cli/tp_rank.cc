@@ -15,6 +15,7 @@ Command tp_rank_command() {
             sub.add_option("--tensor-parallel-size", args->size, "Ranks in the group")->required();
             sub.add_option("--model", args->model, "The checkpoint folder")->required();
             sub.add_option("--device", args->device, "This rank's device")->default_val("cpu");
+            sub.add_option("--dtype", args->dtype, "The model's dtype (as generate's --dtype)")->default_val("auto");
             return [args] { return runtime::run_tensor_parallel_rank(*args); };
           }};
 }

@@ -214,29 +214,49 @@ std::vector<RequestOutput> ArEngine::step() {
     batch_.seqs.push_back(std::move(slice));
   }
   sampling_.clear();
-  bool plain_greedy = true;
   for (const ScheduledSequence& s : plan.scheduled) {
-    if (!s.samples) continue;
-    Completion* c = completions_.at(s.seq);
-    sampling_.push_back(c);
-    plain_greedy = plain_greedy && picks_plain_argmax(*c);
+    if (s.samples) sampling_.push_back(completions_.at(s.seq));
   }
   sampled_.resize(sampling_.size());
+  forward_and_sample(plan);
+  return finish_step();
+}
 
-  // When every row takes the plain argmax, the model picks the tokens where the logits are (on a
-  // GPU only the ids cross to the host); otherwise the sampler needs the rows.
-  if (plain_greedy && !sampling_.empty()) {
-    model_.forward_greedy(batch_, greedy_ids_);
+ArEngine::SamplingPath ArEngine::sampling_path() const {
+  bool plain_argmax = true;
+  for (const Completion* c : sampling_) {
+    if (needs_host_sampler(*c)) return SamplingPath::kHost;
+    plain_argmax = plain_argmax && picks_plain_argmax(*c);
+  }
+  return plain_argmax ? SamplingPath::kArgmax : SamplingPath::kDevice;
+}
+
+void ArEngine::forward_and_sample(const SchedulerOutput& plan) {
+  const SamplingPath path = sampling_.empty() ? SamplingPath::kHost : sampling_path();
+  if (path != SamplingPath::kHost) {
+    // The model picks the tokens where the logits are (on a GPU only the ids cross to the host).
+    if (path == SamplingPath::kArgmax) {
+      model_.forward_greedy(batch_, sampled_ids_);
+    } else {
+      device_params_.clear();
+      for (const Completion* c : sampling_) {
+        device_params_.push_back(
+            device_sampling_params(c->request.params, c->seq.prompt_token_ids(), c->seq.output_token_ids(), c->rng));
+      }
+      model_.forward_sample(batch_, device_params_, sampled_ids_);
+    }
     scheduler_.complete(plan);
-    if (greedy_ids_.size() != sampling_.size()) {
-      throw_error(ErrorCode::kInternal, "the model returned {} greedy tokens for {} rows", greedy_ids_.size(),
+    if (sampled_ids_.size() != sampling_.size()) {
+      throw_error(ErrorCode::kInternal, "the model returned {} sampled tokens for {} rows", sampled_ids_.size(),
                   sampling_.size());
     }
     for (size_t row = 0; row < sampling_.size(); ++row) {
       sampled_[row] = SampledToken();
-      sampled_[row].token_id = greedy_ids_[row];
+      sampled_[row].token_id = sampled_ids_[row];
+      // The device drew with the stream's next uniform (greedy rows draw nothing).
+      if (!sampling_[row]->request.params.greedy()) sampling_[row]->rng.skip();
     }
-    return finish_step();
+    return;
   }
   model_.forward(batch_, logits_);
   scheduler_.complete(plan);
@@ -265,14 +285,21 @@ std::vector<RequestOutput> ArEngine::step() {
       }
     }
   });
-  return finish_step();
+}
+
+bool ArEngine::needs_host_sampler(const Completion& c) const {
+  const SamplingParams& p = c.request.params;
+  return p.logprobs || !p.logit_bias.empty() || min_tokens_masks(c);
+}
+
+bool ArEngine::min_tokens_masks(const Completion& c) const {
+  return c.seq.num_output_tokens() < c.request.params.min_tokens && !c.request.min_tokens_stop_ids.empty();
 }
 
 bool ArEngine::picks_plain_argmax(const Completion& c) const {
   const SamplingParams& p = c.request.params;
-  const bool min_tokens_masks = c.seq.num_output_tokens() < p.min_tokens && !c.request.min_tokens_stop_ids.empty();
-  return p.greedy() && !p.logprobs && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
-         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !min_tokens_masks;
+  return p.greedy() && !needs_host_sampler(c) && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
 }
 
 std::vector<RequestOutput> ArEngine::finish_step() {

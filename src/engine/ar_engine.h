@@ -84,6 +84,21 @@ class ArEngine {
   struct Request;
   struct Completion;
 
+  // How a step's tokens are picked: kArgmax when every row takes the plain argmax of its raw logits
+  // (CausalLm::forward_greedy); kDevice when every row's processing is ops::sample's (penalties,
+  // temperature, top-k/top-p/min-p, the Philox draw: CausalLm::forward_sample, on the model's
+  // device); kHost when some row needs what only the host Sampler does (logprobs, logit_bias, an
+  // active min_tokens mask), which then samples the whole step from forward()'s rows. Both
+  // samplers draw from each sequence's SamplingRng the same way, so a stream continues unchanged
+  // when its steps change path.
+  enum class SamplingPath { kArgmax, kDevice, kHost };
+  SamplingPath sampling_path() const;
+  // Runs the model on batch_ (completing `plan` in the scheduler) and fills sampled_ with one token
+  // per row of sampling_, by sampling_path().
+  void forward_and_sample(const SchedulerOutput& plan);
+  bool needs_host_sampler(const Completion& completion) const;
+  // Whether min_tokens masks the completion's stop tokens at its next token.
+  bool min_tokens_masks(const Completion& completion) const;
   // Whether the completion's next token is the argmax of its raw logits (greedy, and nothing that
   // edits the row first: logprobs, logit_bias, penalties, an active min_tokens mask).
   bool picks_plain_argmax(const Completion& completion) const;
@@ -113,7 +128,8 @@ class ArEngine {
   int last_step_num_tokens_ = 0;
   model::ForwardBatch batch_;
   std::vector<float> logits_;
-  std::vector<int32_t> greedy_ids_;
+  std::vector<int32_t> sampled_ids_;
+  std::vector<tensor::ops::SamplingParams> device_params_;
 };
 
 }  // namespace omni::engine

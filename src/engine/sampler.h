@@ -1,11 +1,14 @@
-// Token selection for one sequence from its row of logits, with vLLM's semantics:
+// Token selection for one sequence from its row of logits on the host, with vLLM's semantics:
 //   raw logprobs (when asked) -> min_tokens -> logit_bias -> penalties ->
 //   greedy: argmax (lowest id on ties) | random: temperature -> min_p -> top_k -> top_p -> draw.
 // top_k keeps every token whose logit ties the k-th largest; top_p keeps the most likely tokens
 // while the probability mass before them is below top_p (always at least one); min_p drops tokens
-// whose probability is below min_p times the largest. The draw uses one uniform number from the
-// sequence's own SamplingRng (inverse CDF over the kept tokens: by token id, or most likely first
-// under top_p), so a seeded sequence's tokens depend only on its own logits and seed.
+// whose probability is below min_p times the largest. The token choice after the penalties is
+// ops::sample's, through its host definition tensor::sample_row, with the sequence's next draw
+// (SamplingRng: Philox, seed and step): the engine samples on the model's device with ops::sample
+// when no row of a step needs what only this sampler does (logprobs, logit_bias, min_tokens), and
+// both paths continue the same stream, so a seeded sequence's tokens depend only on its own logits
+// and seed.
 //
 // A Sampler holds scratch buffers only; one per thread (the engine thread).
 #pragma once
@@ -17,6 +20,7 @@
 #include "engine/logits_processors.h"
 #include "engine/sampling_params.h"
 #include "engine/sampling_rng.h"
+#include "tensor/ops.h"
 
 namespace omni::engine {
 
@@ -43,6 +47,12 @@ struct SamplingState {
   SamplingRng& rng;
 };
 
+// The ops::sample parameters of one sequence's next token: its filters, penalties and token
+// history (spans into the caller's vectors) and the next draw of `rng` (seed, step), without
+// taking it. `params` must have gone through validated().
+tensor::ops::SamplingParams device_sampling_params(const SamplingParams& params, std::span<const int32_t> prompt,
+                                                   std::span<const int32_t> output, const SamplingRng& rng);
+
 class Sampler {
  public:
   // Processes `logits` (one row of vocab_size) and returns the chosen token. The row is left holding
@@ -51,13 +61,10 @@ class Sampler {
   SampledToken sample(std::span<float> logits, const SamplingState& state);
 
  private:
-  int32_t draw(std::span<float> logits, const SamplingParams& params, SamplingRng& rng);
   void fill_logprobs(std::span<const float> raw, int num_top, SampledToken& out);
 
   PenaltyScratch penalty_scratch_;
   std::vector<float> raw_logits_;
-  std::vector<float> heap_;
-  std::vector<std::pair<float, int32_t>> candidates_;
 };
 
 }  // namespace omni::engine

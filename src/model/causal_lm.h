@@ -7,15 +7,19 @@
 // engine loop) calls every method; a CausalLm is not thread-safe.
 //
 // A model on a GPU keeps its weights, KV cache and activations there; what crosses to the host is
-// what forward() returns (logits rows), or only token ids through forward_greedy().
+// what forward() returns (logits rows), or only token ids through forward_greedy() and
+// forward_sample().
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
 
 namespace omni::model {
 
@@ -76,6 +80,24 @@ class CausalLm {
       const float* first = logits.data() + row * vocab;
       token_ids.push_back(static_cast<int32_t>(std::max_element(first, first + vocab) - first));
     }
+  }
+
+  // Like forward(), but draws one token id per logits row with ops::sample and params[row] (its
+  // penalties, filters and Philox draw; params.size() must equal the rows), where the logits are:
+  // on a GPU only the ids cross to the host. batch.all_logits must be false. Throws as forward()
+  // and as ops::sample for bad params. This default samples forward()'s rows on the host, which
+  // draws the same ids as the CPU backend.
+  virtual void forward_sample(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                              std::vector<int32_t>& token_ids) {
+    std::vector<float> logits;
+    forward(batch, logits);
+    const int64_t vocab = info().vocab_size;
+    const int64_t rows = vocab > 0 ? static_cast<int64_t>(logits.size()) / vocab : 0;
+    token_ids.resize(static_cast<size_t>(rows));
+    if (rows == 0) return;
+    tensor::Tensor host = tensor::Tensor::borrow(logits.data(), {rows, vocab}, tensor::DType::kF32);
+    tensor::Tensor ids = tensor::Tensor::borrow(token_ids.data(), {rows}, tensor::DType::kI32);
+    tensor::ops::sample(host, params, ids);
   }
 
   // Where the weights, the KV cache and the activations live.

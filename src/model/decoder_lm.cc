@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "model/model_dtype.h"
 #include "model/safetensors.h"
 
 namespace omni::model {
@@ -45,7 +46,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
       variant_(variant),
       has_embedding_and_head_(weights.has_embedding_and_head),
       device_(options.device),
-      dtype_(options.device.type == DeviceType::kCpu ? DType::kF32 : DType::kBF16),
+      dtype_(resolve_model_dtype(options.dtype, config.dtype, options.device, (dir / "config.json").string())),
       tensor_parallel_(options.tensor_parallel) {
   if (config.hidden_act != "silu") {
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
@@ -64,13 +65,12 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
   if (weights.has_embedding_and_head) {
-    embed_tokens_ = placed(load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape,
-                                            shard_.vocab_begin, shard_.vocab_rows, shard_.vocab_rows + 1, dtype_));
+    embed_tokens_ = load_vocab_shard(ckpt, weights.prefix + "embed_tokens.weight", vocab_shape, shard_.vocab_begin,
+                                     shard_.vocab_rows, shard_.vocab_rows + 1, dtype_, device_);
     // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
-    lm_head_ = config.tie_word_embeddings
-                   ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
-                   : placed(load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin, shard_.vocab_rows,
-                                             shard_.vocab_rows, dtype_));
+    lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
+                                          : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
+                                                             shard_.vocab_rows, shard_.vocab_rows, dtype_, device_);
   }
   final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
 
@@ -80,27 +80,29 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     Layer& l = layers_[i];
     l.input_norm = load_weight(ckpt, p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = load_weight(ckpt, p + "post_attention_layernorm.weight", {hidden});
-    l.q_proj = placed(load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows, dtype_));
-    l.k_proj = placed(load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_));
-    l.v_proj = placed(load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_));
-    l.o_proj = placed(load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows, dtype_));
+    l.q_proj = load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows, dtype_, device_);
+    l.k_proj =
+        load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_, device_);
+    l.v_proj =
+        load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_, device_);
+    l.o_proj =
+        load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows, dtype_, device_);
     if (variant.qkv_bias) {
-      l.q_bias = placed(load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows, dtype_));
-      l.k_bias = placed(load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_));
-      l.v_bias = placed(load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_));
+      l.q_bias = load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows, dtype_, device_);
+      l.k_bias = load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_, device_);
+      l.v_bias = load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_, device_);
     }
     if (variant.qk_norm) {
       l.q_norm = load_weight(ckpt, p + "self_attn.q_norm.weight", {hd});
       l.k_norm = load_weight(ckpt, p + "self_attn.k_norm.weight", {hd});
     }
     // Gate and up share one matrix so the MLP's first step is a single product.
-    Tensor gate_up = Tensor::empty({2 * inter, hidden}, dtype_);
-    ckpt.load_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_, gate_up.raw());
-    ckpt.load_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, dtype_,
-                         static_cast<char*>(gate_up.raw()) + gate_up.nbytes() / 2);
-    l.gate_up_proj = placed(gate_up);
+    l.gate_up_proj = Tensor::empty({2 * inter, hidden}, dtype_, device_);
+    ckpt.load_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, l.gate_up_proj, 0);
+    ckpt.load_slice_into(p + "mlp.up_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, l.gate_up_proj,
+                         static_cast<size_t>(inter * hidden));
     l.down_proj =
-        placed(load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter, dtype_));
+        load_column_shard(ckpt, p + "mlp.down_proj.weight", {hidden, inter_all}, inter_begin, inter, dtype_, device_);
   }
 
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
@@ -118,7 +120,7 @@ Tensor DecoderLm::placed(const Tensor& host) const {
 }
 
 Tensor DecoderLm::load_weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
-  return placed(ckpt.load(name, shape, dtype_));
+  return ckpt.load(name, shape, dtype_, device_);
 }
 
 size_t DecoderLm::kv_bytes_per_block() const {
@@ -364,6 +366,23 @@ void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& 
   ops::argmax(logits, best);
   const Tensor host = device_.type == DeviceType::kCpu ? best : best.to(Device::cpu());
   std::copy_n(host.data<int32_t>(), token_ids.size(), token_ids.begin());
+}
+
+void DecoderLm::forward_sample(const ForwardBatch& batch, std::span<const ops::SamplingParams> params,
+                               std::vector<int32_t>& token_ids) {
+  check_has_head("forward_sample");
+  if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_sample: all_logits is not supported");
+  // Padding columns would take part in the draw; the rows are sampled from forward()'s then.
+  if (shard_.vocab_rows * shard_.size != config_.vocab_size) {
+    CausalLm::forward_sample(batch, params, token_ids);
+    return;
+  }
+  Tensor logits = run(batch, nullptr, nullptr);
+  token_ids.resize(static_cast<size_t>(logits.dim(0)));
+  if (token_ids.empty()) return;
+  // Host ids: ops::sample copies them back once the kernel is done (the step's only wait).
+  Tensor ids = Tensor::borrow(token_ids.data(), {logits.dim(0)}, DType::kI32);
+  ops::sample(logits, params, ids);
 }
 
 }  // namespace omni::model

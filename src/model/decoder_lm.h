@@ -4,20 +4,23 @@
 // What differs between families is a DecoderVariant, not a copy of this code.
 //
 // On the CPU, weights, activations and the KV cache are float32 (bf16/f16 on disk are widened). On a
-// CUDA device they are bfloat16 (float32 on disk is rounded once at load), with float32 arithmetic
-// inside every op; a step uploads its token ids, positions and KV slots in one copy, runs every op
-// on the device's stream without waiting, and copies back only the logits rows asked for (or, in
-// forward_greedy, one token id per row). Activations come from the device's caching allocator, so a
-// step allocates no new device memory once the shapes have been seen. The KV cache is
-// [num_blocks, kKvBlockSize, kv_heads, head_dim] per layer in the activation dtype.
-// Threading per CausalLm.
+// CUDA device they are in the load options' dtype (model/model_dtype.h: by default the
+// checkpoint's, bfloat16 for float32 checkpoints), written there from the file through pinned
+// staging and converted on the GPU, with float32 arithmetic inside every op; a step uploads its
+// token ids, positions and KV slots in one copy, runs every op on the device's stream without
+// waiting, and copies back only the logits rows asked for (or, in forward_greedy and
+// forward_sample, one token id per row). Activations come from the device's caching allocator, so
+// a step allocates no new device memory once the shapes have been seen. The KV cache is
+// [num_blocks, kKvBlockSize, kv_heads, head_dim] per layer in the activation dtype. Threading per
+// CausalLm.
 //
 // Tensor parallelism: given a communicator of size N (on the model's device), the object is rank
 // r's shard (model/tensor_parallel.h): it loads only its slices, holds the KV cache of its KV
 // heads, and meets the other ranks in two all-reduces per layer, one for the embedding and one
-// all-gather of the logits. Every rank must call init_kv_cache and forward/forward_greedy with the
-// same arguments in the same order (runtime/tensor_parallel_model.h does that; forward and
-// forward_greedy meet the others in the same collectives); every rank returns the full logits.
+// all-gather of the logits. Every rank must call init_kv_cache and forward/forward_greedy/
+// forward_sample with the same arguments in the same order (runtime/tensor_parallel_model.h does
+// that, sending forward_sample through forward; they meet the others in the same collectives);
+// every rank returns the full logits.
 #pragma once
 
 #include <filesystem>
@@ -68,6 +71,10 @@ class DecoderLm : public CausalLm {
   void init_kv_cache(int num_blocks) override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) override;
+  // ops::sample on the logits where they are (bf16/f16 on a GPU: the penalties round to that dtype),
+  // one copy of the ids to the host.
+  void forward_sample(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                      std::vector<int32_t>& token_ids) override;
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
   // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is a host

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "model/causal_lm.h"
 #include "tensor/communicator.h"
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace omni::model {
 
@@ -22,6 +24,8 @@ namespace omni::model {
 struct CausalLmLoadOptions {
   // Where the model runs (its weights, KV cache and activations live there).
   tensor::Device device = tensor::Device::cpu();
+  // The weights', activations' and KV cache's dtype (model/model_dtype.h); nullopt: auto.
+  std::optional<tensor::DType> dtype;
   // Not owned, outlives the model. When set, the model is this rank's shard of a tensor-parallel
   // group (a family that cannot be split answers kUnsupported); the communicator works on `device`.
   tensor::Communicator* tensor_parallel = nullptr;

@@ -9,36 +9,13 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "tensor/convert.h"
+#include "tensor/upload.h"
 
 namespace omni::model {
 namespace {
 
 using tensor::DType;
-
-// `count` elements of `src` (stored as `from`) into `dst` as `to` (float32, bfloat16 or float16):
-// the bytes when the dtypes agree, else through float32 (rounding to nearest even), in slices so
-// that the float32 staging stays small for large matrices.
-void convert_elements(DType from, const void* src, DType to, void* dst, size_t count) {
-  if (from == to) {
-    std::memcpy(dst, src, count * tensor::dtype_size(to));
-    return;
-  }
-  if (to == DType::kF32) {
-    tensor::convert_to_f32(from, src, static_cast<float*>(dst), count);
-    return;
-  }
-  constexpr size_t kSlice = size_t{1} << 20;
-  const size_t in_size = tensor::dtype_size(from);
-  std::vector<float> wide(std::min(count, kSlice));
-  auto* out = static_cast<uint16_t*>(dst);
-  for (size_t begin = 0; begin < count; begin += kSlice) {
-    const size_t n = std::min(kSlice, count - begin);
-    tensor::convert_to_f32(from, static_cast<const char*>(src) + begin * in_size, wide.data(), n);
-    for (size_t i = 0; i < n; ++i) {
-      out[begin + i] = to == DType::kBF16 ? tensor::f32_to_bf16(wide[i]) : tensor::f32_to_f16(wide[i]);
-    }
-  }
-}
 
 bool parse_dtype(const std::string& name, DType& out) {
   static const std::map<std::string, DType> kTypes = {
@@ -66,8 +43,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     throw_error(ErrorCode::kLoadFailed, "{}: {} bytes is too short for a safetensors file", where, size_);
   }
   mapping_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
   if (mapping_ == MAP_FAILED) {
+    ::close(fd);
     mapping_ = nullptr;
     throw_error(ErrorCode::kLoadFailed, "{}: mmap failed: {}", where, std::strerror(errno));
   }
@@ -109,13 +86,20 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     }
   } catch (...) {
     ::munmap(mapping_, size_);
+    ::close(fd);
     mapping_ = nullptr;
     throw;
   }
+  fd_ = fd;
 }
 
 SafetensorsFile::~SafetensorsFile() {
   if (mapping_) ::munmap(mapping_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+tensor::HostSource SafetensorsFile::source(const void* data) const {
+  return {data, fd_, static_cast<const char*>(data) - static_cast<const char*>(mapping_)};
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
@@ -212,13 +196,13 @@ void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& e
   auto* out = static_cast<unsigned char*>(dst);
   if (dim == 0) {
     const int64_t row = rank == 2 ? e.shape[1] : 1;
-    convert_elements(e.dtype, bytes + begin * row * in_size, dtype, out, static_cast<size_t>(count * row));
+    tensor::convert_elements(e.dtype, bytes + begin * row * in_size, dtype, out, static_cast<size_t>(count * row));
     return;
   }
   const int64_t rows = e.shape[0], cols = e.shape[1];
   for (int64_t r = 0; r < rows; ++r) {
-    convert_elements(e.dtype, bytes + (r * cols + begin) * in_size, dtype, out + r * count * out_size,
-                     static_cast<size_t>(count));
+    tensor::convert_elements(e.dtype, bytes + (r * cols + begin) * in_size, dtype, out + r * count * out_size,
+                             static_cast<size_t>(count));
   }
 }
 
@@ -228,12 +212,40 @@ tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape
   return t;
 }
 
-tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected, DType dtype) const {
+void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                                 int64_t count, tensor::Tensor& dst, size_t dst_offset) const {
+  const SafetensorsFile* file = nullptr;
+  const SafetensorsEntry& e = entry(name, expected, &file);
+  const int rank = static_cast<int>(e.shape.size());
+  if (rank < 1 || rank > 2 || dim < 0 || dim >= rank || begin < 0 || count < 0 || begin + count > e.shape[dim]) {
+    throw_error(ErrorCode::kInvalidArgument, "checkpoint {}: tensor '{}' {} has no slice [{}, {}) of dimension {}",
+                dir_.string(), name, tensor::shape_to_string(e.shape), begin, begin + count, dim);
+  }
+  check_load_dtype(name, dst.dtype());
+  const size_t in_size = tensor::dtype_size(e.dtype);
+  const auto* bytes = static_cast<const unsigned char*>(e.data);
+  if (dim == 0) {
+    const int64_t row = rank == 2 ? e.shape[1] : 1;
+    tensor::copy_from_host(file->source(bytes + begin * row * in_size), e.dtype, static_cast<size_t>(count * row), dst,
+                           dst_offset);
+    return;
+  }
+  const int64_t rows = e.shape[0], cols = e.shape[1];
+  std::vector<unsigned char> gathered(static_cast<size_t>(rows * count) * in_size);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(gathered.data() + r * count * in_size, bytes + (r * cols + begin) * in_size,
+                static_cast<size_t>(count) * in_size);
+  }
+  tensor::copy_from_host({gathered.data()}, e.dtype, static_cast<size_t>(rows * count), dst, dst_offset);
+}
+
+tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected, DType dtype,
+                                tensor::Device device) const {
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   check_load_dtype(name, dtype);
-  tensor::Tensor t = tensor::Tensor::empty(expected, dtype);
-  convert_elements(e.dtype, e.data, dtype, t.raw(), static_cast<size_t>(tensor::shape_numel(expected)));
+  tensor::Tensor t = tensor::Tensor::empty(expected, dtype, device);
+  tensor::copy_from_host(file->source(e.data), e.dtype, static_cast<size_t>(tensor::shape_numel(expected)), t, 0);
   return t;
 }
 

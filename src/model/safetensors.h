@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "tensor/upload.h"
 
 namespace omni::model {
 
@@ -35,9 +36,13 @@ class SafetensorsFile {
   // nullptr when the file has no tensor of that name.
   const SafetensorsEntry* find(const std::string& name) const;
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  // Bytes at `data` (inside the mapping) as a copy source: the mapping, and the same bytes in the
+  // file, which stays open for reading them without first-touching the mapping.
+  tensor::HostSource source(const void* data) const;
 
  private:
   std::filesystem::path path_;
+  int fd_ = -1;
   void* mapping_ = nullptr;
   size_t size_ = 0;
   std::map<std::string, SafetensorsEntry> entries_;
@@ -66,9 +71,15 @@ class Checkpoint {
   // Same as `dtype` (float32, bfloat16 or float16) into `dst`, which holds the slice in that dtype.
   void load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin, int64_t count,
                        tensor::DType dtype, void* dst) const;
-  // The tensor as `dtype` (float32, bfloat16 or float16) on the host: the file's bytes when it
-  // stores that dtype, else converted through float32 (rounding to nearest even).
-  tensor::Tensor load(const std::string& name, const tensor::Shape& expected, tensor::DType dtype) const;
+  // Same into the contiguous tensor `dst` on any device, in dst's dtype, from element `dst_offset`
+  // on (tensor::copy_from_host: on a GPU through pinned staging with the conversion on the device).
+  // A slice of dimension 1 is gathered on the host first.
+  void load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin, int64_t count,
+                       tensor::Tensor& dst, size_t dst_offset) const;
+  // The tensor as `dtype` (float32, bfloat16 or float16) on `device`: the file's bytes when it
+  // stores that dtype, else converted (rounding to nearest even), on the host or on the GPU.
+  tensor::Tensor load(const std::string& name, const tensor::Shape& expected, tensor::DType dtype,
+                      tensor::Device device = tensor::Device::cpu()) const;
 
  private:
   // kInternal unless `dtype` is one the loaders convert to.

@@ -48,27 +48,27 @@ DecoderShard plan_decoder_shard(const TextModelConfig& config, int rank, int siz
 }
 
 Tensor load_row_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape, int64_t begin,
-                      int64_t count, DType dtype) {
+                      int64_t count, DType dtype, tensor::Device device) {
   tensor::Shape part = shape;
   part[0] = count;
-  Tensor t = Tensor::empty(part, dtype);
-  ckpt.load_slice_into(name, shape, 0, begin, count, dtype, t.raw());
+  Tensor t = Tensor::empty(part, dtype, device);
+  ckpt.load_slice_into(name, shape, 0, begin, count, t, 0);
   return t;
 }
 
 Tensor load_column_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape, int64_t begin,
-                         int64_t count, DType dtype) {
-  Tensor t = Tensor::empty({shape.at(0), count}, dtype);
-  ckpt.load_slice_into(name, shape, 1, begin, count, dtype, t.raw());
+                         int64_t count, DType dtype, tensor::Device device) {
+  Tensor t = Tensor::empty({shape.at(0), count}, dtype, device);
+  ckpt.load_slice_into(name, shape, 1, begin, count, t, 0);
   return t;
 }
 
 Tensor load_vocab_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape, int64_t begin,
-                        int64_t count, int64_t rows, DType dtype) {
+                        int64_t count, int64_t rows, DType dtype, tensor::Device device) {
   const int64_t hidden = shape.at(1);
-  Tensor t = Tensor::zeros({rows, hidden}, dtype);
+  Tensor t = Tensor::zeros({rows, hidden}, dtype, device);
   const int64_t present = std::clamp<int64_t>(shape.at(0) - begin, 0, count);
-  ckpt.load_slice_into(name, shape, 0, std::min(begin, shape.at(0)), present, dtype, t.raw());
+  ckpt.load_slice_into(name, shape, 0, std::min(begin, shape.at(0)), present, t, 0);
   return t;
 }
 

@@ -39,18 +39,21 @@ struct DecoderShard {
 // divide (attention heads, KV heads, intermediate_size) for a size the model cannot be cut into.
 DecoderShard plan_decoder_shard(const TextModelConfig& config, int rank, int size, const std::string& source);
 
-// The loaders return host tensors of `dtype` (float32, bfloat16 or float16; converted as
-// Checkpoint::load does).
+// The loaders return tensors of `dtype` (float32, bfloat16 or float16; converted as
+// Checkpoint::load does) on `device`, written there straight from the file mapping.
 //
 // Rows [begin, begin + count) of the 1-D or 2-D tensor `name` of full shape `shape`.
 tensor::Tensor load_row_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape,
-                              int64_t begin, int64_t count, tensor::DType dtype = tensor::DType::kF32);
+                              int64_t begin, int64_t count, tensor::DType dtype = tensor::DType::kF32,
+                              tensor::Device device = tensor::Device::cpu());
 // Columns [begin, begin + count) of the 2-D tensor `name`.
 tensor::Tensor load_column_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape,
-                                 int64_t begin, int64_t count, tensor::DType dtype = tensor::DType::kF32);
+                                 int64_t begin, int64_t count, tensor::DType dtype = tensor::DType::kF32,
+                                 tensor::Device device = tensor::Device::cpu());
 // A vocabulary shard [rows, hidden] of the [vocab, hidden] tensor `name`: rows [begin,
 // begin + count) of the tensor where they exist, zeros past its end and in any extra rows.
 tensor::Tensor load_vocab_shard(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape,
-                                int64_t begin, int64_t count, int64_t rows, tensor::DType dtype = tensor::DType::kF32);
+                                int64_t begin, int64_t count, int64_t rows, tensor::DType dtype = tensor::DType::kF32,
+                                tensor::Device device = tensor::Device::cpu());
 
 }  // namespace omni::model

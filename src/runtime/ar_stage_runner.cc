@@ -10,6 +10,7 @@
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/hf_config.h"
+#include "model/model_dtype.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_parallel_model.h"
 #include "tensor/backend.h"
@@ -75,7 +76,10 @@ class ArStageRunner final : public StageRunner {
     const std::string device_arg = optional_arg<std::string>(engine_args, "device", context).value_or("auto");
     const tensor::Device device =
         tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", context.stage_id));
-    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = device});
+    const std::optional<tensor::DType> dtype =
+        model::parse_model_dtype(optional_arg<std::string>(engine_args, "dtype", context).value_or("auto"),
+                                 fmt::format("stage {} engine argument dtype", context.stage_id));
+    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = device, .dtype = dtype});
     if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
       tokenizer_ = model::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);

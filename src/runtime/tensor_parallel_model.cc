@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "model/model_dtype.h"
 #include "model/model_registry.h"
 #include "runtime/child_process.h"
 #include "tensor/communicator.h"
@@ -126,14 +127,16 @@ class RankZeroLm final : public model::CausalLm {
       ranks_->children.push_back(
           ChildProcess::spawn({launch.program, "tp-rank", "--group", host_->name(), "--rank", std::to_string(r),
                                "--tensor-parallel-size", std::to_string(launch.size), "--model", dir.string(),
-                               "--device", tensor::device_name(tensor::Device{launch.device.type, r})},
+                               "--device", tensor::device_name(tensor::Device{launch.device.type, r}), "--dtype",
+                               launch.dtype ? std::string(tensor::dtype_name(*launch.dtype)) : "auto"},
                               {}));
     }
     spdlog::info("tensor parallelism: {} ranks over {} (rank 0 is pid {})", launch.size, host_->name(), getpid());
     host_->join();
     const tensor::Device device{launch.device.type, 0};
     comm_ = tensor::make_device_communicator(std::move(host), device);
-    shard_ = model::builtin_model_registry().create_causal_lm(dir, {.device = device, .tensor_parallel = comm_.get()});
+    shard_ = model::builtin_model_registry().create_causal_lm(
+        dir, {.device = device, .dtype = launch.dtype, .tensor_parallel = comm_.get()});
     // Every rank has loaded its shard once this returns.
     host_->barrier();
   }
@@ -214,12 +217,15 @@ std::unique_ptr<model::CausalLm> load_tensor_parallel_lm(const std::filesystem::
   if (launch.size < 1) {
     throw_error(ErrorCode::kInvalidArgument, "tensor_parallel_size must be >= 1, got {}", launch.size);
   }
-  if (launch.size == 1) return model::builtin_model_registry().create_causal_lm(dir, {.device = launch.device});
+  if (launch.size == 1) {
+    return model::builtin_model_registry().create_causal_lm(dir, {.device = launch.device, .dtype = launch.dtype});
+  }
   return std::make_unique<RankZeroLm>(dir, launch);
 }
 
 int run_tensor_parallel_rank(const TensorParallelRankArgs& args) {
   const tensor::Device device = tensor::parse_device(args.device, "--device");
+  const std::optional<tensor::DType> dtype = model::parse_model_dtype(args.dtype, "--dtype");
   const pid_t parent = getppid();
   auto host = tensor::cpu::ShmCommunicator::attach(args.group, args.rank, args.size, [parent, rank = args.rank] {
     if (getppid() != parent) {
@@ -229,8 +235,8 @@ int run_tensor_parallel_rank(const TensorParallelRankArgs& args) {
   tensor::cpu::ShmCommunicator& control = *host;
   control.join();
   std::unique_ptr<tensor::Communicator> comm = tensor::make_device_communicator(std::move(host), device);
-  std::unique_ptr<model::CausalLm> shard =
-      model::builtin_model_registry().create_causal_lm(args.model, {.device = device, .tensor_parallel = comm.get()});
+  std::unique_ptr<model::CausalLm> shard = model::builtin_model_registry().create_causal_lm(
+      args.model, {.device = device, .dtype = dtype, .tensor_parallel = comm.get()});
   control.barrier();
   std::vector<float> logits;
   while (true) {

@@ -24,16 +24,20 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/causal_lm.h"
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace omni::runtime {
 
 struct TensorParallelLaunch {
   int size = 1;
   tensor::Device device;
+  // Every rank's dtype (model/model_dtype.h); nullopt: auto.
+  std::optional<tensor::DType> dtype;
   // The omnistage executable the other ranks run.
   std::string program = "/proc/self/exe";
 };
@@ -53,6 +57,7 @@ struct TensorParallelRankArgs {
   int size = 2;
   std::filesystem::path model;
   std::string device = "cpu";
+  std::string dtype = "auto";  // a --dtype value (model/model_dtype.h)
 };
 
 // The body of a rank process: attach, load the shard, then run rank 0's calls until it stops the

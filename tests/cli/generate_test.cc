@@ -130,5 +130,28 @@ TEST_F(GenerateTest, BadArgumentsAreUsageErrorsNamingTheFlag) {
   EXPECT_NE(r.err.find("model folder /no/such/model does not exist"), std::string::npos) << r.err;
 }
 
+// --dtype: vLLM's values; the CPU backend computes in float32 whatever is asked (with a warning),
+// so the tokens do not change; a bad value names the flag and the allowed values.
+TEST_F(GenerateTest, DtypeFlagIsCheckedAndTheCpuStaysFloat32) {
+  const std::vector<std::string> flags = {"--max-tokens", "8",        "--temperature", "0",
+                                          "--ignore-eos", "--output", "json"};
+  auto plain = generate(kModel, flags);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const char* dtype : {"auto", "bfloat16", "half", "float"}) {
+    std::vector<std::string> with = flags;
+    with.insert(with.end(), {"--device", "cpu", "--dtype", dtype});
+    auto r = generate(kModel, with);
+    ASSERT_EQ(r.exit_code, 0) << dtype << ": " << r.err;
+    EXPECT_EQ(r.out, plain.out) << dtype;
+    const bool warned = r.err.find("the CPU backend computes in float32 only") != std::string::npos;
+    EXPECT_EQ(warned, std::string(dtype) == "bfloat16" || std::string(dtype) == "half") << dtype << ": " << r.err;
+  }
+  auto bad = generate(kModel, {"--dtype", "fp64"});
+  EXPECT_EQ(bad.exit_code, 64);
+  EXPECT_NE(bad.err.find("--dtype: 'fp64' is not a dtype (allowed: auto, bfloat16, float16 (half), float32 (float))"),
+            std::string::npos)
+      << bad.err;
+}
+
 }  // namespace
 }  // namespace omni

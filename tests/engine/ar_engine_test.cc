@@ -451,3 +451,78 @@ TEST(ArEngineTest, SizesTheKvCacheFromTheBudgetOrTheOverride) {
 
 }  // namespace
 }  // namespace omni::engine
+
+namespace omni::engine {
+namespace {
+
+// A FakeCausalLm that counts how each step's tokens were picked.
+class PathCountingLm : public testing::FakeCausalLm {
+ public:
+  using FakeCausalLm::FakeCausalLm;
+  void forward_greedy(const model::ForwardBatch& batch, std::vector<int32_t>& token_ids) override {
+    ++greedy_calls;
+    FakeCausalLm::forward_greedy(batch, token_ids);
+  }
+  void forward_sample(const model::ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                      std::vector<int32_t>& token_ids) override {
+    ++sample_calls;
+    FakeCausalLm::forward_sample(batch, params, token_ids);
+  }
+  int greedy_calls = 0;
+  int sample_calls = 0;
+};
+
+// The host sampler (needed for logprobs, logit_bias and min_tokens) and ops::sample (the model's
+// device; here the CPU twin) continue one Philox stream per sequence, so a seeded request gives the
+// same tokens whichever path its steps take, and a request that only needs ops::sample never has
+// its logits rows copied out.
+TEST(ArEngineTest, SeededStreamsAreTheSameOnTheDeviceAndHostSamplingPaths) {
+  const SamplingParams sampled{.temperature = 0.9f,
+                               .top_p = 0.9f,
+                               .top_k = 40,
+                               .min_p = 0.02f,
+                               .presence_penalty = 0.4f,
+                               .frequency_penalty = 0.2f,
+                               .repetition_penalty = 1.1f,
+                               .seed = 21,
+                               .ignore_eos = true,
+                               .max_tokens = 30};
+  auto run = [&](const SamplingParams& params, PathCountingLm& model) {
+    ArEngine engine(model, config_with(64));
+    engine.add_request({"r", prompt_of(23, 5), params});
+    return run_to_completion(engine).at({"r", 0}).token_ids;
+  };
+  PathCountingLm device_model(kVocab, {kEos});
+  const std::vector<int32_t> on_device = run(sampled, device_model);
+  EXPECT_EQ(device_model.sample_calls, 30) << "every step samples through forward_sample";
+  EXPECT_EQ(device_model.greedy_calls, 0);
+
+  SamplingParams with_logprobs = sampled;
+  with_logprobs.logprobs = 2;
+  PathCountingLm host_model(kVocab, {kEos});
+  EXPECT_EQ(run(with_logprobs, host_model), on_device);
+  EXPECT_EQ(host_model.sample_calls, 0) << "logprobs need the rows on the host";
+
+  // A zero bias changes no logit but needs the host sampler.
+  SamplingParams biased = sampled;
+  biased.logit_bias = {{3, 0.0f}};
+  PathCountingLm biased_model(kVocab, {kEos});
+  EXPECT_EQ(run(biased, biased_model), on_device);
+
+  // min_tokens masks EOS for the first 5 tokens only, so the stream crosses from the host path to
+  // the device path mid-request; it must go on as a request on the host path all along does.
+  SamplingParams min_tokens = sampled;
+  min_tokens.min_tokens = 5;
+  min_tokens.ignore_eos = false;
+  PathCountingLm mixed_model(kVocab, {kEos});
+  const std::vector<int32_t> mixed = run(min_tokens, mixed_model);
+  EXPECT_GT(mixed_model.sample_calls, 0);
+  SamplingParams all_host = min_tokens;
+  all_host.logprobs = 0;
+  PathCountingLm host_only_model(kVocab, {kEos});
+  EXPECT_EQ(run(all_host, host_only_model), mixed);
+  EXPECT_EQ(host_only_model.sample_calls, 0);
+}
+
+}  // namespace
+}  // namespace omni::engine

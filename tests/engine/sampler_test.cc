@@ -10,6 +10,8 @@
 #include <set>
 
 #include "engine/logits_processors.h"
+#include "tensor/ops.h"
+#include "tensor/philox.h"
 
 namespace omni::engine {
 namespace {
@@ -256,6 +258,57 @@ TEST(SamplerTest, LogprobsAreTheRawLogSoftmaxWithRankAndTopTokens) {
   SampledToken only = sampler.sample(row, SamplingState{params, {}, {}, {}, rng});
   EXPECT_TRUE(only.top_logprobs.empty());
   EXPECT_NEAR(only.logprob, std::log(p[0]), 1e-5);
+}
+
+// One definition of the draw: the engine's host sampler and ops::sample (the device sampler's CPU
+// twin) give the same ids for the same logits, parameters, seed and step, penalties included.
+TEST(SamplerTest, DrawsWhatOpsSampleDrawsForTheSameSeedAndStep) {
+  const int vocab = 3000;
+  const std::vector<int32_t> prompt = {5, 17, 17, 2999, 40};
+  const std::vector<int32_t> output = {40, 41, 41, 7};
+  struct Case {
+    float temperature, top_p;
+    int top_k;
+    float min_p, repetition, presence, frequency;
+  };
+  int checked = 0;
+  for (const Case c : {Case{1.0f, 1.0f, 0, 0.0f, 1.0f, 0.0f, 0.0f}, Case{0.7f, 0.9f, 0, 0.0f, 1.0f, 0.0f, 0.0f},
+                       Case{1.3f, 1.0f, 50, 0.05f, 1.0f, 0.0f, 0.0f}, Case{0.8f, 0.95f, 200, 0.0f, 1.2f, 0.5f, 0.3f},
+                       Case{1.0f, 0.5f, 0, 0.01f, 0.9f, -0.5f, 0.1f}, Case{0.0f, 1.0f, 0, 0.0f, 1.5f, 0.0f, 0.0f}}) {
+    SamplingParams params = validated(SamplingParams{.temperature = c.temperature,
+                                                     .top_p = c.top_p,
+                                                     .top_k = c.top_k,
+                                                     .min_p = c.min_p,
+                                                     .presence_penalty = c.presence,
+                                                     .frequency_penalty = c.frequency,
+                                                     .repetition_penalty = c.repetition});
+    for (uint64_t seed : {1u, 99u, 123456789u}) {
+      SamplingRng rng(seed);
+      for (int step = 0; step < 12; ++step) {
+        std::vector<float> logits = random_logits(vocab, seed * 31 + step);
+        tensor::Tensor row = tensor::Tensor::empty({1, vocab}, tensor::DType::kF32);
+        std::copy(logits.begin(), logits.end(), row.data<float>());
+        const tensor::ops::SamplingParams device = device_sampling_params(params, prompt, output, rng);
+        EXPECT_EQ(device.step, static_cast<uint64_t>(params.greedy() ? 0 : step));
+        tensor::Tensor id = tensor::Tensor::empty({1}, tensor::DType::kI32);
+        tensor::ops::sample(row, std::span(&device, 1), id);
+        Sampler sampler;
+        const int32_t host = sampler.sample(logits, SamplingState{params, prompt, output, {}, rng}).token_id;
+        EXPECT_EQ(host, id.data<int32_t>()[0]) << "temperature " << c.temperature << " top_p " << c.top_p << " top_k "
+                                               << c.top_k << " seed " << seed << " step " << step;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 6 * 3 * 12);
+}
+
+TEST(SamplerTest, TheStreamIsPhiloxOfSeedAndStep) {
+  SamplingRng rng(77);
+  EXPECT_EQ(rng.uniform(), tensor::philox_uniform(77, 0));
+  rng.skip();
+  EXPECT_EQ(rng.step(), 2u);
+  EXPECT_EQ(rng.uniform(), tensor::philox_uniform(77, 2));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// DecoderLm and ArEngine on CUDA (bf16 weights, activations and KV cache) against Hugging Face's
+// DecoderLm and ArEngine on CUDA (bf16, f16 and f32 weights, activations and KV cache) against Hugging Face's
 // logits and the CPU backend, on the tiny checkpoints of tests/data/tiny_qwen. Every test skips when
 // no GPU is visible (CI builds the CUDA code but has no GPU); scripts/gpu/run_on_gpu.sh runs them
 // on the GPU machine (ctest label gpu).
@@ -18,6 +18,8 @@
 #include "model/model_registry.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
+#include "tensor/ops.h"
+#include "tensor/sample_row.h"
 
 namespace omni::model {
 namespace {
@@ -222,6 +224,111 @@ TEST_P(CudaModelTest, EngineSizesItsCacheFromGpuMemoryAndDecodesGreedily) {
     }
   }
   EXPECT_EQ(got, expected);
+}
+
+// float16 weights and activations (--dtype float16): 11 significant bits, so the bf16 bounds hold.
+TEST_P(CudaModelTest, Float16PromptLogitsMatchTransformers) {
+  auto gpu = builtin_model_registry().create_causal_lm(
+      dir_, {.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF16});
+  const int vocab = gpu->info().vocab_size;
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const int n = static_cast<int>(prompts_[p].size());
+    const int blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
+    gpu->init_kv_cache(blocks);
+    std::vector<int32_t> table(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<float> logits;
+    gpu->forward(prefill_batch(prompts_[p], table, true), logits);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(n) * static_cast<size_t>(vocab));
+    for (int t = 0; t < n; ++t) {
+      const int64_t row = static_cast<int64_t>(t) * vocab;
+      const float* want = logits_[p].data<float>() + row;
+      EXPECT_LE(relative_error(logits.data() + row, want, vocab), kMaxRelativeError) << "position " << t;
+      EXPECT_LE(max_element_error(logits.data() + row, want, vocab), kMaxElementError) << "position " << t;
+    }
+  }
+}
+
+// Seeded sampling on the GPU (forward_sample: ops::sample where the logits are) against the CPU's
+// host definition of the same draw (tensor::sample_row with the same seed and step), decoding 24
+// tokens and feeding both the CPU's token. The device sampler must draw what the host definition
+// draws from the GPU's own logits; and wherever the host definition draws the same token from the
+// GPU's logits as from the CPU's (the dtype's rounding did not move the draw across a boundary),
+// the GPU's token must be the CPU's. In float32 that must hold at (nearly) every step.
+TEST_P(CudaModelTest, SeededSamplingAgreesWithTheCpuWhereTheMarginAllows) {
+  auto cpu = builtin_model_registry().create_causal_lm(dir_);
+  const auto& prompt = prompts_.back();
+  const int n = static_cast<int>(prompt.size());
+  const int steps = std::min(kGreedyTokens, cpu->info().max_position_embeddings - n);
+  ASSERT_GT(steps, 1);
+  const int blocks = (n + steps + kKvBlockSize - 1) / kKvBlockSize;
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  for (tensor::DType dtype : {tensor::DType::kBF16, tensor::DType::kF16, tensor::DType::kF32}) {
+    SCOPED_TRACE(std::string(tensor::dtype_name(dtype)));
+    auto gpu = builtin_model_registry().create_causal_lm(dir_, {.device = tensor::Device::cuda(0), .dtype = dtype});
+    cpu->init_kv_cache(blocks);
+    gpu->init_kv_cache(blocks);
+    ForwardBatch batch = prefill_batch(prompt, table, false);
+    std::vector<float> cpu_logits, gpu_logits;
+    std::vector<int32_t> sampled;
+    int agreed = 0;
+    for (int step = 0; step < steps; ++step) {
+      tensor::ops::SamplingParams params;
+      params.temperature = 0.8f;
+      params.top_p = 0.95f;
+      params.top_k = 50;
+      params.repetition_penalty = 1.0f;
+      params.seed = 1234;
+      params.step = static_cast<uint64_t>(step);
+      cpu->forward(batch, cpu_logits);
+      gpu->forward(batch, gpu_logits);
+      gpu->forward_sample(batch, std::span(&params, 1), sampled);
+      ASSERT_EQ(sampled.size(), 1u);
+      const int32_t want = tensor::sample_row(cpu_logits, params);
+      const int32_t from_gpu_logits = tensor::sample_row(gpu_logits, params);
+      EXPECT_EQ(sampled[0], from_gpu_logits) << "step " << step << ": the device's draw is not the host's";
+      if (from_gpu_logits == want) {
+        ++agreed;
+        EXPECT_EQ(sampled[0], want) << "step " << step;
+      }
+      const int pos = n + step;
+      batch = ForwardBatch{{want}, {pos}, {SequenceSlice{0, 1, pos, table, true}}, false};
+    }
+    EXPECT_GE(agreed, dtype == tensor::DType::kF32 ? steps - 1 : steps / 2)
+        << agreed << " of " << steps << " draws were the same on both backends' logits";
+  }
+}
+
+// ops::sample on CUDA fed the CPU's float32 logits draws the CPU's ids (float sums in another
+// order can only move a draw that lands within rounding of a boundary: allow one in 400).
+TEST(CudaSamplerTest, DeviceSamplerGivesTheCpuIdsForTheCpuLogits) {
+  if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  const int rows = 400, vocab = 5000;
+  tensor::Tensor logits = tensor::Tensor::empty({rows, vocab}, tensor::DType::kF32);
+  uint64_t state = 88172645463325252ull;
+  for (int64_t i = 0; i < logits.numel(); ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    logits.data<float>()[i] = static_cast<float>(state % 10000) / 1000.0f - 5.0f;
+  }
+  std::vector<tensor::ops::SamplingParams> params(rows);
+  for (int r = 0; r < rows; ++r) {
+    params[r].temperature = 0.5f + 0.25f * static_cast<float>(r % 5);
+    params[r].top_k = r % 3 == 0 ? 0 : 20 + r % 100;
+    params[r].top_p = r % 2 == 0 ? 1.0f : 0.8f + 0.01f * static_cast<float>(r % 15);
+    params[r].min_p = r % 7 == 0 ? 0.05f : 0.0f;
+    params[r].seed = 1000 + static_cast<uint64_t>(r);
+    params[r].step = static_cast<uint64_t>(r % 13);
+  }
+  tensor::Tensor on_gpu = logits.to(tensor::Device::cuda(0));
+  tensor::Tensor cpu_ids = tensor::Tensor::empty({rows}, tensor::DType::kI32);
+  tensor::Tensor gpu_ids = tensor::Tensor::empty({rows}, tensor::DType::kI32);
+  tensor::ops::sample(logits, params, cpu_ids);
+  tensor::ops::sample(on_gpu, params, gpu_ids);
+  int differ = 0;
+  for (int r = 0; r < rows; ++r) differ += cpu_ids.data<int32_t>()[r] != gpu_ids.data<int32_t>()[r];
+  EXPECT_LE(differ, 1) << differ << " of " << rows << " rows drew another id on the GPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyQwen, CudaModelTest, ::testing::ValuesIn(model_names()),

@@ -12,6 +12,7 @@
 #include "tensor/allocator.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
+#include "tensor/upload.h"
 
 namespace omni::tensor {
 namespace {
@@ -108,6 +109,29 @@ TEST(NpyTest, RoundTripsFloatAndIntArrays) {
   EXPECT_EQ((std::filesystem::file_size(dir / "f.npy") - 24) % 64, 0u);
   EXPECT_THROW(load_npy(dir / "missing.npy"), Error);
   std::filesystem::remove_all(dir);
+}
+
+// copy_from_host writes at an element offset, converting between the floating dtypes (here on the
+// host; the GPU path is covered by the model tests, which load every weight through it), and refuses
+// ranges past the end and conversions it cannot do.
+TEST(CopyFromHostTest, WritesAtAnOffsetConvertingTheDtype) {
+  const float values[] = {1.5f, -2.25f, 3.0e-3f};
+  Tensor bf16 = Tensor::zeros({5}, DType::kBF16);
+  copy_from_host({values}, DType::kF32, 3, bf16, 2);
+  const auto* bits = static_cast<const uint16_t*>(bf16.raw());
+  EXPECT_EQ(bits[0], 0);
+  EXPECT_EQ(bits[1], 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(bits[2 + i], f32_to_bf16(values[i])) << i;
+
+  Tensor f32 = Tensor::empty({3}, DType::kF32);
+  copy_from_host({bits + 2}, DType::kBF16, 3, f32, 0);
+  EXPECT_EQ(f32.data<float>()[0], 1.5f);
+  EXPECT_EQ(f32.data<float>()[1], -2.25f);
+  EXPECT_EQ(f32.data<float>()[2], bf16_to_f32(f32_to_bf16(3.0e-3f)));
+
+  EXPECT_THROW(copy_from_host({values}, DType::kF32, 3, bf16, 3), Error);
+  Tensor ints = Tensor::empty({3}, DType::kI32);
+  EXPECT_THROW(copy_from_host({values}, DType::kF32, 3, ints, 0), Error);
 }
 
 }  // namespace

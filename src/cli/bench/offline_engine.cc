@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "model/model_dtype.h"
 #include "model/model_registry.h"
 #include "tensor/backend.h"
 
@@ -20,6 +21,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
   app.add_option("--model", flags.model, "Hugging Face model folder (config.json, *.safetensors)")->required();
   app.add_option("--device", flags.device, "auto (cuda when a GPU is visible, else cpu), cpu, cuda or cuda:N")
+      ->capture_default_str();
+  app.add_option("--dtype", flags.dtype,
+                 "Weights, activations and KV cache: auto (the checkpoint's; bfloat16 for float32 ones on CUDA), "
+                 "bfloat16, float16 (half) or float32 (float); the CPU computes in float32")
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", flags.gpu_memory_utilization,
                  "Fraction of the GPU's memory for weights, activations and the KV cache")
@@ -39,8 +44,9 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
                                   int max_model_len) {
   OfflineEngine out;
   out.device = tensor::resolve_device(flags.device, "--device");
+  const std::optional<tensor::DType> dtype = model::parse_model_dtype(flags.dtype, "--dtype");
   const auto start = std::chrono::steady_clock::now();
-  out.model = model::builtin_model_registry().create_causal_lm(flags.model, {out.device});
+  out.model = model::builtin_model_registry().create_causal_lm(flags.model, {.device = out.device, .dtype = dtype});
   out.load_seconds = seconds_since(start);
   spdlog::info("loaded {} on {} in {:.2f} s", flags.model, tensor::device_name(out.device), out.load_seconds);
   engine::EngineConfig config;

@@ -22,6 +22,7 @@ namespace omni::cli::bench {
 struct OfflineEngineFlags {
   std::string model;
   std::string device = "auto";
+  std::string dtype = "auto";
   double gpu_memory_utilization = 0.9;
   std::optional<int> num_gpu_blocks_override;
   std::optional<int> max_model_len;
@@ -30,7 +31,7 @@ struct OfflineEngineFlags {
   uint64_t seed = 0;
 };
 
-// Declares --model, --device, --gpu-memory-utilization, --num-gpu-blocks-override, --max-model-len,
+// Declares --model, --device, --dtype, --gpu-memory-utilization, --num-gpu-blocks-override, --max-model-len,
 // --max-num-batched-tokens, --enable-prefix-caching and --seed on `app`.
 void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags);
 

@@ -21,6 +21,11 @@ struct ThroughputFlags {
   int input_len = 128;
   int output_len = 128;
   int max_num_seqs = 256;
+  // The measured requests' sampling (the warm-up is greedy): 0 is greedy; otherwise request i is
+  // seeded with i, so a run is repeatable.
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
   std::string output_json;
 };
 
@@ -44,9 +49,13 @@ int run_throughput(const ThroughputFlags& flags) {
   }
   run_until_done(*loaded.engine);
 
+  engine::SamplingParams sampling = fixed_length_greedy(flags.output_len);
+  sampling.temperature = flags.temperature;
+  sampling.top_p = flags.top_p;
+  sampling.top_k = flags.top_k;
   for (int i = 0; i < flags.num_prompts; ++i) {
-    loaded.engine->add_request(
-        {std::to_string(i), random_prompt(rng, flags.input_len, vocab), fixed_length_greedy(flags.output_len)});
+    sampling.seed = i;
+    loaded.engine->add_request({std::to_string(i), random_prompt(rng, flags.input_len, vocab), sampling});
   }
   const EngineRun run = run_until_done(*loaded.engine);
   const double total_tokens =
@@ -67,6 +76,9 @@ int run_throughput(const ThroughputFlags& flags) {
                    {"input_len", flags.input_len},
                    {"output_len", flags.output_len},
                    {"max_num_seqs", flags.max_num_seqs},
+                   {"temperature", flags.temperature},
+                   {"top_p", flags.top_p},
+                   {"top_k", flags.top_k},
                    {"elapsed_time", run.seconds},
                    {"num_steps", run.steps.size()},
                    {"num_requests", flags.num_prompts},
@@ -92,6 +104,11 @@ std::function<int()> add_throughput_command(CLI::App& bench, CLI::App** sub) {
   throughput->add_option("--input-len", flags->input_len, "Prompt tokens per request")->capture_default_str();
   throughput->add_option("--output-len", flags->output_len, "Generated tokens per request")->capture_default_str();
   throughput->add_option("--max-num-seqs", flags->max_num_seqs, "Most sequences per engine step")
+      ->capture_default_str();
+  throughput->add_option("--temperature", flags->temperature, "Sampling temperature of the requests; 0 is greedy")
+      ->capture_default_str();
+  throughput->add_option("--top-p", flags->top_p, "Nucleus sampling mass of the requests")->capture_default_str();
+  throughput->add_option("--top-k", flags->top_k, "Sample among the k most likely tokens; 0: all")
       ->capture_default_str();
   throughput->add_option("--output-json", flags->output_json, "Write the results as JSON to this file");
   *sub = throughput;
