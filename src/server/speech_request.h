@@ -1,6 +1,7 @@
 // POST /v1/audio/speech's request body: OpenAI's fields (model, input, voice, response_format,
 // speed, stream_format) and vLLM-Omni's (stream, task_type, language, instructions,
-// max_new_tokens, seed, initial_codec_chunk_frames, speaker_embedding), checked and turned into
+// max_new_tokens, seed, initial_codec_chunk_frames, speaker_embedding) plus ignore_eos (omnistage's
+// benchmark extension: exactly max_new_tokens frames), checked and turned into
 // one backend request for the pipeline's audio output.
 //
 // The talker builds its own prompt from the text, so the backend request carries no prompt
@@ -34,7 +35,7 @@ struct SpeechRequest {
   // additional_information: text, and when given voice (as the checkpoint spells it), task_type,
   // language, instructions, max_new_tokens, seed, initial_codec_chunk_frames, speaker_embedding.
   Json additional_information = Json::object();
-  Json talker_sampling = Json::object();  // seed, max_tokens
+  Json talker_sampling = Json::object();  // seed, max_tokens, ignore_eos
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or
