@@ -130,6 +130,9 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     const std::string device_arg = optional_arg<std::string>(engine_args, "device", stage_id_).value_or("auto");
     const tensor::Device device =
         tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", stage_id_));
+    // Read before anything is loaded: the stage's share of a GPU is measured against it.
+    std::optional<tensor::DeviceMemory> memory_at_start;
+    if (device.type != tensor::DeviceType::kCpu) memory_at_start = tensor::cuda_memory_info(device.index);
     talker_ = std::make_unique<tts::Talker>(dir, tts::read_talker_config(dir), device);
     tokenizer_ = model::Tokenizer::load(dir);
     const tts::TalkerGenerationDefaults defaults = tts::read_talker_generation_defaults(dir);
@@ -160,7 +163,7 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
         optional_arg<double>(engine_args, "gpu_memory_utilization", stage_id_).value_or(config.gpu_memory_utilization);
     engine::ResolvedEngineConfig resolved;
     engine::size_kv_cache(config, talker_->kv_bytes_per_block(), talker_->config().talker.max_position_embeddings,
-                          kv_budget(config), resolved);
+                          kv_budget(config, memory_at_start), resolved);
     max_num_seqs_ = config.max_num_seqs;
     max_model_len_ = resolved.max_model_len;
     talker_->init_kv_cache(resolved.num_blocks);
@@ -321,15 +324,27 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     Clock::duration predictor_{};
   };
 
-  // The KV budget: kv_cache_memory_bytes when set, else on a GPU the gpu_memory_utilization share
-  // of its memory (memory in use by other stages on the device counts against it) and on the CPU
-  // the default share of free RAM.
-  size_t kv_budget(const engine::EngineConfig& config) const {
-    if (talker_->device().type == tensor::DeviceType::kCpu || config.kv_cache_memory_bytes) {
+  // The KV budget: kv_cache_memory_bytes when set, else on a GPU this stage's
+  // gpu_memory_utilization share of it (engine::gpu_share_kv_cache_bytes: other stages on the same
+  // device keep theirs) and on the CPU the default share of free RAM.
+  size_t kv_budget(const engine::EngineConfig& config,
+                   const std::optional<tensor::DeviceMemory>& memory_at_start) const {
+    if (!memory_at_start || config.kv_cache_memory_bytes) {
       return config.kv_cache_memory_bytes.value_or(engine::default_cpu_kv_cache_bytes());
     }
-    return engine::default_gpu_kv_cache_bytes(talker_->talker_stack(), config.gpu_memory_utilization,
-                                              config.max_num_batched_tokens, config.max_num_seqs);
+    const tensor::DeviceMemory now = tensor::cuda_memory_info(talker_->device().index);
+    const size_t activations =
+        talker_->talker_stack().activation_bytes(config.max_num_batched_tokens, config.max_num_seqs);
+    try {
+      const size_t budget =
+          engine::gpu_share_kv_cache_bytes(*memory_at_start, now, config.gpu_memory_utilization, activations);
+      spdlog::info("stage {}: {} MiB of {}'s {} MiB in use; this stage's share {} leaves {} MiB of KV cache", stage_id_,
+                   (now.total_bytes - now.free_bytes) >> 20, tensor::device_name(talker_->device()),
+                   now.total_bytes >> 20, config.gpu_memory_utilization, budget >> 20);
+      return budget;
+    } catch (const Error& e) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: {}", stage_id_, e.what());
+    }
   }
 
   // Starts waiting requests in arrival order while a predictor slot and their KV blocks are free.

@@ -15,9 +15,9 @@
 //   device (default "auto": the stage process's first visible GPU, else the CPU; or "cpu",
 //     "cuda:N")
 //   max_num_seqs (default 64), max_model_len, num_gpu_blocks_override, kv_cache_memory_bytes, seed
-//   gpu_memory_utilization (on a GPU, the KV budget's share of the device memory; memory other
-//     stages on the same device use counts against it), max_num_batched_tokens (sizes the
-//     activations that budget leaves room for)
+//   gpu_memory_utilization (on a GPU, this stage's share of the device memory, the weights and
+//     activations included; other stages on the same device keep their own shares), and
+//     max_num_batched_tokens (sizes the activations the share leaves room for)
 //   subtalker_sampling_params: {do_sample, temperature, top_k, top_p} over generation_config.json's
 //     subtalker_* (do_sample false = greedy)
 //   tts_max_instructions_length (default 500 characters)
