@@ -35,7 +35,7 @@ struct BenchServeFlags {
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
   bool ignore_eos = false;
-  int random_input_len = 1024;
+  std::optional<int> random_input_len;
   int random_output_len = 128;
   double random_range_ratio = 0.0;
   int random_vocab_size = 32000;
@@ -45,7 +45,13 @@ struct BenchServeFlags {
   std::string metric_percentiles = "99";
   std::string extra_request_body;
   double request_timeout = 600;
+  std::string voice;
+  std::string speech_stream_format = "audio";
 };
+
+// Words of a random speech input when --random-input-len is not given: a sentence, not a page.
+constexpr int kDefaultSpeechInputWords = 16;
+constexpr int kDefaultInputLen = 1024;
 
 // http://host[:port][/prefix] -> target.
 bench::Target parse_base_url(const std::string& url) {
@@ -114,9 +120,17 @@ int run_bench_serve(const BenchServeFlags& flags) {
   if (load.target.api_key.empty()) {
     if (const char* key = std::getenv("OPENAI_API_KEY")) load.target.api_key = key;
   }
-  if (flags.endpoint != "/v1/completions" && flags.endpoint != "/v1/chat/completions") {
-    throw_error(ErrorCode::kInvalidArgument, "--endpoint {}: allowed values are /v1/completions, /v1/chat/completions",
+  const bool speech = flags.endpoint == "/v1/audio/speech";
+  if (flags.endpoint != "/v1/completions" && flags.endpoint != "/v1/chat/completions" && !speech) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--endpoint {}: allowed values are /v1/completions, /v1/chat/completions, /v1/audio/speech",
                 flags.endpoint);
+  }
+  if (speech && flags.prompt_format == "token-ids") {
+    throw_error(ErrorCode::kInvalidArgument, "--prompt-format token-ids: /v1/audio/speech speaks text prompts");
+  }
+  if (!speech && !flags.voice.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--voice is for --endpoint /v1/audio/speech");
   }
   if (flags.num_prompts < 1) throw_error(ErrorCode::kInvalidArgument, "--num-prompts must be at least 1");
   if (flags.max_concurrency && *flags.max_concurrency < 1) {
@@ -126,7 +140,11 @@ int run_bench_serve(const BenchServeFlags& flags) {
     throw_error(ErrorCode::kInvalidArgument, "--request-rate must be positive (or inf), got {}", flags.request_rate);
   }
   load.endpoint = flags.endpoint;
-  load.chat = flags.endpoint == "/v1/chat/completions";
+  if (speech) {
+    load.stream = flags.speech_stream_format == "sse" ? bench::StreamKind::kSpeechSse : bench::StreamKind::kSpeechAudio;
+  } else {
+    load.stream = flags.endpoint == "/v1/chat/completions" ? bench::StreamKind::kChat : bench::StreamKind::kCompletions;
+  }
   load.request_rate = flags.request_rate;
   load.max_concurrency = flags.max_concurrency;
   load.seed = flags.seed;
@@ -150,11 +168,12 @@ int run_bench_serve(const BenchServeFlags& flags) {
   std::vector<bench::DatasetEntry> entries;
   if (dataset == "random") {
     bench::RandomDatasetOptions random;
-    random.input_len = flags.random_input_len;
+    random.input_len = flags.random_input_len.value_or(speech ? kDefaultSpeechInputWords : kDefaultInputLen);
     random.output_len = flags.random_output_len;
     random.range_ratio = flags.random_range_ratio;
     random.vocab_size = flags.random_vocab_size;
-    std::string format = flags.prompt_format.empty() ? (load.chat ? "text" : "token-ids") : flags.prompt_format;
+    const bool text_endpoint = load.stream != bench::StreamKind::kCompletions;
+    std::string format = flags.prompt_format.empty() ? (text_endpoint ? "text" : "token-ids") : flags.prompt_format;
     random.format = format == "text" ? bench::PromptFormat::kText : bench::PromptFormat::kTokenIds;
     entries = bench::random_dataset(random, flags.num_prompts, flags.seed);
   } else if (dataset == "custom") {
@@ -167,8 +186,9 @@ int run_bench_serve(const BenchServeFlags& flags) {
 
   bench::RequestShape shape;
   shape.model = model;
-  shape.chat = load.chat;
+  shape.stream = load.stream;
   shape.ignore_eos = flags.ignore_eos;
+  shape.voice = flags.voice;
   if (!flags.extra_request_body.empty()) {
     shape.extra_body = parse_json(flags.extra_request_body, "--extra-request-body");
     if (!shape.extra_body.is_object()) {
@@ -198,8 +218,8 @@ int run_bench_serve(const BenchServeFlags& flags) {
   auto before = server_histograms(load.target);
   bench::LoadResult result = bench::run_load(load, requests);
   auto after = server_histograms(load.target);
-  bench::ReportContext context{base_url,           flags.endpoint,        model,      flags.num_prompts,
-                               flags.request_rate, flags.max_concurrency, percentiles};
+  bench::ReportContext context{base_url,           flags.endpoint,        model,       flags.num_prompts,
+                               flags.request_rate, flags.max_concurrency, percentiles, speech};
   Json report = bench::make_report(context, result);
   if (before && after) report["server_time"] = bench::histogram_deltas(*before, *after);
   std::fputs(bench::format_report(report, percentiles).c_str(), stdout);
@@ -232,7 +252,10 @@ Command bench_command() {
                               "Server URL, e.g. http://127.0.0.1:8000 (overrides --host/--port)");
             serve->add_option("--host", flags->host, "Server host")->capture_default_str();
             serve->add_option("--port", flags->port, "Server port")->capture_default_str();
-            serve->add_option("--endpoint", flags->endpoint, "/v1/completions or /v1/chat/completions")
+            serve
+                ->add_option("--endpoint", flags->endpoint,
+                             "/v1/completions, /v1/chat/completions or /v1/audio/speech (text to speech: TTFP, "
+                             "RTF, audio seconds per second)")
                 ->capture_default_str();
             serve->add_option("--model", flags->model, "Model name to request (default: the server's first model)");
             serve->add_option("--api-key", flags->api_key, "API key (default: $OPENAI_API_KEY)");
@@ -247,11 +270,14 @@ Command bench_command() {
             serve->add_option("--request-rate", flags->request_rate,
                               "Requests per second, Poisson arrivals (default inf: all at once)");
             serve->add_option("--seed", flags->seed, "Seed for prompts and arrival times")->capture_default_str();
-            serve->add_flag("--ignore-eos", flags->ignore_eos, "Ask the server to ignore EOS (exact output lengths)");
+            serve->add_flag(
+                "--ignore-eos", flags->ignore_eos,
+                "Ask the server to ignore EOS (exact output lengths; speech: exactly max_new_tokens frames)");
+            serve->add_option("--random-input-len", flags->random_input_len,
+                              "Prompt length (tokens, or words for text; default 1024, speech 16 words)");
             serve
-                ->add_option("--random-input-len", flags->random_input_len, "Prompt length (tokens, or words for text)")
-                ->capture_default_str();
-            serve->add_option("--random-output-len", flags->random_output_len, "max_tokens per request")
+                ->add_option("--random-output-len", flags->random_output_len,
+                             "max_tokens per request (speech: max_new_tokens, codec frames)")
                 ->capture_default_str();
             serve
                 ->add_option("--random-range-ratio", flags->random_range_ratio,
@@ -275,6 +301,12 @@ Command bench_command() {
             serve->add_option("--extra-request-body", flags->extra_request_body,
                               "JSON object merged into every request body");
             serve->add_option("--request-timeout", flags->request_timeout, "Seconds a read or write may take")
+                ->capture_default_str();
+            serve->add_option("--voice", flags->voice, "Speech: the voice of every request (default: the server's)");
+            serve
+                ->add_option("--speech-stream-format", flags->speech_stream_format,
+                             "Speech: audio (a chunked WAV body) or sse (speech.audio.delta events)")
+                ->check(CLI::IsMember({"audio", "sse"}))
                 ->capture_default_str();
             CLI::App* latency = nullptr;
             CLI::App* throughput = nullptr;

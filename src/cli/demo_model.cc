@@ -22,6 +22,8 @@ struct DemoModelOptions {
   std::string out;
   std::string tokenizer_dir = OMNI_QWEN3_TOKENIZER_DIR;
   uint64_t seed = 0;
+  std::string shape = "demo";         // qwen3_tts talker: demo, 0.6b, 1.7b
+  std::string codec_shape = "small";  // qwen3_tts codec decoder: small, released
 };
 
 // Qwen3's real vocabulary (the tokenizer's ids must all be valid) with a tiny body: the tied
@@ -66,16 +68,27 @@ void write_demo_qwen3(const fs::path& out, const DemoModelOptions& options) {
 // vocabularies, a few real speakers) at the root and a small codec decoder (real frame geometry,
 // 1920 samples per frame at 24 kHz) in speech_tokenizer/. The codec's seed differs from the
 // talker's so the two weight sets are not drawn from the same stream.
+// --shape picks the talker's dims (the released 0.6B and 1.7B ones for benchmarks) and
+// --codec-shape the decoder's.
 void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) {
-  model::qwen3_tts::write_random_talker_checkpoint(out, model::qwen3_tts::qwen3_tts_demo_shapes(), options.seed,
-                                                   tensor::DType::kBF16, options.tokenizer_dir);
-  model::qwen3_tts::write_random_codec_checkpoint(out / "speech_tokenizer", model::qwen3_tts::small_codec_shapes(),
-                                                  options.seed + 1);
+  const model::qwen3_tts::RandomTalkerShapes talker =
+      options.shape == "1.7b"   ? model::qwen3_tts::qwen3_tts_1_7b_shapes()
+      : options.shape == "0.6b" ? model::qwen3_tts::qwen3_tts_0_6b_shapes()
+                                : model::qwen3_tts::qwen3_tts_demo_shapes();
+  model::qwen3_tts::write_random_talker_checkpoint(out, talker, options.seed, tensor::DType::kBF16,
+                                                   options.tokenizer_dir);
+  const model::qwen3_tts::CodecDecoderConfig codec = options.codec_shape == "released"
+                                                         ? model::qwen3_tts::CodecDecoderConfig{}
+                                                         : model::qwen3_tts::small_codec_shapes();
+  model::qwen3_tts::write_random_codec_checkpoint(out / "speech_tokenizer", codec, options.seed + 1);
 }
 
 int run_demo_model(const DemoModelOptions& options) {
   require_tokenizer_files(options.tokenizer_dir);
   const fs::path out(options.out);
+  if (options.arch != "qwen3_tts" && (options.shape != "demo" || options.codec_shape != "small")) {
+    throw_error(ErrorCode::kInvalidArgument, "--shape and --codec-shape are for --arch qwen3_tts");
+  }
   if (options.arch == "qwen3") {
     write_demo_qwen3(out, options);
   } else if (options.arch == "qwen3_tts") {
@@ -102,6 +115,14 @@ Command demo_model_command() {
                        "Directory with the Qwen3 tokenizer.json and tokenizer_config.json")
             ->capture_default_str();
         sub.add_option("--seed", options->seed, "Seed of the random weights")->capture_default_str();
+        sub.add_option("--shape", options->shape,
+                       "qwen3_tts talker dims: demo (tiny, fast on a CPU) or the released 0.6b / 1.7b ones")
+            ->check(CLI::IsMember({"demo", "0.6b", "1.7b"}))
+            ->capture_default_str();
+        sub.add_option("--codec-shape", options->codec_shape,
+                       "qwen3_tts codec decoder dims: small (real frame geometry) or released")
+            ->check(CLI::IsMember({"small", "released"}))
+            ->capture_default_str();
         return [options] { return run_demo_model(*options); };
       }};
 }

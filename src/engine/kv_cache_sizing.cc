@@ -61,6 +61,30 @@ size_t default_gpu_kv_cache_bytes(const model::CausalLm& model, double gpu_memor
   return budget;
 }
 
+size_t gpu_share_kv_cache_bytes(const tensor::DeviceMemory& at_start, const tensor::DeviceMemory& now,
+                                double gpu_memory_utilization, size_t activation_bytes) {
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) {
+    throw_error(ErrorCode::kInvalidConfig, "gpu_memory_utilization must be in (0, 1], got {}", gpu_memory_utilization);
+  }
+  const size_t share = static_cast<size_t>(gpu_memory_utilization * static_cast<double>(at_start.total_bytes));
+  if (share > at_start.free_bytes) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "gpu_memory_utilization {} asks for {} MiB of the device's {} MiB, but only {} MiB were free when the "
+                "stage started (other stages or processes hold the rest): lower it or place the stage on another "
+                "device",
+                gpu_memory_utilization, share >> 20, at_start.total_bytes >> 20, at_start.free_bytes >> 20);
+  }
+  const size_t own = at_start.free_bytes > now.free_bytes ? at_start.free_bytes - now.free_bytes : 0;
+  if (share <= own + activation_bytes) {
+    throw_error(ErrorCode::kInvalidConfig,
+                "gpu_memory_utilization {} gives the stage {} MiB, but its weights and buffers take {} MiB and its "
+                "activations {} MiB: nothing is left for the KV cache; raise gpu_memory_utilization or set "
+                "num_gpu_blocks_override",
+                gpu_memory_utilization, share >> 20, own >> 20, activation_bytes >> 20);
+  }
+  return share - own - activation_bytes;
+}
+
 void size_kv_cache(const EngineConfig& config, size_t kv_bytes_per_block, int max_position_embeddings,
                    size_t available_bytes, ResolvedEngineConfig& resolved) {
   if (kv_bytes_per_block == 0) throw_error(ErrorCode::kInternal, "the model reports 0 bytes per KV block");

@@ -237,7 +237,11 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     for (int64_t k = 0; k < shard_.size; ++k)
       host[3 * tokens + r + i * shard_.size + k] = static_cast<int32_t>(k * r + i);
   }
-  if (device_.type != DeviceType::kCpu) ints = ints.to(device_);
+  // Rows already on the device may still be being computed: the integers then stay on the host
+  // and each op stages its own without waiting for the device.
+  const bool resident_embeds =
+      inputs_embeds != nullptr && device_.type != DeviceType::kCpu && inputs_embeds->device() == device_;
+  if (device_.type != DeviceType::kCpu && !resident_embeds) ints = ints.to(device_);
   const Tensor ids = ints.slice_rows(0, tokens);
   const Tensor positions = ints.slice_rows(tokens, 2 * tokens);
   const Tensor slots = ints.slice_rows(2 * tokens, 3 * tokens);
@@ -246,7 +250,7 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   Tensor h = Tensor::empty({tokens, hidden}, dtype_, device_);
   if (inputs_embeds != nullptr) {
     // The caller's rows are whole on every rank: no partial sums to reduce.
-    h = placed(host_copy_as(*inputs_embeds, dtype_));
+    h = resident_embeds ? *inputs_embeds : placed(host_copy_as(*inputs_embeds, dtype_));
   } else {
     ops::embedding(embed_tokens_, ids, h);
     reduce_partial_sums(h);
@@ -341,15 +345,22 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
 }
 
 void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
-  if (!batch.token_ids.empty() || inputs_embeds.dtype() != DType::kF32 || inputs_embeds.shape().size() != 2 ||
+  const bool on_host = inputs_embeds.device().type == DeviceType::kCpu && inputs_embeds.dtype() == DType::kF32;
+  const bool on_device = inputs_embeds.device() == device_ && inputs_embeds.dtype() == dtype_;
+  if (!batch.token_ids.empty() || !(on_host || on_device) || inputs_embeds.shape().size() != 2 ||
       inputs_embeds.shape()[0] != static_cast<int64_t>(batch.positions.size()) ||
       inputs_embeds.shape()[1] != config_.hidden_size) {
     throw_error(ErrorCode::kInvalidArgument,
-                "forward_embeds: inputs_embeds must be float32 [{} positions, {}] with no token ids (got {} token ids)",
-                batch.positions.size(), config_.hidden_size, batch.token_ids.size());
+                "forward_embeds: inputs_embeds must be [{} positions, {}], host float32 or {} {}, with no token ids "
+                "(got {} {} {} and {} token ids)",
+                batch.positions.size(), config_.hidden_size, tensor::device_name(device_), tensor::dtype_name(dtype_),
+                tensor::device_name(inputs_embeds.device()), tensor::dtype_name(inputs_embeds.dtype()),
+                tensor::shape_to_string(inputs_embeds.shape()), batch.token_ids.size());
   }
   run(batch, &inputs_embeds, &hidden);
 }
+
+Tensor DecoderLm::place(const Tensor& host_f32) const { return placed(host_copy_as(host_f32, dtype_)); }
 
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
   check_has_head("forward_greedy");

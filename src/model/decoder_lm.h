@@ -77,12 +77,22 @@ class DecoderLm : public CausalLm {
                       std::vector<int32_t>& token_ids) override;
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
-  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is a host
-  // float32 [tokens, hidden_size] tensor, one row per batch position (batch.token_ids must be
-  // empty; every rank passes the same full rows). `hidden` becomes the post-final-norm hidden
-  // states of the rows forward() would give logits for, [rows, hidden_size] on the model's device
-  // in its dtype. Errors as forward().
+  // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is
+  // [tokens, hidden_size], one row per batch position (batch.token_ids must be empty; every rank
+  // passes the same full rows), either a host float32 tensor or, on a CUDA model, a tensor on the
+  // model's device in its dtype. A device tensor becomes the residual stream and is overwritten,
+  // and the step's positions and KV slots then go up with the ops through pinned staging memory,
+  // so the call never waits for the device (host rows are uploaded with the step's integers in one
+  // synchronising copy). `hidden` becomes the post-final-norm hidden states of the rows forward()
+  // would give logits for, [rows, hidden_size] on the model's device in its dtype. Errors as
+  // forward().
   void forward_embeds(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, tensor::Tensor& hidden);
+
+  // The dtype of weights and activations on the model's device (float32 on the CPU, else bfloat16).
+  tensor::DType dtype() const { return dtype_; }
+  // A host float32 tensor on the model's device in dtype(), for the caller's tables that feed the
+  // stack or read its hidden states (a copy, also on the CPU).
+  tensor::Tensor place(const tensor::Tensor& host_f32) const;
 
   const TextModelConfig& config() const { return config_; }
 

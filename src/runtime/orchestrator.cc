@@ -82,6 +82,11 @@ class Orchestrator::Loop {
           "Head-to-stage round trip of a request outside the stage worker (transport and event-loop waits).", {"stage"},
           kHopBuckets);
       for (const StageSpec& stage : pipeline_.stages) hop_time_.push_back(&hops.with({std::to_string(stage.stage_id)}));
+      step_time_ = &options_.metrics->histogram(
+          "omnistage:stage_step_seconds",
+          "Time of one engine step of a stage (part \"step\": the whole step) and of its parts (the Qwen3-TTS "
+          "talker: \"talker\", \"code_predictor\"), as the stage worker measured it.",
+          {"stage", "part"}, kHopBuckets);
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) throw_error(ErrorCode::kInternal, "eventfd: {}", std::strerror(errno));
@@ -521,6 +526,11 @@ class Orchestrator::Loop {
       on_error(*replica, *error);
     } else if (auto* heartbeat = std::get_if<HeartbeatMessage>(&message)) {
       replica->running_requests = heartbeat->running_requests;
+      if (step_time_) {
+        for (const StepTiming& t : heartbeat->step_timings) {
+          step_time_->with({std::to_string(replica->stage_id), t.part}).observe(t.seconds);
+        }
+      }
       publish_replicas();
     } else {
       spdlog::warn("stage {} replica {}: unexpected '{}' message ignored", replica->stage_id, replica->index,
@@ -777,8 +787,9 @@ class Orchestrator::Loop {
   const std::string session_;
   std::map<Edge, std::unique_ptr<Connector>> edge_connectors_;
   int wake_fd_ = -1;
-  Histogram* dispatch_time_ = nullptr;  // null without a metrics registry
-  std::vector<Histogram*> hop_time_;    // by stage id; empty without a metrics registry
+  Histogram* dispatch_time_ = nullptr;            // null without a metrics registry
+  std::vector<Histogram*> hop_time_;              // by stage id; empty without a metrics registry
+  MetricFamily<Histogram>* step_time_ = nullptr;  // by stage and part; null without a metrics registry
 
   // Shared with API threads, under mutex_.
   mutable std::mutex mutex_;

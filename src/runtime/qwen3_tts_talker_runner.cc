@@ -1,6 +1,9 @@
 #include "runtime/qwen3_tts_talker_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <limits>
@@ -21,6 +24,8 @@
 #include "model/qwen3_tts/prompt.h"
 #include "model/qwen3_tts/talker.h"
 #include "model/tokenizer/tokenizer.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
 
 namespace omni::runtime {
 
@@ -121,7 +126,14 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
                   stage_id_);
     }
     const fs::path dir(*model_dir);
-    talker_ = std::make_unique<tts::Talker>(dir, tts::read_talker_config(dir));
+    // The stage process sees only its own devices (CUDA_VISIBLE_DEVICES), so "cuda" is its first.
+    const std::string device_arg = optional_arg<std::string>(engine_args, "device", stage_id_).value_or("auto");
+    const tensor::Device device =
+        tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", stage_id_));
+    // Read before anything is loaded: the stage's share of a GPU is measured against it.
+    std::optional<tensor::DeviceMemory> memory_at_start;
+    if (device.type != tensor::DeviceType::kCpu) memory_at_start = tensor::cuda_memory_info(device.index);
+    talker_ = std::make_unique<tts::Talker>(dir, tts::read_talker_config(dir), device);
     tokenizer_ = model::Tokenizer::load(dir);
     const tts::TalkerGenerationDefaults defaults = tts::read_talker_generation_defaults(dir);
     base_ = talker_base(defaults);
@@ -145,9 +157,13 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
       config.kv_cache_memory_bytes = static_cast<size_t>(*bytes);
     }
     config.max_model_len = optional_arg<int>(engine_args, "max_model_len", stage_id_).value_or(0);
+    config.max_num_batched_tokens =
+        optional_arg<int>(engine_args, "max_num_batched_tokens", stage_id_).value_or(config.max_num_batched_tokens);
+    config.gpu_memory_utilization =
+        optional_arg<double>(engine_args, "gpu_memory_utilization", stage_id_).value_or(config.gpu_memory_utilization);
     engine::ResolvedEngineConfig resolved;
     engine::size_kv_cache(config, talker_->kv_bytes_per_block(), talker_->config().talker.max_position_embeddings,
-                          engine::default_cpu_kv_cache_bytes(), resolved);
+                          kv_budget(config, memory_at_start), resolved);
     max_num_seqs_ = config.max_num_seqs;
     max_model_len_ = resolved.max_model_len;
     talker_->init_kv_cache(resolved.num_blocks);
@@ -155,6 +171,8 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     talker_->init_predictor_cache(max_num_seqs_);
     for (int slot = max_num_seqs_ - 1; slot >= 0; --slot) free_slots_.push_back(slot);
     seed_source_ = engine::SamplingRng(optional_arg<uint64_t>(engine_args, "seed", stage_id_).value_or(0));
+    spdlog::info("stage {}: Qwen3-TTS talker on {}, {} KV blocks, max_num_seqs {}, max_model_len {}", stage_id_,
+                 tensor::device_name(device), resolved.num_blocks, max_num_seqs_, max_model_len_);
   }
 
   void add_request(StageRequest request) override {
@@ -207,7 +225,8 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     }
     // Every frame after the first feeds one row back, so prompt + frames - 1 positions at most.
     running->max_new_tokens = std::min(max_new, max_model_len_ - prompt_len + 1);
-    running->rng = engine::SamplingRng(seed ? static_cast<uint64_t>(*seed) : seed_source_.next_u64());
+    running->seed = seed ? static_cast<uint64_t>(*seed) : seed_source_.next_u64();
+    running->rng = engine::SamplingRng(running->seed);
     running->id = id;
     waiting_.push_back(running.get());
     requests_[id] = std::move(running);
@@ -224,16 +243,20 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
 
   size_t running_requests() const override { return requests_.size(); }
 
+  std::vector<StepTiming> take_step_timings() override { return std::exchange(timings_, {}); }
+
   std::vector<StageOutput> step() override {
     admit();
     std::vector<StageOutput> outputs;
     if (running_.empty()) return outputs;
+    const auto started = Clock::now();
     talker_step();
-    std::vector<Running*> framed;
-    for (Running* r : running_) {
-      if (r->code0 != talker_->config().codec_eos_id) framed.push_back(r);
-    }
-    predict_codes(framed);
+    const auto talked = Clock::now();
+    predict_codes();
+    const auto predicted = Clock::now();
+    step_times_.add(running_.size(), talked - started, predicted - talked);
+    timings_.push_back({"talker", std::chrono::duration<double>(talked - started).count()});
+    timings_.push_back({"code_predictor", std::chrono::duration<double>(predicted - talked).count()});
 
     std::vector<Running*> finished;
     for (Running* r : running_) {
@@ -255,12 +278,15 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   struct Running {
     std::string id;
     tts::TalkerPrompt prompt;
     engine::SamplingParams params;
     int max_new_tokens = 0;
-    engine::SamplingRng rng{0};
+    uint64_t seed = 0;           // of the code predictor's draws (tensor::ops::sample)
+    engine::SamplingRng rng{0};  // of the code0 draws
     std::vector<int32_t> block_table;
     int slot = -1;
     int context_len = 0;          // talker positions in the KV cache
@@ -269,6 +295,58 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     std::vector<int32_t> frame;   // the last complete frame's codes
     int frames = 0;
   };
+
+  // The talker and code predictor time of the steps, logged every kTimingLogInterval (the stage
+  // process has no metrics endpoint of its own): where a step's time goes, at what batch size.
+  class StepTimes {
+   public:
+    explicit StepTimes(int stage_id) : stage_id_(stage_id) {}
+    void add(size_t batch, Clock::duration talker, Clock::duration predictor) {
+      ++steps_;
+      rows_ += batch;
+      talker_ += talker;
+      predictor_ += predictor;
+      if (Clock::now() - since_ < kTimingLogInterval) return;
+      const double steps = static_cast<double>(steps_);
+      spdlog::info("stage {}: {} steps, mean batch {:.1f}; per step: talker {:.2f} ms, code predictor {:.2f} ms",
+                   stage_id_, steps_, static_cast<double>(rows_) / steps,
+                   std::chrono::duration<double, std::milli>(talker_).count() / steps,
+                   std::chrono::duration<double, std::milli>(predictor_).count() / steps);
+      *this = StepTimes(stage_id_);
+    }
+
+   private:
+    static constexpr std::chrono::seconds kTimingLogInterval{5};
+    int stage_id_;
+    Clock::time_point since_ = Clock::now();
+    int64_t steps_ = 0;
+    size_t rows_ = 0;
+    Clock::duration talker_{};
+    Clock::duration predictor_{};
+  };
+
+  // The KV budget: kv_cache_memory_bytes when set, else on a GPU this stage's
+  // gpu_memory_utilization share of it (engine::gpu_share_kv_cache_bytes: other stages on the same
+  // device keep theirs) and on the CPU the default share of free RAM.
+  size_t kv_budget(const engine::EngineConfig& config,
+                   const std::optional<tensor::DeviceMemory>& memory_at_start) const {
+    if (!memory_at_start || config.kv_cache_memory_bytes) {
+      return config.kv_cache_memory_bytes.value_or(engine::default_cpu_kv_cache_bytes());
+    }
+    const tensor::DeviceMemory now = tensor::cuda_memory_info(talker_->device().index);
+    const size_t activations =
+        talker_->talker_stack().activation_bytes(config.max_num_batched_tokens, config.max_num_seqs);
+    try {
+      const size_t budget =
+          engine::gpu_share_kv_cache_bytes(*memory_at_start, now, config.gpu_memory_utilization, activations);
+      spdlog::info("stage {}: {} MiB of {}'s {} MiB in use; this stage's share {} leaves {} MiB of KV cache", stage_id_,
+                   (now.total_bytes - now.free_bytes) >> 20, tensor::device_name(talker_->device()),
+                   now.total_bytes >> 20, config.gpu_memory_utilization, budget >> 20);
+      return budget;
+    } catch (const Error& e) {
+      throw_error(ErrorCode::kInvalidConfig, "stage {}: {}", stage_id_, e.what());
+    }
+  }
 
   // Starts waiting requests in arrival order while a predictor slot and their KV blocks are free.
   void admit() {
@@ -336,36 +414,49 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
       // never sampled, except the end of speech.
       const float eos_logit = logits[eos];
       std::fill(logits.begin() + std::max(0, vocab - 1024), logits.end(), -std::numeric_limits<float>::infinity());
-      logits[eos] = eos_logit;
+      // ignore_eos: exactly max_new_tokens frames (benchmarks).
+      logits[eos] = r->params.ignore_eos ? -std::numeric_limits<float>::infinity() : eos_logit;
       const engine::SamplingState state{r->params, {}, r->code0s, std::span<const int32_t>(&eos, 1), r->rng};
       r->code0 = sampler_.sample(logits, state).token_id;
       r->code0s.push_back(r->code0);
     }
   }
 
-  // The code predictor for the frames of `framed`, all in one batch per codebook.
-  void predict_codes(const std::vector<Running*>& framed) {
-    if (framed.empty()) return;
-    const int64_t h = talker_->hidden_size();
-    const int codebook = talker_->codebook_size();
-    std::vector<int32_t> slots, codes;
-    Tensor hidden = Tensor::empty({static_cast<int64_t>(framed.size()), h}, DType::kF32);
-    for (size_t i = 0; i < framed.size(); ++i) {
-      const size_t row = std::find(running_.begin(), running_.end(), framed[i]) - running_.begin();
-      std::copy_n(hidden_.data<float>() + row * h, h, hidden.data<float>() + i * h);
-      slots.push_back(framed[i]->slot);
-      codes.push_back(framed[i]->code0);
-      framed[i]->frame.assign(1, framed[i]->code0);
+  // The code predictor for the requests whose code0 is not the end of speech: one batch per
+  // codebook on the talker's device, the draws there too (one copy back per step).
+  void predict_codes() {
+    std::vector<Running*> framed;
+    std::vector<int32_t> rows, slots, code0s;
+    std::vector<tensor::ops::SamplingParams> params;
+    const int groups = talker_->num_code_groups() - 1;
+    for (size_t i = 0; i < running_.size(); ++i) {
+      Running* r = running_[i];
+      if (r->code0 == talker_->config().codec_eos_id) continue;
+      framed.push_back(r);
+      rows.push_back(static_cast<int32_t>(i));
+      slots.push_back(r->slot);
+      code0s.push_back(r->code0);
+      tensor::ops::SamplingParams p;
+      p.temperature = subtalker_.temperature;
+      p.top_k = subtalker_.top_k;
+      p.top_p = subtalker_.top_p;
+      p.seed = r->seed;
+      p.step = static_cast<uint64_t>(r->frames) * groups;
+      params.push_back(p);
     }
-    std::vector<float> logits;
-    talker_->predictor_prefill(slots, hidden, codes, logits);
-    for (int group = 1; group < talker_->num_code_groups(); ++group) {
-      if (group > 1) talker_->predictor_step(group, slots, codes, logits);
-      for (size_t i = 0; i < framed.size(); ++i) {
-        const engine::SamplingState state{subtalker_, {}, {}, {}, framed[i]->rng};
-        codes[i] = sampler_.sample(std::span<float>(logits.data() + i * codebook, codebook), state).token_id;
-        framed[i]->frame.push_back(codes[i]);
-      }
+    if (framed.empty()) return;
+    Tensor hidden = hidden_;
+    if (framed.size() != running_.size()) {
+      Tensor row_ids = Tensor::empty({static_cast<int64_t>(rows.size())}, DType::kI32);
+      std::copy(rows.begin(), rows.end(), row_ids.data<int32_t>());
+      hidden = Tensor::empty({row_ids.dim(0), hidden_.dim(1)}, hidden_.dtype(), hidden_.device());
+      tensor::ops::embedding(hidden_, row_ids, hidden);
+    }
+    std::vector<int32_t> codes;
+    talker_->predict_frames(slots, hidden, code0s, params, codes);
+    for (size_t i = 0; i < framed.size(); ++i) {
+      framed[i]->frame.assign(1, framed[i]->code0);
+      framed[i]->frame.insert(framed[i]->frame.end(), codes.begin() + i * groups, codes.begin() + (i + 1) * groups);
     }
   }
 
@@ -386,7 +477,9 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
   std::vector<Running*> running_;
   engine::Sampler sampler_;
   std::vector<float> logits_;
-  Tensor hidden_;
+  Tensor hidden_;  // the talker's post-norm hidden states of the last step, on its device
+  StepTimes step_times_{stage_id_};
+  std::vector<StepTiming> timings_;  // since take_step_timings()
 };
 
 }  // namespace

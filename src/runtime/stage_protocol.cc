@@ -147,6 +147,11 @@ struct Encoder {
   }
   void operator()(const HeartbeatMessage& m) {
     out.update({{"stage_id", m.stage_id}, {"replica", m.replica}, {"running_requests", m.running_requests}});
+    if (!m.step_timings.empty()) {
+      Json timings = Json::array();
+      for (const StepTiming& t : m.step_timings) timings.push_back(Json::array({t.part, t.seconds}));
+      out["step_timings"] = std::move(timings);
+    }
   }
   void operator()(const ShutdownMessage&) {}
 };
@@ -198,8 +203,12 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
                         j.at("message").get<std::string>(), j.at("fatal").get<bool>()};
   }
   if (type == "heartbeat") {
-    return HeartbeatMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(),
-                            j.at("running_requests").get<int64_t>()};
+    HeartbeatMessage m{
+        j.at("stage_id").get<int>(), j.at("replica").get<int>(), j.at("running_requests").get<int64_t>(), {}};
+    if (auto it = j.find("step_timings"); it != j.end()) {
+      for (const Json& t : *it) m.step_timings.push_back({t.at(0).get<std::string>(), t.at(1).get<double>()});
+    }
+    return m;
   }
   return ShutdownMessage{};
 }

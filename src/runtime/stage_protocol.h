@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "runtime/payload.h"
+#include "runtime/step_timing.h"
 #include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
@@ -110,6 +111,9 @@ struct HeartbeatMessage {
   int stage_id = 0;
   int replica = 0;
   int64_t running_requests = 0;
+  // The step timings since the previous heartbeat (the worker's "step" and the runner's parts);
+  // on the wire as [[part, seconds], ...] only when not empty.
+  std::vector<StepTiming> step_timings;
 };
 
 // head → worker: finish now (drop all requests) and exit 0.

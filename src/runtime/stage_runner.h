@@ -15,6 +15,7 @@
 #include "base/json.h"
 #include "runtime/payload.h"
 #include "runtime/stage_spec.h"
+#include "runtime/step_timing.h"
 #include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
@@ -76,6 +77,9 @@ class StageRunner {
   // Runs one step (one token for each running request, for an AR engine) and returns the new
   // outputs. Throws omni::Error only for a failure of the whole stage (fatal).
   virtual std::vector<StageOutput> step() = 0;
+  // The timings of the parts of the steps since the previous call, oldest first (the worker times
+  // each whole step itself as part "step"); the default has no finer parts.
+  virtual std::vector<StepTiming> take_step_timings() { return {}; }
 };
 
 // What a runner factory gets besides the engine args.

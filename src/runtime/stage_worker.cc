@@ -81,7 +81,9 @@ class Worker {
       if (runner_->can_step()) {
         std::vector<StageOutput> outputs;
         try {
+          const auto started = Clock::now();
           outputs = runner_->step();
+          step_timings_.push_back({"step", std::chrono::duration<double>(Clock::now() - started).count()});
         } catch (const Error& e) {
           return fatal(e.code(), e.what(), e.exit_code());
         } catch (const std::exception& e) {
@@ -89,9 +91,14 @@ class Worker {
         }
         for (StageOutput& output : outputs) send_output(output);
       }
-      if (Clock::now() >= next_heartbeat) {
-        client_.send(HeartbeatMessage{config_.stage.stage_id, config_.replica,
-                                      static_cast<int64_t>(runner_->running_requests())});
+      // The step timings also leave as soon as the stage goes idle, so that the head's metrics
+      // hold every step of a finished run.
+      if (Clock::now() >= next_heartbeat || (!step_timings_.empty() && !runner_->can_step())) {
+        HeartbeatMessage heartbeat{config_.stage.stage_id, config_.replica,
+                                   static_cast<int64_t>(runner_->running_requests()), std::move(step_timings_)};
+        for (StepTiming& t : runner_->take_step_timings()) heartbeat.step_timings.push_back(std::move(t));
+        client_.send(heartbeat);
+        step_timings_.clear();
         next_heartbeat = Clock::now() + heartbeat_interval;
       }
     }
@@ -209,6 +216,7 @@ class Worker {
   std::map<int, std::unique_ptr<Connector>> outputs_;
   std::unique_ptr<StageRunner> runner_;
   std::map<std::string, RequestRoute> routes_;
+  std::vector<StepTiming> step_timings_;  // since the last heartbeat
 };
 
 }  // namespace

@@ -155,6 +155,9 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     info["max_new_tokens"] = *max_new_tokens;
     request.talker_sampling["max_tokens"] = *max_new_tokens;
   }
+  // Not in vLLM-Omni's speech API: vLLM's ignore_eos for the talker, so that a benchmark gets
+  // exactly max_new_tokens frames from any weights.
+  if (fields.boolean("ignore_eos").value_or(false)) request.talker_sampling["ignore_eos"] = true;
   if (std::optional<int64_t> seed = fields.integer("seed")) {
     info["seed"] = *seed;
     request.talker_sampling["seed"] = *seed;

@@ -1,7 +1,8 @@
 // POST /v1/audio/speech's request body: OpenAI's fields (model, input, voice, response_format,
 // speed, stream_format) and vLLM-Omni's (stream, task_type, language, instructions,
-// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding),
-// checked and turned into one backend request for the pipeline's audio output.
+// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding) plus
+// ignore_eos (omnistage's benchmark extension: exactly max_new_tokens frames), checked and turned
+// into one backend request for the pipeline's audio output.
 //
 // As in vLLM-Omni, a request without task_type runs as the checkpoint's task (CustomVoice when
 // the checkpoint's is unknown), and a CustomVoice request without voice speaks as "Vivian" when
@@ -43,7 +44,7 @@ struct SpeechRequest {
   // request names none), and when given task_type, language, instructions, max_new_tokens, seed,
   // initial_codec_chunk_frames, non_streaming_mode, speaker_embedding.
   Json additional_information = Json::object();
-  Json talker_sampling = Json::object();  // seed, max_tokens
+  Json talker_sampling = Json::object();  // seed, max_tokens, ignore_eos
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or

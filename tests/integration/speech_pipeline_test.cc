@@ -16,6 +16,7 @@
 #include "media/pcm16.h"
 #include "model/pipelines.h"
 #include "runtime/code2wav_stage_runner.h"
+#include "runtime/device_assignment.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
 #include "runtime/qwen3_tts_talker_runner.h"
@@ -67,6 +68,45 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
   EXPECT_TRUE(pipeline.stages[1].async_chunk);
   for (runtime::StageSpec& stage : pipeline.stages) stage.engine_args["runner"] = runtime::kTestToneRunnerKind;
   return pipeline;
+}
+
+// Stage placement of the qwen3_tts pipeline on a GPU host: by default (the bundled deploy YAML)
+// both stages run on the launcher's first visible GPU, each with its own gpu_memory_utilization
+// share; a deploy overlay's `devices` puts code2wav on a second GPU; every stage's device engine
+// argument stays "auto" (the stage process's first visible GPU, or its CPU).
+TEST(SpeechPipelinePlacement, OneGpuByDefaultTwoWithDevices) {
+  TempDir dir;
+  write_checkpoint(dir);
+  config::CliConfigInputs cli;
+  cli.model = dir.path().string();
+  config::ConfigEnvironment environment;
+  environment.bundled_deploy_dir = std::string(OMNI_SOURCE_DIR) + "/deploy";
+  environment.platform = "cuda";
+  const std::optional<std::string> launcher = "4,5";
+  auto visible = [&](const runtime::StageSpec& stage) {
+    return runtime::replica_visible_devices(stage.stage_id, stage.devices, stage.num_replicas, 1, launcher);
+  };
+
+  runtime::PipelineSpec one =
+      runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
+  ASSERT_EQ(one.stages.size(), 2u);
+  for (const runtime::StageSpec& stage : one.stages) {
+    EXPECT_EQ(stage.devices, "0") << stage.stage_id;
+    EXPECT_EQ(visible(stage), (std::vector<std::optional<std::string>>{"4"})) << stage.stage_id;
+    EXPECT_DOUBLE_EQ(stage.engine_args["gpu_memory_utilization"].get<double>(), 0.3) << stage.stage_id;
+    EXPECT_FALSE(stage.engine_args.contains("device")) << stage.stage_id;
+  }
+
+  const std::filesystem::path overlay = dir.write(
+      "two_gpus.yaml",
+      "base_config: qwen3_tts.yaml\nstages:\n  - {stage_id: 1, devices: \"1\", gpu_memory_utilization: 0.5}\n");
+  cli.deploy_config = overlay.string();
+  runtime::PipelineSpec two =
+      runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
+  EXPECT_EQ(visible(two.stages[0]), (std::vector<std::optional<std::string>>{"4"}));
+  EXPECT_EQ(visible(two.stages[1]), (std::vector<std::optional<std::string>>{"5"}));
+  EXPECT_DOUBLE_EQ(two.stages[0].engine_args["gpu_memory_utilization"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(two.stages[1].engine_args["gpu_memory_utilization"].get<double>(), 0.5);
 }
 
 std::vector<float> tone(std::optional<int64_t> seed, size_t frames) {

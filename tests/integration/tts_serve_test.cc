@@ -224,6 +224,85 @@ TEST_F(TtsServeTest, OpenAiClientAudioSpeechCreate) {
   EXPECT_NE(out["error_message"].get<std::string>().find("unknown voice"), std::string::npos);
 }
 
+// `omnistage bench serve --endpoint /v1/audio/speech` against the real server, both stream
+// formats: exactly N frames per request (ignore_eos), so every duration is N x 80 ms, RTF is E2E
+// over that duration, and the server's own stage hops come with the report.
+TEST_F(TtsServeTest, BenchServeSpeechReportsTtfpRtfAndAudioThroughput) {
+  constexpr int kFrames = 6;
+  constexpr int kRequests = 4;
+  constexpr double kDuration = kFrames * 0.08;
+  for (const std::string format : {"audio", "sse"}) {
+    SCOPED_TRACE(format);
+    const fs::path result_file = dir_->path() / ("bench_" + format + ".json");
+    ProcessResult run = run_process({OMNISTAGE_BINARY,
+                                     "bench",
+                                     "serve",
+                                     "--base-url",
+                                     server_->url(""),
+                                     "--api-key",
+                                     kApiKey,
+                                     "--endpoint",
+                                     "/v1/audio/speech",
+                                     "--speech-stream-format",
+                                     format,
+                                     "--voice",
+                                     "vivian",
+                                     "--num-prompts",
+                                     std::to_string(kRequests),
+                                     "--max-concurrency",
+                                     "2",
+                                     "--random-input-len",
+                                     "5",
+                                     "--random-output-len",
+                                     std::to_string(kFrames),
+                                     "--ignore-eos",
+                                     "--result-file",
+                                     result_file.string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+    EXPECT_NE(run.out.find("Audio throughput (audio-s/s):"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("Mean TTFP (ms):"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("Mean RTF:"), std::string::npos) << run.out;
+    const Json report = Json::parse(read_file(result_file));
+    EXPECT_EQ(report["endpoint"], "/v1/audio/speech");
+    EXPECT_EQ(report["completed"], kRequests);
+    EXPECT_EQ(report["failed"], 0) << report["errors"].dump();
+    ASSERT_EQ(report["audio_durations"].size(), static_cast<size_t>(kRequests));
+    for (size_t i = 0; i < kRequests; ++i) {
+      EXPECT_NEAR(report["audio_durations"][i].get<double>(), kDuration, 1e-9) << i;
+      EXPECT_GT(report["ttfps"][i].get<double>(), 0.0) << i;
+      EXPECT_GT(report["rtfs"][i].get<double>(), 0.0) << i;
+    }
+    EXPECT_NEAR(report["total_audio_duration_s"].get<double>(), kRequests * kDuration, 1e-9);
+    EXPECT_NEAR(report["audio_throughput"].get<double>(),
+                report["total_audio_duration_s"].get<double>() / report["duration"].get<double>(), 1e-9);
+    // Every duration is the same, so the mean RTF is the mean E2E latency over it.
+    EXPECT_NEAR(report["mean_rtf"].get<double>(), report["mean_e2el_ms"].get<double>() / 1000.0 / kDuration, 1e-9);
+    for (const char* stat : {"mean", "median", "p99"}) {
+      EXPECT_GT(report[std::string(stat) + "_ttfp_ms"].get<double>(), 0.0) << stat;
+      EXPECT_LE(report[std::string(stat) + "_ttfp_ms"].get<double>(),
+                report[std::string(stat) + "_e2el_ms"].get<double>())
+          << stat;
+      EXPECT_GT(report[std::string(stat) + "_rtf"].get<double>(), 0.0) << stat;
+    }
+    EXPECT_FALSE(report.contains("mean_ttft_ms"));
+    // The server's own time: the stage hops and the talker's steps split into its two parts, one
+    // observation of each per step of 1..2 requests (kFrames steps per request).
+    const Json& server = report["server_time"];
+    bool hop = false;
+    for (const auto& [series, stats] : server.items()) {
+      if (series.starts_with("omnistage:stage_hop_seconds")) hop = hop || stats["count"].get<double>() > 0;
+    }
+    EXPECT_TRUE(hop) << server.dump();
+    for (const char* part : {"talker", "code_predictor"}) {
+      const std::string series = std::string("omnistage:stage_step_seconds{stage=\"0\",part=\"") + part + "\"}";
+      ASSERT_TRUE(server.contains(series)) << series << " in " << server.dump();
+      EXPECT_GE(server[series]["count"].get<double>(), kFrames * kRequests / 2.0) << series;
+      EXPECT_LE(server[series]["count"].get<double>(), kFrames * kRequests + kRequests) << series;
+      EXPECT_GT(server[series]["mean_ms"].get<double>(), 0.0) << series;
+    }
+  }
+}
+
 // Last in the suite: it ends the shared server.
 TEST_F(TtsServeTest, ZzShutdownLeavesNoStageProcessOrSharedMemory) {
   const std::vector<pid_t> stages = children_of(server_->pid());

@@ -409,6 +409,32 @@ TEST(Qwen3TtsTalkerRunner, ConfigErrorsNameTheEngineArgument) {
   EXPECT_THROW(make_stage_runner(engine_args({{"model", "/nonexistent"}}), {}), Error);
 }
 
+// Placement: the talker runs where its stage's device engine argument says ("auto": the stage
+// process's first visible GPU, else the CPU); a GPU the process cannot see is refused by name.
+TEST(Qwen3TtsTalkerRunner, RunsOnTheDeviceItsStageNames) {
+  try {
+    make_stage_runner(engine_args({{"device", "cuda:9"}}), {.stage_id = 3});
+    FAIL() << "accepted an invisible GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("stage 3 engine argument device"), std::string::npos) << e.what();
+  }
+  auto runner = make_stage_runner(engine_args({{"device", "cpu"}}), {});
+  runner->add_request(speech_request("x", hello(2)));
+  EXPECT_EQ(run_all(*runner)["x"].frames.size(), 2u);
+}
+
+// ignore_eos: exactly max_new_tokens frames even where the weights make codec EOS the argmax.
+TEST(Qwen3TtsTalkerRunner, IgnoreEosGivesExactlyMaxNewTokensFrames) {
+  auto runner = make_stage_runner(engine_args(), {});
+  runner->add_request(
+      speech_request("eos", hello(7), {{"temperature", 0.0}, {"ignore_eos", true}, {"logit_bias", {{"166", 1000.0}}}}));
+  const Result result = run_all(*runner)["eos"];
+  EXPECT_EQ(result.frames.size(), 7u);
+  EXPECT_EQ(result.finish_reason, "length");
+  for (int32_t code : result.code0s) EXPECT_NE(code, kEos);
+}
+
 TEST(Qwen3TtsTalkerRunner, ServesTheRandomWeightWriterCheckpoint) {
   namespace tts = model::qwen3_tts;
   omni::testing::TempDir dir;

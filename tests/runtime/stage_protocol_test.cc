@@ -115,7 +115,13 @@ TEST(StageProtocolTest, HandshakeAndErrorMessagesKeepTheirFields) {
   EXPECT_TRUE(error.fatal);
   EXPECT_EQ(error.code, ErrorCode::kInternal);
   EXPECT_EQ(round_trip<AbortMessage>(AbortMessage{"r9"}).request_id, "r9");
-  EXPECT_EQ(round_trip<HeartbeatMessage>(HeartbeatMessage{0, 0, 17}).running_requests, 17);
+  EXPECT_EQ(round_trip<HeartbeatMessage>(HeartbeatMessage{0, 0, 17, {}}).running_requests, 17);
+  auto timed = round_trip<HeartbeatMessage>(HeartbeatMessage{1, 0, 2, {{"step", 0.25}, {"talker", 0.125}}});
+  ASSERT_EQ(timed.step_timings.size(), 2u);
+  EXPECT_EQ(timed.step_timings[0].part, "step");
+  EXPECT_EQ(timed.step_timings[0].seconds, 0.25);
+  EXPECT_EQ(timed.step_timings[1].part, "talker");
+  EXPECT_EQ(timed.step_timings[1].seconds, 0.125);
   round_trip<ShutdownMessage>(ShutdownMessage{});
   round_trip<ReadyMessage>(ReadyMessage{3, 0});
 }

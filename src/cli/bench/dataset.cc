@@ -97,11 +97,34 @@ std::vector<DatasetEntry> jsonl_dataset(const std::filesystem::path& path, int n
   return entries;
 }
 
+namespace {
+
+Json speech_body(const DatasetEntry& entry, const RequestShape& shape) {
+  if (entry.is_chat_messages || !entry.prompt.is_string()) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "/v1/audio/speech needs text prompts (the text to speak); use --prompt-format text or a dataset of "
+                "texts");
+  }
+  Json body = {{"model", shape.model},     {"input", entry.prompt},
+               {"stream", true},           {"stream_format", shape.stream == StreamKind::kSpeechSse ? "sse" : "audio"},
+               {"response_format", "wav"}, {"max_new_tokens", entry.output_len}};
+  if (!shape.voice.empty()) body["voice"] = shape.voice;
+  if (shape.ignore_eos) body["ignore_eos"] = true;
+  return body;
+}
+
+}  // namespace
+
 BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape) {
+  if (shape.stream == StreamKind::kSpeechAudio || shape.stream == StreamKind::kSpeechSse) {
+    Json body = speech_body(entry, shape);
+    body.update(shape.extra_body);
+    return {body.dump(), entry.prompt_len, entry.output_len};
+  }
   Json body = {
       {"model", shape.model}, {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"temperature", 0.0}};
   if (shape.ignore_eos) body["ignore_eos"] = true;
-  if (shape.chat) {
+  if (shape.stream == StreamKind::kChat) {
     if (entry.is_chat_messages) {
       body["messages"] = entry.prompt;
     } else if (entry.prompt.is_string()) {

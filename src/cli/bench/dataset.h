@@ -1,5 +1,6 @@
 // The prompts of `omnistage bench serve`, turned into OpenAI request bodies: a random dataset
-// (token-id or text prompts of a chosen length) or a JSONL file.
+// (token-id or text prompts of a chosen length) or a JSONL file. For /v1/audio/speech a prompt is
+// the text to speak and its output length the number of codec frames (max_new_tokens).
 #pragma once
 
 #include <cstdint>
@@ -40,13 +41,15 @@ std::vector<DatasetEntry> jsonl_dataset(const std::filesystem::path& path, int n
 
 struct RequestShape {
   std::string model;
-  bool chat = false;  // /v1/chat/completions
+  StreamKind stream = StreamKind::kCompletions;  // the endpoint and, for speech, the stream format
   bool ignore_eos = false;
+  std::string voice;                 // speech: the voice; empty = the server's default
   Json extra_body = Json::object();  // merged over the generated fields
 };
 
 // The streaming request body for `entry`. Throws Error(kInvalidArgument) for a token-id prompt to
-// the chat endpoint.
+// the chat or speech endpoint, or chat messages to another endpoint. Speech requests ask for
+// response_format "wav" (the benchmark reads the sample rate from its header).
 BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape);
 
 }  // namespace omni::cli::bench

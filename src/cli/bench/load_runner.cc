@@ -14,8 +14,10 @@
 #include <memory>
 #include <random>
 
+#include "base/base64.h"
 #include "base/error.h"
 #include "base/json.h"
+#include "cli/bench/wav_stream_meter.h"
 
 namespace omni::cli::bench {
 
@@ -33,30 +35,52 @@ struct Connection {
   beast::flat_buffer buffer;
 };
 
-// Splits an SSE body into events as bytes arrive and times the ones that carry output text.
-class SseTimer {
+// Reads one response body as its bytes arrive and records what the outcome needs.
+class ResponseMeter {
  public:
-  SseTimer(bool chat, Clock::time_point start, RequestOutcome& outcome) : chat_(chat), start_(start), out_(outcome) {}
+  virtual ~ResponseMeter() = default;
+  virtual void feed(std::string_view bytes) = 0;
+  // The body said it was complete ([DONE], the done event, or audio that ended cleanly).
+  virtual bool done() const = 0;
+  // At the end of the body: the counts the outcome keeps.
+  virtual void finish(RequestOutcome& out) const = 0;
+};
 
-  void feed(std::string_view bytes) {
+// Splits an SSE body into events as bytes arrive and hands each `data:` payload to on_data().
+class SseMeter : public ResponseMeter {
+ public:
+  void feed(std::string_view bytes) override {
     Clock::time_point now = Clock::now();
     pending_.append(bytes);
     size_t end;
     while ((end = pending_.find("\n\n")) != std::string::npos) {
       std::string event = pending_.substr(0, end);
       pending_.erase(0, end + 2);
-      on_event(event, now);
+      if (event.rfind("data: ", 0) == 0) on_data(std::string_view(event).substr(6), now);
     }
   }
-  bool done() const { return done_; }
-  int chunks_with_text() const { return chunks_; }
-  const std::optional<int>& completion_tokens() const { return completion_tokens_; }
-  const std::optional<int>& prompt_tokens() const { return prompt_tokens_; }
+
+ protected:
+  virtual void on_data(std::string_view data, Clock::time_point now) = 0;
 
  private:
-  void on_event(const std::string& event, Clock::time_point now) {
-    if (event.rfind("data: ", 0) != 0) return;
-    std::string_view data = std::string_view(event).substr(6);
+  std::string pending_;
+};
+
+// Times the chunks of a completions or chat stream that carry output text.
+class TextSseMeter final : public SseMeter {
+ public:
+  TextSseMeter(bool chat, Clock::time_point start, RequestOutcome& outcome)
+      : chat_(chat), start_(start), out_(outcome) {}
+
+  bool done() const override { return done_; }
+  void finish(RequestOutcome& out) const override {
+    out.output_tokens = completion_tokens_.value_or(chunks_);
+    if (prompt_tokens_) out.prompt_len = *prompt_tokens_;
+  }
+
+ private:
+  void on_data(std::string_view data, Clock::time_point now) override {
     if (data == "[DONE]") {
       done_ = true;
       return;
@@ -101,13 +125,116 @@ class SseTimer {
   bool chat_;
   Clock::time_point start_;
   RequestOutcome& out_;
-  std::string pending_;
   bool done_ = false;
   int chunks_ = 0;
   double last_ = 0;
   std::optional<int> completion_tokens_;
   std::optional<int> prompt_tokens_;
 };
+
+// Times the packets of a speech stream that carry audio samples (the first one is the TTFP) and
+// counts the seconds of audio, for both stream formats.
+class AudioPackets {
+ public:
+  AudioPackets(Clock::time_point start, RequestOutcome& outcome) : start_(start), out_(outcome) {}
+
+  void add(std::string_view wav_bytes, Clock::time_point now) {
+    if (wav_.feed(wav_bytes) == 0) {
+      if (!wav_.error().empty() && out_.error.empty()) out_.error = wav_.error();
+      return;
+    }
+    double t = std::chrono::duration<double>(now - start_).count();
+    if (packets_ == 0) {
+      out_.ttft_s = t;
+    } else {
+      out_.itl_s.push_back(t - last_);
+    }
+    last_ = t;
+    ++packets_;
+  }
+  bool has_header() const { return wav_.in_samples(); }
+  void finish(RequestOutcome& out) const { out.audio_s = wav_.seconds(); }
+
+ private:
+  Clock::time_point start_;
+  RequestOutcome& out_;
+  WavStreamMeter wav_;
+  int packets_ = 0;
+  double last_ = 0;
+};
+
+// stream_format "audio": the body is the WAV file itself.
+class AudioBodyMeter final : public ResponseMeter {
+ public:
+  AudioBodyMeter(Clock::time_point start, RequestOutcome& outcome) : packets_(start, outcome) {}
+  void feed(std::string_view bytes) override { packets_.add(bytes, Clock::now()); }
+  // A raw body has no end marker: a complete header is what can be checked.
+  bool done() const override { return packets_.has_header(); }
+  void finish(RequestOutcome& out) const override { packets_.finish(out); }
+
+ private:
+  AudioPackets packets_;
+};
+
+// stream_format "sse": speech.audio.delta events (base64 pieces of the WAV file), then
+// speech.audio.done with the usage, or an error event.
+class SpeechSseMeter final : public SseMeter {
+ public:
+  SpeechSseMeter(Clock::time_point start, RequestOutcome& outcome) : out_(outcome), packets_(start, outcome) {}
+  bool done() const override { return done_; }
+  void finish(RequestOutcome& out) const override {
+    packets_.finish(out);
+    if (output_tokens_) out.output_tokens = *output_tokens_;
+    if (input_tokens_) out.prompt_len = *input_tokens_;
+  }
+
+ private:
+  void on_data(std::string_view data, Clock::time_point now) override {
+    Json event = Json::parse(data, nullptr, false);
+    if (event.is_discarded() || !event.is_object()) {
+      out_.error = "unparsable SSE event: " + std::string(data.substr(0, 200));
+      return;
+    }
+    if (event.contains("error")) {
+      out_.error = event["error"].dump();
+      return;
+    }
+    const std::string type = event.value("type", "");
+    if (type == "speech.audio.delta" && event.contains("audio") && event["audio"].is_string()) {
+      try {
+        packets_.add(base64_decode(event["audio"].get<std::string>()), now);
+      } catch (const Error& e) {
+        out_.error = fmt::format("speech.audio.delta with invalid base64: {}", e.what());
+      }
+    } else if (type == "speech.audio.done") {
+      done_ = true;
+      if (auto usage = event.find("usage"); usage != event.end() && usage->is_object()) {
+        output_tokens_ = usage->value("output_tokens", 0);
+        input_tokens_ = usage->value("input_tokens", 0);
+      }
+    }
+  }
+
+  RequestOutcome& out_;
+  AudioPackets packets_;
+  bool done_ = false;
+  std::optional<int> output_tokens_;
+  std::optional<int> input_tokens_;
+};
+
+std::unique_ptr<ResponseMeter> make_meter(StreamKind kind, Clock::time_point start, RequestOutcome& outcome) {
+  switch (kind) {
+    case StreamKind::kCompletions:
+      return std::make_unique<TextSseMeter>(false, start, outcome);
+    case StreamKind::kChat:
+      return std::make_unique<TextSseMeter>(true, start, outcome);
+    case StreamKind::kSpeechAudio:
+      return std::make_unique<AudioBodyMeter>(start, outcome);
+    case StreamKind::kSpeechSse:
+      return std::make_unique<SpeechSseMeter>(start, outcome);
+  }
+  throw_error(ErrorCode::kInternal, "unknown stream kind {}", static_cast<int>(kind));
+}
 
 class LoadGenerator;
 
@@ -134,7 +261,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   bool retried_ = false;
   http::request<http::string_body> message_;
   std::optional<http::response_parser<http::string_body>> parser_;
-  std::optional<SseTimer> sse_;
+  std::unique_ptr<ResponseMeter> meter_;
   std::function<std::size_t(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
 };
 
@@ -291,10 +418,10 @@ void Exchange::on_written(beast::error_code ec) {
   if (ec) return finish(ec);
   parser_.emplace();
   parser_->body_limit(boost::none);
-  sse_.emplace(generator_.options_.chat, sent_, out_);
+  meter_ = make_meter(generator_.options_.stream, sent_, out_);
   // The parser keeps a reference to the callback: it lives in this Exchange, as the parser does.
   on_chunk_ = [this](std::uint64_t, beast::string_view body, beast::error_code&) -> std::size_t {
-    sse_->feed(std::string_view(body.data(), body.size()));
+    meter_->feed(std::string_view(body.data(), body.size()));
     return body.size();
   };
   parser_->on_chunk_body(on_chunk_);
@@ -326,14 +453,13 @@ void Exchange::finish(beast::error_code ec) {
   } else {
     auto& response = parser_->get();
     unsigned status = response.result_int();
-    if (!response.body().empty()) sse_->feed(response.body());  // a stream sent without chunking
     if (status != 200) {
       out_.error = fmt::format("HTTP {}: {}", status, response.body().substr(0, 500));
-    } else if (out_.error.empty() && !sse_->done()) {
-      out_.error = "the stream ended without data: [DONE]";
+    } else {
+      if (!response.body().empty()) meter_->feed(response.body());  // a stream sent without chunking
+      if (out_.error.empty() && !meter_->done()) out_.error = "the stream ended before its end marker";
     }
-    out_.output_tokens = sse_->completion_tokens().value_or(sse_->chunks_with_text());
-    if (sse_->prompt_tokens()) out_.prompt_len = *sse_->prompt_tokens();
+    meter_->finish(out_);
     reusable = response.keep_alive();
   }
   out_.success = out_.error.empty();

@@ -1,6 +1,7 @@
 // The load generator of `omnistage bench serve`: sends prepared OpenAI requests to a server with
 // streaming on, on one thread with many keep-alive connections (Asio), at a Poisson request
-// rate and under a concurrency limit, and times every streamed chunk.
+// rate and under a concurrency limit, and times every streamed chunk: text chunks of completions,
+// packets of audio of /v1/audio/speech.
 //
 // Threads: run_load() blocks the calling thread, which it uses as the only I/O thread.
 #pragma once
@@ -19,13 +20,22 @@ struct BenchRequest {
   int expected_output_len = 0;
 };
 
+// What an endpoint streams back, and so how a response is read and timed.
+enum class StreamKind {
+  kCompletions,  // SSE, choices[0].text
+  kChat,         // SSE, choices[0].delta.content
+  kSpeechAudio,  // /v1/audio/speech stream_format "audio": a chunked WAV body
+  kSpeechSse,    // /v1/audio/speech stream_format "sse": speech.audio.delta events of base64 WAV
+};
+
 struct RequestOutcome {
   bool success = false;
   std::string error;          // why it failed: HTTP status and body, connection error, error event
   double start_s = 0;         // send time, seconds after the benchmark started
-  double ttft_s = 0;          // first chunk with output text
+  double ttft_s = 0;          // first chunk with output text (speech: with audio samples, the TTFP)
   double latency_s = 0;       // until the stream ended
-  std::vector<double> itl_s;  // gaps between successive chunks with output text
+  std::vector<double> itl_s;  // gaps between successive chunks with output text (or audio)
+  double audio_s = 0;         // speech: seconds of audio received
   int prompt_len = 0;
   int output_tokens = 0;  // usage.completion_tokens, else the number of chunks with text
   std::string generated_text;
@@ -41,7 +51,7 @@ struct Target {
 struct LoadOptions {
   Target target;
   std::string endpoint = "/v1/completions";
-  bool chat = false;        // parse chat deltas rather than completion text
+  StreamKind stream = StreamKind::kCompletions;
   double request_rate = 0;  // requests per second; <= 0 or infinity: all at once
   std::optional<int> max_concurrency;
   uint64_t seed = 0;

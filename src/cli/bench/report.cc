@@ -15,20 +15,50 @@ std::string percentile_name(double pct) {
   return fmt::format("p{}", pct);
 }
 
-void add_stats(Json& report, const std::string& metric, const std::vector<double>& seconds,
-               const std::vector<double>& percentiles) {
+// mean_/median_/std_/pNN_{metric}{suffix} of `values` times `scale`.
+void add_stats(Json& report, const std::string& metric, const std::vector<double>& values,
+               const std::vector<double>& percentiles, double scale, const std::string& suffix) {
   std::vector<double> ms;
-  for (double s : seconds) ms.push_back(s * 1000.0);
+  for (double v : values) ms.push_back(v * scale);
   double mean = 0;
   for (double v : ms) mean += v;
   mean = ms.empty() ? 0 : mean / ms.size();
   double var = 0;
   for (double v : ms) var += (v - mean) * (v - mean);
   double stddev = ms.empty() ? 0 : std::sqrt(var / ms.size());
-  report["mean_" + metric + "_ms"] = mean;
-  report["median_" + metric + "_ms"] = percentile(ms, 50);
-  report["std_" + metric + "_ms"] = stddev;
-  for (double pct : percentiles) report[percentile_name(pct) + "_" + metric + "_ms"] = percentile(ms, pct);
+  report["mean_" + metric + suffix] = mean;
+  report["median_" + metric + suffix] = percentile(ms, 50);
+  report["std_" + metric + suffix] = stddev;
+  for (double pct : percentiles) report[percentile_name(pct) + "_" + metric + suffix] = percentile(ms, pct);
+}
+
+void add_stats(Json& report, const std::string& metric, const std::vector<double>& seconds,
+               const std::vector<double>& percentiles) {
+  add_stats(report, metric, seconds, percentiles, 1000.0, "_ms");
+}
+
+// The audio side of a speech run (see make_report).
+void add_speech_metrics(Json& report, const LoadResult& result, const std::vector<double>& percentiles) {
+  std::vector<double> ttfps, rtfs;
+  Json durations = Json::array(), ttfp_list = Json::array(), rtf_list = Json::array();
+  double total_audio = 0;
+  for (const RequestOutcome& outcome : result.outcomes) {
+    const bool ok = outcome.success && outcome.audio_s > 0;
+    durations.push_back(outcome.success ? outcome.audio_s : 0.0);
+    ttfp_list.push_back(ok ? outcome.ttft_s : 0.0);
+    rtf_list.push_back(ok ? outcome.latency_s / outcome.audio_s : 0.0);
+    if (!ok) continue;
+    total_audio += outcome.audio_s;
+    ttfps.push_back(outcome.ttft_s);
+    rtfs.push_back(outcome.latency_s / outcome.audio_s);
+  }
+  report["total_audio_duration_s"] = total_audio;
+  report["audio_throughput"] = total_audio / (result.duration_s > 0 ? result.duration_s : 1e-9);
+  add_stats(report, "ttfp", ttfps, percentiles);
+  add_stats(report, "rtf", rtfs, percentiles, 1.0, "");
+  report["audio_durations"] = std::move(durations);
+  report["ttfps"] = std::move(ttfp_list);
+  report["rtfs"] = std::move(rtf_list);
 }
 
 }  // namespace
@@ -87,9 +117,13 @@ Json make_report(const ReportContext& context, const LoadResult& result) {
                  {"request_throughput", completed / duration},
                  {"output_throughput", total_output / duration},
                  {"total_token_throughput", (total_input + total_output) / duration}};
-  add_stats(report, "ttft", ttfts, context.percentiles);
-  add_stats(report, "tpot", tpots, context.percentiles);
-  add_stats(report, "itl", itls, context.percentiles);
+  if (context.speech) {
+    add_speech_metrics(report, result, context.percentiles);
+  } else {
+    add_stats(report, "ttft", ttfts, context.percentiles);
+    add_stats(report, "tpot", tpots, context.percentiles);
+    add_stats(report, "itl", itls, context.percentiles);
+  }
   add_stats(report, "e2el", latencies, context.percentiles);
   report["input_lens"] = std::move(input_lens);
   report["output_lens"] = std::move(output_lens);
@@ -111,26 +145,46 @@ std::string format_report(const Json& r, const std::vector<double>& percentiles)
   if (!r["max_concurrency"].is_null())
     line("Maximum request concurrency:", std::to_string(r["max_concurrency"].get<int>()));
   line("Benchmark duration (s):", num(r["duration"]));
+  const bool speech = r.contains("audio_throughput");
   line("Total input tokens:", std::to_string(r["total_input_tokens"].get<int64_t>()));
-  line("Total generated tokens:", std::to_string(r["total_output_tokens"].get<int64_t>()));
-  line("Request throughput (req/s):", num(r["request_throughput"]));
-  line("Output token throughput (tok/s):", num(r["output_throughput"]));
-  line("Total token throughput (tok/s):", num(r["total_token_throughput"]));
+  if (speech) {
+    line("Total audio duration (s):", num(r["total_audio_duration_s"]));
+    line("Request throughput (req/s):", num(r["request_throughput"]));
+    line("Audio throughput (audio-s/s):", num(r["audio_throughput"]));
+  } else {
+    line("Total generated tokens:", std::to_string(r["total_output_tokens"].get<int64_t>()));
+    line("Request throughput (req/s):", num(r["request_throughput"]));
+    line("Output token throughput (tok/s):", num(r["output_throughput"]));
+    line("Total token throughput (tok/s):", num(r["total_token_throughput"]));
+  }
   struct Section {
     const char* key;
     const char* title;
     const char* label;
+    const char* unit;  // the key's suffix and the label's unit
   };
-  for (const Section& s :
-       {Section{"ttft", "Time to First Token", "TTFT"},
-        Section{"tpot", "Time per Output Token (excl. 1st token)", "TPOT"},
-        Section{"itl", "Inter-token Latency", "ITL"}, Section{"e2el", "End-to-end Latency", "E2EL"}}) {
+  std::vector<Section> sections;
+  if (speech) {
+    sections = {Section{"ttfp", "Time to First Audio Packet", "TTFP", "ms"},
+                Section{"rtf", "Real-time Factor (E2E / audio duration)", "RTF", ""}};
+  } else {
+    sections = {Section{"ttft", "Time to First Token", "TTFT", "ms"},
+                Section{"tpot", "Time per Output Token (excl. 1st token)", "TPOT", "ms"},
+                Section{"itl", "Inter-token Latency", "ITL", "ms"}};
+  }
+  sections.push_back(Section{"e2el", "End-to-end Latency", "E2EL", "ms"});
+  for (const Section& s : sections) {
+    const std::string unit = *s.unit ? fmt::format(" ({})", s.unit) : "";
+    const std::string suffix = *s.unit ? fmt::format("_{}", s.unit) : "";
+    // A real-time factor is a small ratio: three decimals.
+    auto value = [&](const std::string& stat) {
+      const double v = r[fmt::format("{}_{}{}", stat, s.key, suffix)];
+      return *s.unit ? num(v) : fmt::format("{:.3f}", v);
+    };
     out += fmt::format("{:-^50}\n", std::string(" ") + s.title + " ");
-    line(fmt::format("Mean {} (ms):", s.label), num(r[fmt::format("mean_{}_ms", s.key)]));
-    line(fmt::format("Median {} (ms):", s.label), num(r[fmt::format("median_{}_ms", s.key)]));
-    for (double pct : percentiles) {
-      line(fmt::format("P{} {} (ms):", pct, s.label), num(r[fmt::format("p{}_{}_ms", pct, s.key)]));
-    }
+    line(fmt::format("Mean {}{}:", s.label, unit), value("mean"));
+    line(fmt::format("Median {}{}:", s.label, unit), value("median"));
+    for (double pct : percentiles) line(fmt::format("P{} {}{}:", pct, s.label, unit), value(fmt::format("p{}", pct)));
   }
   if (r.contains("server_time") && !r["server_time"].empty()) {
     out += fmt::format("{:-^50}\n", " Server time per request (/metrics) ");

@@ -21,11 +21,16 @@ struct ReportContext {
   double request_rate = 0;  // <= 0 or infinity: "inf"
   std::optional<int> max_concurrency;
   std::vector<double> percentiles = {99};  // --metric-percentiles
+  bool speech = false;                     // /v1/audio/speech: audio metrics instead of token ones
 };
 
 // Summary numbers plus the per-request arrays (input_lens, output_lens, ttfts, itls, errors…).
 // TPOT per request is (latency - ttft) / (output_tokens - 1), over requests with more than one
 // output token; ITL pools every gap of every request. Times are in milliseconds.
+// Speech (context.speech): instead of TTFT/TPOT/ITL, the time to first audio packet (ttfp), the
+// real-time factor per request (rtf = E2E latency / seconds of audio received, over requests with
+// audio), total_audio_duration_s, audio_throughput (audio seconds per wall-clock second of the
+// run) and the per-request arrays audio_durations, ttfps and rtfs.
 Json make_report(const ReportContext& context, const LoadResult& result);
 
 // The human-readable table printed after a run; with the server's own times when the report has

@@ -90,6 +90,14 @@ RandomTalkerShapes qwen3_tts_0_6b_shapes() {
   return s;
 }
 
+RandomTalkerShapes qwen3_tts_1_7b_shapes() {
+  RandomTalkerShapes s;
+  s.talker = stack(2048, 28, 16, 8, 128, 6144, 3072, 32768);
+  s.code_predictor = stack(1024, 5, 16, 8, 128, 3072, 2048, 65536);
+  s.model_size = "1b7";
+  return s;
+}
+
 RandomTalkerShapes qwen3_tts_demo_shapes() {
   RandomTalkerShapes s;
   s.talker = stack(64, 2, 4, 2, 32, 128, 3072, 32768);

@@ -27,6 +27,9 @@ struct RandomTalkerShapes {
 // Qwen3-TTS-12Hz-0.6B-CustomVoice's talker shapes (talker hidden 1024 = code predictor hidden, so
 // no small_to_mtp_projection).
 RandomTalkerShapes qwen3_tts_0_6b_shapes();
+// Qwen3-TTS-12Hz-1.7B-CustomVoice's talker shapes (talker hidden 2048, code predictor 1024: with
+// small_to_mtp_projection).
+RandomTalkerShapes qwen3_tts_1_7b_shapes();
 // A small talker (hidden 64, 2 + 2 layers) with the real vocabularies, that serves quickly on a CPU.
 RandomTalkerShapes qwen3_tts_demo_shapes();
 

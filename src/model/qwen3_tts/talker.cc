@@ -23,18 +23,22 @@ int blocks_for(int positions) { return (positions + kKvBlockSize - 1) / kKvBlock
 
 }  // namespace
 
-Talker::Talker(const std::filesystem::path& dir, TalkerConfig config)
+Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device)
     : config_(std::move(config)),
       talker_(dir, config_.talker, kQwen3Layer,
-              DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false}),
+              DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false}, {.device = device}),
       predictor_(dir, config_.code_predictor, kQwen3Layer,
-                 DecoderWeights{.prefix = "talker.code_predictor.model.", .has_embedding_and_head = false}) {
+                 DecoderWeights{.prefix = "talker.code_predictor.model.", .has_embedding_and_head = false},
+                 {.device = device}) {
   const Checkpoint ckpt = Checkpoint::open(dir);
   const int64_t h = config_.talker.hidden_size, h_cp = config_.code_predictor.hidden_size;
   const int64_t vocab = config_.talker.vocab_size, codebook = config_.code_predictor.vocab_size;
   const int64_t text_hidden = config_.text_hidden_size;
   codec_embedding_ = ckpt.load_f32("talker.model.codec_embedding.weight", {vocab, h});
-  codec_head_ = ckpt.load_f32("talker.codec_head.weight", {vocab, h});
+  codec_head_ = on_device(ckpt.load_f32("talker.codec_head.weight", {vocab, h}));
+  Tensor padded = Tensor::zeros({vocab + 1, h}, DType::kF32);
+  std::copy_n(codec_embedding_.data<float>(), vocab * h, padded.data<float>());
+  padded_codec_embedding_ = on_device(padded);
   text_embedding_ = ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden});
   text_fc1_w_ = ckpt.load_f32("talker.text_projection.linear_fc1.weight", {text_hidden, text_hidden});
   text_fc1_b_ = ckpt.load_f32("talker.text_projection.linear_fc1.bias", {text_hidden});
@@ -43,16 +47,30 @@ Talker::Talker(const std::filesystem::path& dir, TalkerConfig config)
   // 1.7B: the predictor is narrower than the talker and every predictor input goes through this
   // projection; 0.6B has equal widths and no tensor (an identity).
   if (ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight") || h != h_cp) {
-    mtp_projection_w_ = ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.weight", {h_cp, h});
-    mtp_projection_b_ = ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.bias", {h_cp});
+    mtp_projection_w_ = on_device(ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.weight", {h_cp, h}));
+    mtp_projection_b_ = on_device(ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.bias", {h_cp}));
   }
   for (int g = 0; g + 1 < config_.num_code_groups; ++g) {
     const std::string i = std::to_string(g);
     predictor_embeddings_.push_back(
         ckpt.load_f32("talker.code_predictor.model.codec_embedding." + i + ".weight", {codebook, h}));
-    predictor_heads_.push_back(ckpt.load_f32("talker.code_predictor.lm_head." + i + ".weight", {codebook, h_cp}));
+    device_predictor_embeddings_.push_back(on_device(predictor_embeddings_.back()));
+    predictor_heads_.push_back(
+        on_device(ckpt.load_f32("talker.code_predictor.lm_head." + i + ".weight", {codebook, h_cp})));
   }
   predictor_blocks_per_slot_ = blocks_for(config_.num_code_groups);
+}
+
+Tensor Talker::on_device(const Tensor& host) const {
+  return device().type == tensor::DeviceType::kCpu ? host : talker_.place(host);
+}
+
+void Talker::logits_to_host(const Tensor& device_logits, std::vector<float>& logits) {
+  logits.resize(static_cast<size_t>(device_logits.numel()));
+  if (logits.empty()) return;
+  const Tensor host =
+      device_logits.device().type == tensor::DeviceType::kCpu ? device_logits : device_logits.to(tensor::Device::cpu());
+  tensor::convert_to_f32(host.dtype(), host.raw(), logits.data(), logits.size());
 }
 
 Tensor Talker::project_text(std::span<const int32_t> ids) const {
@@ -102,10 +120,9 @@ void Talker::forward(const ForwardBatch& batch, const Tensor& inputs_embeds, std
                      Tensor& hidden) {
   talker_.forward_embeds(batch, inputs_embeds, hidden);
   const int64_t rows = hidden.shape()[0];
-  logits.resize(static_cast<size_t>(rows) * codec_vocab_size());
-  if (rows == 0) return;
-  Tensor out = Tensor::borrow(logits.data(), {rows, static_cast<int64_t>(codec_vocab_size())}, DType::kF32);
-  ops::linear(hidden, codec_head_, Tensor(), out);
+  Tensor out = Tensor::empty({rows, static_cast<int64_t>(codec_vocab_size())}, hidden.dtype(), device());
+  if (rows > 0) ops::linear(hidden, codec_head_, Tensor(), out);
+  logits_to_host(out, logits);
 }
 
 void Talker::init_predictor_cache(int num_slots) {
@@ -113,19 +130,19 @@ void Talker::init_predictor_cache(int num_slots) {
   predictor_slots_ = num_slots;
 }
 
-void Talker::run_predictor(const ForwardBatch& batch, const Tensor& rows, int head, std::vector<float>& logits) {
+Tensor Talker::run_predictor(const ForwardBatch& batch, const Tensor& rows, int head) {
   const int64_t n = rows.shape()[0];
   Tensor inputs = rows;
   if (mtp_projection_w_.defined()) {
-    inputs = Tensor::empty({n, static_cast<int64_t>(config_.code_predictor.hidden_size)}, DType::kF32);
+    inputs = Tensor::empty({n, static_cast<int64_t>(config_.code_predictor.hidden_size)}, rows.dtype(), device());
     ops::linear(rows, mtp_projection_w_, mtp_projection_b_, inputs);
   }
   Tensor hidden;
   predictor_.forward_embeds(batch, inputs, hidden);
   const int64_t out_rows = hidden.shape()[0];
-  logits.resize(static_cast<size_t>(out_rows) * codebook_size());
-  Tensor out = Tensor::borrow(logits.data(), {out_rows, static_cast<int64_t>(codebook_size())}, DType::kF32);
-  if (out_rows > 0) ops::linear(hidden, predictor_heads_[head], Tensor(), out);
+  Tensor logits = Tensor::empty({out_rows, static_cast<int64_t>(codebook_size())}, hidden.dtype(), device());
+  if (out_rows > 0) ops::linear(hidden, predictor_heads_[head], Tensor(), logits);
+  return logits;
 }
 
 namespace {
@@ -163,7 +180,9 @@ void Talker::predictor_prefill(std::span<const int32_t> slots, const Tensor& hid
     std::copy_n(hidden.data<float>() + i * h, h, rows.data<float>() + 2 * i * h);
     add_codec_embedding(code0s[i], rows.data<float>() + (2 * i + 1) * h);
   }
-  run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 2, 0), rows, 0, logits);
+  logits_to_host(
+      run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 2, 0), on_device(rows), 0),
+      logits);
 }
 
 void Talker::predictor_step(int group, std::span<const int32_t> slots, std::span<const int32_t> prev_codes,
@@ -182,8 +201,74 @@ void Talker::predictor_step(int group, std::span<const int32_t> slots, std::span
     }
     std::copy_n(table.data<float>() + prev_codes[i] * h, h, rows.data<float>() + i * h);
   }
-  run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 1, group), rows, group - 1,
-                logits);
+  logits_to_host(run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 1, group),
+                               on_device(rows), group - 1),
+                 logits);
+}
+
+void Talker::predict_frames(std::span<const int32_t> slots, const Tensor& hidden, std::span<const int32_t> code0s,
+                            std::span<const ops::SamplingParams> params, std::vector<int32_t>& codes) {
+  const int64_t n = static_cast<int64_t>(slots.size()), h = hidden_size();
+  const int groups = num_code_groups() - 1;
+  if (code0s.size() != slots.size() || params.size() != slots.size() || hidden.shape().size() != 2 ||
+      hidden.shape()[0] != n || hidden.shape()[1] != h) {
+    throw_error(ErrorCode::kInvalidArgument, "predict_frames: {} slots, {} codes, {} sampling parameters and hidden {}",
+                n, code0s.size(), params.size(), tensor::shape_to_string(hidden.shape()));
+  }
+  codes.assign(static_cast<size_t>(n * groups), 0);
+  if (n == 0) return;
+  const int32_t vocab = codec_vocab_size();
+  for (int32_t code : code0s) {
+    if (code < 0 || code >= vocab) {
+      throw_error(ErrorCode::kInvalidArgument, "codec id {} is outside the talker's codec vocabulary of {}", code,
+                  vocab);
+    }
+  }
+  const DType dtype = hidden.dtype();
+  // The prefill rows [hidden_i, codec_embedding[code0_i]] per slot, without leaving the device: the
+  // sum of a gather of the hidden states (a zero row at the odd positions) and one of the codec
+  // embeddings (the zero row at the even positions).
+  Tensor padded_hidden = Tensor::zeros({n + 1, h}, dtype, device());
+  Tensor hidden_body = padded_hidden.slice_rows(0, n);
+  Tensor all_rows = Tensor::empty({n}, DType::kI32);
+  for (int64_t i = 0; i < n; ++i) all_rows.data<int32_t>()[i] = static_cast<int32_t>(i);
+  ops::embedding(hidden, all_rows, hidden_body);
+  Tensor hidden_ids = Tensor::empty({2 * n}, DType::kI32), code_ids = Tensor::empty({2 * n}, DType::kI32);
+  for (int64_t i = 0; i < n; ++i) {
+    hidden_ids.data<int32_t>()[2 * i] = static_cast<int32_t>(i);
+    hidden_ids.data<int32_t>()[2 * i + 1] = static_cast<int32_t>(n);
+    code_ids.data<int32_t>()[2 * i] = vocab;
+    code_ids.data<int32_t>()[2 * i + 1] = code0s[i];
+  }
+  Tensor from_hidden = Tensor::empty({2 * n, h}, dtype, device());
+  Tensor from_codes = Tensor::empty({2 * n, h}, dtype, device());
+  ops::embedding(padded_hidden, hidden_ids, from_hidden);
+  ops::embedding(padded_codec_embedding_, code_ids, from_codes);
+  Tensor rows = Tensor::empty({2 * n, h}, dtype, device());
+  ops::add(from_hidden, from_codes, rows);
+
+  // Codebook g's codes land in row g-1; each step's gather reads the previous row on the device.
+  Tensor drawn = Tensor::empty({groups, n}, DType::kI32, device());
+  std::vector<ops::SamplingParams> step_params(params.begin(), params.end());
+  for (int g = 1; g <= groups; ++g) {
+    Tensor logits;
+    if (g == 1) {
+      logits = run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 2, 0), rows, 0);
+    } else {
+      Tensor step_rows = Tensor::empty({n, h}, dtype, device());
+      ops::embedding(device_predictor_embeddings_[g - 2], drawn.slice_rows(g - 2, g - 1).reshape({n}), step_rows);
+      logits =
+          run_predictor(predictor_batch(slots, predictor_blocks_per_slot_, predictor_slots_, 1, g), step_rows, g - 1);
+    }
+    for (size_t i = 0; i < step_params.size(); ++i) step_params[i].step = params[i].step + g - 1;
+    Tensor ids = drawn.slice_rows(g - 1, g).reshape({n});
+    ops::sample(logits, step_params, ids);
+  }
+  const Tensor host = device().type == tensor::DeviceType::kCpu ? drawn : drawn.to(tensor::Device::cpu());
+  const int32_t* out = host.data<int32_t>();
+  for (int g = 0; g < groups; ++g) {
+    for (int64_t i = 0; i < n; ++i) codes[i * groups + g] = out[g * n + i];
+  }
 }
 
 }  // namespace omni::model::qwen3_tts

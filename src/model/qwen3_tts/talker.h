@@ -2,10 +2,14 @@
 // predicts codebook 0 from caller-built input rows, and the code predictor (MTP) that predicts
 // codebooks 1..G-1 of each frame with its own small KV cache. Both stacks are DecoderLm (the
 // Qwen3 layer, q/k norm, NeoX RoPE) under the checkpoint's talker.* names; this class owns the
-// tables and heads around them. Sampling is the caller's: it gets logits and hands back codes.
+// tables and heads around them. Codebook 0 is the caller's to sample (it gets logits and hands
+// back codes); codebooks 1..G-1 are drawn here, on the device, by predict_frames().
 //
-// Weights are float32 CPU tensors. One thread (the stage loop) uses a Talker; not thread-safe.
-// Loading throws omni::Error(kLoadFailed / kNotFound) naming the file and the tensor.
+// The stacks, the output heads and the predictor's input tables live on the Talker's device (a
+// CUDA device: bfloat16, as DecoderLm); the tables that build the talker's input rows on the host
+// (text, codec and predictor embeddings) are float32 host copies. One thread (the stage loop) uses
+// a Talker; not thread-safe. Loading throws omni::Error(kLoadFailed / kNotFound) naming the file
+// and the tensor, kUnavailable for a device that is not visible.
 #pragma once
 
 #include <cstdint>
@@ -17,19 +21,23 @@
 #include "model/causal_lm.h"
 #include "model/decoder_lm.h"
 #include "model/qwen3_tts/config.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace omni::model::qwen3_tts {
 
 class Talker {
  public:
-  Talker(const std::filesystem::path& dir, TalkerConfig config);
+  Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device = tensor::Device::cpu());
 
   const TalkerConfig& config() const { return config_; }
   int hidden_size() const { return config_.talker.hidden_size; }
   int codec_vocab_size() const { return config_.talker.vocab_size; }
   int codebook_size() const { return config_.code_predictor.vocab_size; }
   int num_code_groups() const { return config_.num_code_groups; }
+  tensor::Device device() const { return talker_.device(); }
+  // The talker stack, for sizing its KV cache against device memory.
+  const DecoderLm& talker_stack() const { return talker_; }
 
   // --- input rows (each [H] float32, H = hidden_size()) ---
   // The text track of text token ids: text_projection(text_embedding[ids]) -> [ids.size(), H].
@@ -44,9 +52,10 @@ class Talker {
   // --- talker stack ---
   size_t kv_bytes_per_block() const { return talker_.kv_bytes_per_block(); }
   void init_kv_cache(int num_blocks) { talker_.init_kv_cache(num_blocks); }
-  // Runs the talker on `inputs_embeds` [positions, H] (batch.token_ids empty) and returns, for each
-  // slice that wants logits, the codec logits of its last row ([rows, codec_vocab_size()] into
-  // `logits`) and its post-norm hidden state ([rows, H] into `hidden`, the code predictor's input).
+  // Runs the talker on `inputs_embeds` [positions, H] (host float32; batch.token_ids empty) and
+  // returns, for each slice that wants logits, the codec logits of its last row ([rows,
+  // codec_vocab_size()] float32 into `logits`, copied back from the device) and its post-norm
+  // hidden state ([rows, H] into `hidden` on the device, the code predictor's input).
   void forward(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, std::vector<float>& logits,
                tensor::Tensor& hidden);
 
@@ -54,7 +63,18 @@ class Talker {
   // Sizes the predictor's KV cache for `num_slots` frames in flight (one per running request).
   void init_predictor_cache(int num_slots);
   int predictor_slots() const { return predictor_slots_; }
-  // Step 0 of a frame for each slot in `slots` (distinct, < predictor_slots()): prefill
+  // The code predictor for one frame of each slot in `slots` (distinct, < predictor_slots()), all
+  // in one batch per codebook: `hidden` [slots.size(), H] holds the talker's post-norm hidden
+  // states (on the device, as forward() returns them), `code0s` the sampled codebook-0 codes.
+  // Codebook g (1..G-1) of row i is drawn by tensor::ops::sample with params[i] at step
+  // params[i].step + g - 1. The G-1 sub-steps only queue work on the device (no synchronisation);
+  // `codes` receives [slots.size(), G-1] row-major in one copy at the end. kInvalidArgument for
+  // mismatched sizes or a code0 outside the codec vocabulary.
+  void predict_frames(std::span<const int32_t> slots, const tensor::Tensor& hidden, std::span<const int32_t> code0s,
+                      std::span<const tensor::ops::SamplingParams> params, std::vector<int32_t>& codes);
+
+  // The predictor one step at a time with host inputs and logits (the reference comparisons):
+  // step 0 of a frame for each slot in `slots` (distinct, < predictor_slots()): prefill
   // [proj(hidden[i]), proj(codec_embedding[code0s[i]])] from scratch (the slot's previous frame is
   // discarded) and return the logits of codebook 1 ([slots.size(), codebook_size()]). `hidden` is
   // [slots.size(), H], the talker's post-norm hidden state that produced each code0.
@@ -66,20 +86,31 @@ class Talker {
                       std::vector<float>& logits);
 
  private:
-  // Runs the predictor stack on `rows` [n, H] (talker width; projected here) and writes the logits
-  // of head `head` for each slot's last row.
-  void run_predictor(const ForwardBatch& batch, const tensor::Tensor& rows, int head, std::vector<float>& logits);
+  // Runs the predictor stack on `rows` [n, H] (talker width, on the device; projected here and
+  // consumed) and returns the logits [slots, codebook] of head `head` for each slot's last row, on
+  // the device.
+  tensor::Tensor run_predictor(const ForwardBatch& batch, const tensor::Tensor& rows, int head);
+  // A host float32 tensor on the device in the stacks' dtype (itself on the CPU).
+  tensor::Tensor on_device(const tensor::Tensor& host) const;
+  // Device logits [rows, n] to host float32.
+  static void logits_to_host(const tensor::Tensor& device_logits, std::vector<float>& logits);
 
   TalkerConfig config_;
   DecoderLm talker_;
   DecoderLm predictor_;
+  // Host float32: the input rows of the talker are built on the host.
   tensor::Tensor codec_embedding_;  // [codec_vocab, H]
-  tensor::Tensor codec_head_;       // [codec_vocab, H]
   tensor::Tensor text_embedding_;   // [text_vocab, text_hidden]
   tensor::Tensor text_fc1_w_, text_fc1_b_, text_fc2_w_, text_fc2_b_;
-  tensor::Tensor mtp_projection_w_, mtp_projection_b_;  // undefined when the widths are equal (0.6B)
-  std::vector<tensor::Tensor> predictor_embeddings_;    // num_code_groups-1 x [codebook, H]
-  std::vector<tensor::Tensor> predictor_heads_;         // num_code_groups-1 x [codebook, H_cp]
+  std::vector<tensor::Tensor> predictor_embeddings_;  // num_code_groups-1 x [codebook, H]
+  // On the device.
+  tensor::Tensor codec_head_;  // [codec_vocab, H]
+  // codec_embedding_ with one zero row appended [codec_vocab + 1, H]: predict_frames gathers the
+  // code0 rows of its prefill from it, and the zero row where a hidden state goes.
+  tensor::Tensor padded_codec_embedding_;
+  tensor::Tensor mtp_projection_w_, mtp_projection_b_;       // undefined when the widths are equal (0.6B)
+  std::vector<tensor::Tensor> device_predictor_embeddings_;  // num_code_groups-1 x [codebook, H]
+  std::vector<tensor::Tensor> predictor_heads_;              // num_code_groups-1 x [codebook, H_cp]
   int predictor_slots_ = 0;
   int predictor_blocks_per_slot_ = 1;
 };

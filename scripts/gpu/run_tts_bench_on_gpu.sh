@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the folder bundle_tts_bench.sh packs (issue 9): writes a random-weight
+# Qwen3-TTS checkpoint in the released talker shapes (--shape, default 1.7b; the codec decoder in
+# its small demo dims, on the CPU), serves it with the bundled qwen3_tts deploy YAML (talker on
+# GPU 0, code2wav on the CPU: the codec has no CUDA kernels yet), and runs
+# `omnistage bench serve --endpoint /v1/audio/speech` at each concurrency with fixed-length outputs
+# (max_new_tokens + ignore_eos). Every part has a time limit; logs and JSON results go to $OUT
+# (or ./out), packed into tts_results_<shape>.tgz after every part.
+#
+#   bash run_tts_bench_on_gpu.sh [--shape 1.7b|0.6b] [--concurrency "1 8 16 64"] [--frames 100]
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-$here/out}"
+shape=1.7b concurrency="1 8 16 64" frames=100
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --shape) shape="$2"; shift ;;
+    --concurrency) concurrency="$2"; shift ;;
+    --frames) frames="$2"; shift ;;
+    *) echo "run_tts_bench_on_gpu.sh: unknown argument '$1' (--shape, --concurrency, --frames)" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+source "$here/gpu_env.sh"
+logs="$out/tts_$shape"
+mkdir -p "$logs"
+work="${WORK_DIR:-/tmp/omnistage-tts}"
+mkdir -p "$work"
+omni="$here/omnistage"
+export OMNISTAGE_DEPLOY_DIR="$here/deploy"
+section() {
+  tar czf "$out/tts_results_$shape.tgz" -C "$out" "tts_$shape"
+  echo "=== $1 ($(date -u +%T), ${SECONDS}s)"
+}
+
+section "demo-model --shape $shape"
+timeout 120 "$omni" demo-model --arch qwen3_tts --shape "$shape" --out "$work/model_$shape" \
+    --tokenizer-from "$here/tokenizer" > "$logs/demo_model.log" 2>&1 || { tail -5 "$logs/demo_model.log"; section failed; exit 1; }
+du -sh "$work/model_$shape" | tee -a "$logs/demo_model.log"
+
+section "serve"
+port=8391
+"$omni" serve "$work/model_$shape" --host 127.0.0.1 --port "$port" --served-model-name tts > "$logs/serve.log" 2>&1 &
+server=$!
+ready=0
+get() { python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" "$1" 2> /dev/null; }
+for _ in $(seq 1 180); do
+  if get "http://127.0.0.1:$port/v1/models"; then ready=1; break; fi
+  if ! kill -0 "$server" 2> /dev/null; then break; fi
+  sleep 0.5
+done
+if [[ $ready -ne 1 ]]; then
+  echo "the server did not come up"; tail -30 "$logs/serve.log"; kill "$server" 2> /dev/null; section failed; exit 1
+fi
+grep -h "talker on\|KV budget" "$logs/serve.log" | tail -3
+# One short request warms up the allocator and the kernels before the measured runs.
+timeout 60 "$omni" bench serve --base-url "http://127.0.0.1:$port" --model tts --endpoint /v1/audio/speech \
+    --voice vivian --num-prompts 2 --max-concurrency 2 --random-output-len 8 --ignore-eos > "$logs/warmup.log" 2>&1
+echo "warm-up: exit $?"
+
+for c in $concurrency; do
+  n=$(( c < 4 ? 4 : (c < 16 ? 2 * c : c) ))
+  section "bench serve c=$c n=$n"
+  timeout 60 "$omni" bench serve --base-url "http://127.0.0.1:$port" --model tts --endpoint /v1/audio/speech \
+      --voice vivian --num-prompts "$n" --max-concurrency "$c" --random-input-len 16 --random-output-len "$frames" \
+      --ignore-eos --metric-percentiles 50,99 --result-file "$logs/bench_c$c.json" > "$logs/bench_c$c.log" 2>&1
+  echo "exit $?"
+  grep -E "Successful|Failed|Audio throughput|Mean TTFP|P99 TTFP|Mean RTF|P99 RTF|Mean E2EL|P99 E2EL" "$logs/bench_c$c.log"
+  sed -n '/Server time/,/=====/p' "$logs/bench_c$c.log"
+done
+
+kill -INT "$server" 2> /dev/null
+for _ in $(seq 1 20); do kill -0 "$server" 2> /dev/null || break; sleep 0.5; done
+kill -9 "$server" 2> /dev/null
+grep -h "per step" "$logs/serve.log" | tail -20
+section done
