@@ -110,14 +110,6 @@ void DeviceAllocator::release_cache(int device) {
   release_locked(cache, device);
 }
 
-size_t DeviceAllocator::graph_pool_bytes(int device) {
-  Cache& cache = cache_of(device, true);
-  std::lock_guard lock(cache.mutex);
-  size_t total = 0;
-  for (const auto& [ptr, size] : cache.sizes) total += size;
-  return total;
-}
-
 GraphPoolScope::GraphPoolScope(int device) { graph_pool_device = device; }
 
 GraphPoolScope::~GraphPoolScope() { graph_pool_device = -1; }

@@ -31,8 +31,6 @@ class DeviceAllocator {
   static size_t cached_bytes(int device);
   // Returns the cached blocks of `device` to CUDA (synchronises the device first).
   static void release_cache(int device);
-  // Bytes the graph pool of `device` holds (in use or free).
-  static size_t graph_pool_bytes(int device);
 };
 
 // Routes the calling thread's allocations on `device` to its graph pool until destroyed. Scopes
