@@ -32,6 +32,7 @@ for binary in "${binaries[@]}"; do
 done
 cp "$root/scripts/gpu/run_on_gpu.sh" "$root/scripts/gpu/run_engine_on_gpu.sh" "$root/scripts/gpu/tp_check.sh" "$root/scripts/gpu/gpu_env.sh" \
    "$root/scripts/gpu/summarize_bench.py" "$root/scripts/reference/hf_generate_bench.py" "$dest/"
+cp "$root/scripts/gpu/run_decode_graphs_on_gpu.sh" "$dest/"
 # The tiny checkpoints the model tests compare against (model_gpu_test reads OMNI_TINY_QWEN_DIR).
 cp -r "$root/tests/data/tiny_qwen" "$dest/"
 du -sh "$dest"

@@ -62,6 +62,7 @@ struct GenerateOptions {
   std::optional<int> max_model_len;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
+  bool enforce_eager = false;
 };
 
 // One prompt to generate from, with where it came from for error messages.
@@ -216,6 +217,7 @@ engine::EngineConfig engine_config(const GenerateOptions& options) {
   config.enable_prefix_caching = options.enable_prefix_caching;
   config.enable_chunked_prefill = options.enable_chunked_prefill;
   config.seed = options.seed.value_or(std::random_device{}());
+  config.enforce_eager = options.enforce_eager;
   return config;
 }
 
@@ -497,6 +499,9 @@ Command generate_command() {
             ->group(engine_group);
         sub.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", options->enable_chunked_prefill,
                      "Split long prompts across steps, next to decodes (default: on)")
+            ->group(engine_group);
+        sub.add_flag("--enforce-eager", options->enforce_eager,
+                     "No CUDA graphs: launch the ops of each decode step one by one")
             ->group(engine_group);
         return [options] { return run_generate(*options); };
       }};

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/decode_batch_sizes.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/stop_strings.h"
 #include "tensor/cpu/thread_pool.h"
@@ -81,6 +82,13 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
                               : config.enable_chunked_prefill   ? kChunkedPrefillTokens
                                                                 : std::max(longest, kChunkedPrefillTokens);
       budget = default_gpu_kv_cache_bytes(model, config.gpu_memory_utilization, step_tokens, config.max_num_seqs);
+      // CUDA graphs keep their own activations (the graph pool, tensor/device_graph.h), as large as
+      // the largest padded decode step's.
+      const std::vector<int> sizes = decode_batch_sizes(config.max_num_seqs);
+      if (!config.enforce_eager && !sizes.empty()) {
+        const size_t graphs = model.activation_bytes(sizes.back(), sizes.back());
+        budget = budget > graphs ? budget - graphs : 0;
+      }
     } else {
       budget = default_cpu_kv_cache_bytes();
     }
@@ -116,6 +124,16 @@ ArEngine::ArEngine(model::CausalLm& model, const EngineConfig& config, const Det
                  kv_),
       seed_source_(config.seed) {
   model_.init_kv_cache(config_.num_blocks);
+  if (model_.device().type == tensor::DeviceType::kCuda) {
+    const std::vector<int> sizes = decode_batch_sizes(config_.max_num_seqs);
+    const int max_blocks = (config_.max_model_len + model::kKvBlockSize - 1) / model::kKvBlockSize;
+    if (model_.prepare_decode_steps(sizes, max_blocks, !config.enforce_eager)) {
+      config_.decode_batch_sizes = sizes;
+      config_.cuda_graphs = !config.enforce_eager;
+      spdlog::info("engine: decode steps padded to {} batch sizes up to {}, {}", sizes.size(), sizes.back(),
+                   config_.cuda_graphs ? "one CUDA graph each" : "eager (enforce_eager)");
+    }
+  }
   spdlog::info(
       "engine: {} KV blocks of {} tokens ({} bytes each), max_model_len {}, max_num_seqs {}, "
       "max_num_batched_tokens {}, chunked prefill {}, prefix caching {}",

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace omni::engine {
 
@@ -26,6 +27,9 @@ struct EngineConfig {
   int max_model_len = 0;
   // Seeds the random streams of requests without a seed (deterministic per engine, not per request).
   uint64_t seed = 0;
+  // vLLM's enforce_eager: no CUDA graphs. On a GPU, decode steps are still padded to the sizes of
+  // decode_batch_sizes.h and run the same ops, launched one by one, so the output is the same.
+  bool enforce_eager = false;
 };
 
 struct ResolvedEngineConfig {
@@ -36,6 +40,10 @@ struct ResolvedEngineConfig {
   int max_model_len = 0;
   int num_blocks = 0;
   size_t kv_bytes_per_block = 0;
+  // The sizes decode steps are padded to (empty: the model runs them unpadded, e.g. on the CPU) and
+  // whether each is a CUDA graph.
+  std::vector<int> decode_batch_sizes;
+  bool cuda_graphs = false;
 };
 
 }  // namespace omni::engine

@@ -100,6 +100,23 @@ class CausalLm {
     tensor::ops::sample(host, params, ids);
   }
 
+  // Fixed-size decode steps (CUDA graphs). After init_kv_cache, the engine may hand the batch sizes
+  // it will pad decode steps to (ascending, each >= 1) and the widest block table a sequence can
+  // have. A model that accepts (returns true) then runs every forward_greedy batch whose slices are
+  // all one token that wants logits, no more than the largest size and with tables no wider, as the
+  // smallest size that holds it: the padding rows compute nothing that reaches the KV cache or the
+  // returned ids, and the ids equal an unpadded run's up to the rounding of a different batch
+  // shape. With `capture_graphs` each size is recorded once here (tensor/device_graph.h) and a step
+  // is one replay; without, the same ops run one by one, so both give identical ids. Other batches
+  // take the ordinary path. Calling again replaces the sizes (and drops earlier recordings). This
+  // default declines.
+  virtual bool prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
+    (void)batch_sizes;
+    (void)max_blocks_per_seq;
+    (void)capture_graphs;
+    return false;
+  }
+
   // Where the weights, the KV cache and the activations live.
   virtual tensor::Device device() const { return tensor::Device::cpu(); }
   // Device memory a forward of up to `max_tokens` tokens and `max_logit_rows` logits rows needs

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "model/model_dtype.h"
+#include "model/decode_step_inputs.h"
 #include "model/safetensors.h"
 
 namespace omni::model {
@@ -145,6 +146,8 @@ size_t DecoderLm::activation_bytes(int max_tokens, int max_logit_rows) const {
 
 void DecoderLm::init_kv_cache(int num_blocks) {
   if (num_blocks < 0) throw_error(ErrorCode::kInvalidArgument, "init_kv_cache: negative block count {}", num_blocks);
+  // Recorded decode steps hold the old caches' addresses.
+  decode_steps_.clear();
   for (Layer& l : layers_) {
     l.k_cache = Tensor();
     l.v_cache = Tensor();
@@ -197,8 +200,7 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   const int64_t tokens =
       inputs_embeds != nullptr ? inputs_embeds->dim(0) : static_cast<int64_t>(batch.token_ids.size());
   check_batch(batch, static_cast<size_t>(tokens));
-  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
-  const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
+  const int64_t hidden = config_.hidden_size;
 
   // Only the rows that produce logits go through the final norm and the vocabulary projection.
   std::vector<int32_t> rows;
@@ -255,6 +257,21 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     ops::embedding(embed_tokens_, ids, h);
     reduce_partial_sums(h);
   }
+  run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()});
+
+  if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
+  Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
+  ops::embedding(h, row_ids, picked);
+  ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
+  if (hidden_out != nullptr) *hidden_out = picked;
+  if (!has_embedding_and_head_) return Tensor();
+  return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
+}
+
+void DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention) {
+  const int64_t tokens = h.dim(0);
+  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
+  const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
   Tensor x = Tensor::empty({tokens, hidden}, dtype_, device_);
   Tensor q = Tensor::empty({tokens, heads * hd}, dtype_, device_);
   Tensor k = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
@@ -282,7 +299,12 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     // Without qk_norm the norms are undefined and this is the rotation alone.
     ops::qk_norm_rope(q_heads, k_heads, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_);
     ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
-    ops::paged_attention(q_heads, l.k_cache, l.v_cache, seqs, scale, config_.sliding_window[i], attn);
+    if (attention.block_tables.defined()) {
+      ops::paged_decode_attention(q_heads, l.k_cache, l.v_cache, attention.context_lens, attention.block_tables, scale,
+                                  config_.sliding_window[i], attn);
+    } else {
+      ops::paged_attention(q_heads, l.k_cache, l.v_cache, attention.seqs, scale, config_.sliding_window[i], attn);
+    }
     ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
     reduce_partial_sums(proj);
     ops::add_rms_norm(proj, h, l.post_attention_norm, config_.rms_norm_eps, x);
@@ -292,14 +314,6 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     reduce_partial_sums(proj);
   }
   if (!layers_.empty()) ops::add(h, proj, h);
-
-  if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
-  Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
-  ops::embedding(h, row_ids, picked);
-  ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
-  if (hidden_out != nullptr) *hidden_out = picked;
-  if (!has_embedding_and_head_) return Tensor();
-  return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
 }
 
 void DecoderLm::reduce_partial_sums(Tensor& x) {
@@ -365,6 +379,21 @@ Tensor DecoderLm::place(const Tensor& host_f32) const { return placed(host_copy_
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
   check_has_head("forward_greedy");
   if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_greedy: all_logits is not supported");
+  if (DecodeStep* step = decode_step_for(batch)) {
+    check_batch(batch, batch.token_ids.size());
+    const Tensor host = decode_staging_.slice_rows(0, step->inputs.dim(0));
+    pack_decode_step_inputs(batch, step->rows, decode_table_width_,
+                            std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+    ops::upload(host, step->inputs);
+    if (step->graph.defined()) {
+      step->graph.replay();
+    } else {
+      queue_decode_step(*step);
+    }
+    const Tensor ids = step->best.slice_rows(0, static_cast<int64_t>(batch.seqs.size())).to(Device::cpu());
+    token_ids.assign(ids.data<int32_t>(), ids.data<int32_t>() + ids.numel());
+    return;
+  }
   // Padding columns would compete in the argmax; the rows are picked from forward()'s then.
   if (shard_.vocab_rows * shard_.size != config_.vocab_size) {
     CausalLm::forward_greedy(batch, token_ids);
@@ -394,6 +423,77 @@ void DecoderLm::forward_sample(const ForwardBatch& batch, std::span<const ops::S
   // Host ids: ops::sample copies them back once the kernel is done (the step's only wait).
   Tensor ids = Tensor::borrow(token_ids.data(), {logits.dim(0)}, DType::kI32);
   ops::sample(logits, params, ids);
+}
+
+DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
+  if (decode_steps_.empty() || !fits_decode_step(batch, decode_table_width_)) return nullptr;
+  for (DecodeStep& step : decode_steps_) {
+    if (step.rows >= static_cast<int64_t>(batch.seqs.size())) return &step;
+  }
+  return nullptr;
+}
+
+void DecoderLm::queue_decode_step(DecodeStep& step) {
+  const int64_t n = step.rows, w = decode_table_width_;
+  const Tensor ids = step.inputs.slice_rows(0, n);
+  const Tensor positions = step.inputs.slice_rows(n, 2 * n);
+  const Tensor slots = step.inputs.slice_rows(2 * n, 3 * n);
+  const Tensor context_lens = step.inputs.slice_rows(3 * n, 4 * n);
+  const Tensor tables = step.inputs.slice_rows(4 * n, 4 * n + n * w).reshape({n, w});
+  Tensor h = Tensor::empty({n, config_.hidden_size}, dtype_, device_);
+  ops::embedding(embed_tokens_, ids, h);
+  run_layers(h, positions, slots, AttentionBatch{{}, context_lens, tables});
+  ops::rms_norm(h, final_norm_, config_.rms_norm_eps, h);
+  const Tensor logits = project_vocabulary(h, Tensor());
+  ops::argmax(logits, step.best);
+}
+
+bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
+  decode_steps_.clear();
+  if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || batch_sizes.empty() ||
+      max_blocks_per_seq < 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
+    return false;
+  }
+  // The fixed-size path needs the decode kernel for this dtype and head size; probe it once.
+  const int64_t hd = config_.head_dim;
+  try {
+    Tensor q = Tensor::zeros({1, shard_.heads, hd}, dtype_, device_);
+    Tensor out = Tensor::empty(q.shape(), dtype_, device_);
+    Tensor lens = Tensor::empty({1}, DType::kI32);
+    lens.data<int32_t>()[0] = -1;
+    Tensor tables = Tensor::zeros({1, 1}, DType::kI32);
+    ops::paged_decode_attention(q, layers_[0].k_cache, layers_[0].v_cache, lens, tables, 1.0f, 0, out);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kUnsupported) throw;
+    return false;
+  }
+  decode_table_width_ = max_blocks_per_seq;
+  const int64_t largest = batch_sizes.back();
+  decode_staging_ = Tensor::empty({decode_step_inputs_size(largest, decode_table_width_)}, DType::kI32);
+  for (int size : batch_sizes) {
+    const int64_t previous = decode_steps_.empty() ? 0 : decode_steps_.back().rows;
+    if (size <= previous) {
+      decode_steps_.clear();
+      throw_error(ErrorCode::kInvalidArgument,
+                  "prepare_decode_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
+    }
+    DecodeStep step;
+    step.rows = size;
+    step.inputs = Tensor::empty({decode_step_inputs_size(size, decode_table_width_)}, DType::kI32, device_);
+    step.best = Tensor::empty({size}, DType::kI32, device_);
+    decode_steps_.push_back(std::move(step));
+  }
+  // Every row padding: the recording (and its warm-up run) touches neither the KV cache nor anything
+  // else.
+  const ForwardBatch all_padding;
+  for (DecodeStep& step : decode_steps_) {
+    Tensor host = decode_staging_.slice_rows(0, step.inputs.dim(0));
+    pack_decode_step_inputs(all_padding, step.rows, decode_table_width_,
+                            std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+    ops::upload(host, step.inputs);
+    if (capture_graphs) step.graph = tensor::DeviceGraph::capture(device_, [&] { queue_decode_step(step); });
+  }
+  return true;
 }
 
 }  // namespace omni::model

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "model/model_registry.h"
 #include "model/tensor_parallel.h"
 #include "tensor/communicator.h"
+#include "tensor/device_graph.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -75,6 +77,9 @@ class DecoderLm : public CausalLm {
   // one copy of the ids to the host.
   void forward_sample(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
                       std::vector<int32_t>& token_ids) override;
+  // Accepted on a CUDA device with one rank, a decode attention kernel for the dtype and head size
+  // (ops::paged_decode_attention) and an output head; declined otherwise (the CPU runs unpadded).
+  bool prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) override;
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
   // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is
@@ -107,7 +112,31 @@ class DecoderLm : public CausalLm {
     tensor::Tensor k_cache, v_cache;
   };
 
+  // The attention metadata of a step: the sequences for ops::paged_attention, or device-resident
+  // context lengths and block tables for ops::paged_decode_attention (when block_tables is defined).
+  struct AttentionBatch {
+    std::span<const tensor::ops::PagedSequence> seqs;
+    tensor::Tensor context_lens, block_tables;
+  };
+
+  // One batch size of the fixed-size decode path: its device-resident inputs (rewritten by one
+  // upload per step), its output ids and, in graph mode, the recording that reads and writes them.
+  struct DecodeStep {
+    int64_t rows = 0;
+    tensor::Tensor inputs;  // i32 [rows * (4 + table width)]: ids, positions, slots, context lengths, tables
+    tensor::Tensor best;    // i32 [rows]: the argmax of each row's logits
+    tensor::DeviceGraph graph;
+  };
+
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
+  // Runs the layers over the residual stream h [tokens, hidden] in place (h ends as the last
+  // layer's output plus its residual).
+  void run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
+                  const AttentionBatch& attention);
+  // Queues the ops of a fixed-size decode step, reading step.inputs and writing step.best.
+  void queue_decode_step(DecodeStep& step);
+  // The DecodeStep that runs `batch`, or nullptr when it must take the ordinary path.
+  DecodeStep* decode_step_for(const ForwardBatch& batch);
   void check_has_head(const char* caller) const;
   // Runs the layers over the batch (its token ids, or `inputs_embeds` when given) and returns the
   // logits [rows, columns] (on the model's device, in its dtype) of the rows the batch asks for:
@@ -139,6 +168,9 @@ class DecoderLm : public CausalLm {
   tensor::Tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
   int num_blocks_ = 0;
+  std::vector<DecodeStep> decode_steps_;  // ascending rows; empty: no fixed-size decode path
+  int decode_table_width_ = 0;
+  tensor::Tensor decode_staging_;  // host i32, the largest step's inputs
 };
 
 }  // namespace omni::model

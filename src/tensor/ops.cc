@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "tensor/cpu/kernels.h"
 
 #ifdef OMNI_HAVE_CUDA
+#include "tensor/cuda/device.h"
 #include "tensor/cuda/kernels.h"
 // Runs cpu::call or cuda::call by the device the arguments were validated on.
 #define OMNI_DISPATCH(device, call) ((device).type == DeviceType::kCpu ? cpu::call : cuda::call)
@@ -120,6 +122,24 @@ void expect_no_alias(const char* op, const char* name, const Tensor& t, const ch
 }
 
 }  // namespace
+
+void upload(const Tensor& host, Tensor& dst) {
+  const char* op = "upload";
+  common_device(op, {{"host", &host}});
+  common_device(op, {{"dst", &dst}});
+  if (host.device().type != DeviceType::kCpu) {
+    throw_error(ErrorCode::kInvalidArgument, "upload: host is on {}, not the cpu", device_name(host.device()));
+  }
+  expect_same_dtype(op, "dst", dst, "host", host);
+  expect_shape(op, "dst", dst, host.shape());
+  if (dst.device().type == DeviceType::kCpu) {
+    std::memcpy(dst.raw(), host.raw(), host.nbytes());
+    return;
+  }
+#ifdef OMNI_HAVE_CUDA
+  cuda::upload_async(dst.raw(), host.raw(), host.nbytes(), dst.device().index);
+#endif
+}
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
@@ -295,9 +315,12 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
   OMNI_DISPATCH(device, store_kv(k, v, slots_here, k_cache, v_cache));
 }
 
-void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
-                     float scale, int sliding_window, Tensor& out) {
-  const char* op = "paged_attention";
+namespace {
+
+// The checks paged_attention and paged_decode_attention share: q, the caches and out. Returns the
+// device they are on.
+Device check_attention_tensors(const char* op, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const Tensor& out) {
   const Device device = common_device(op, {{"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}});
   expect_float(op, "q", q);
   for (Arg arg : {Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}, Arg{"out", &out}}) {
@@ -310,13 +333,22 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   const int64_t heads = q.dim(1);
   const int64_t kv_heads = k_cache.dim(2);
   if (k_cache.dim(3) != q.dim(2)) {
-    throw_error(ErrorCode::kInvalidArgument, "paged_attention: q head_dim {} differs from the cache's {}", q.dim(2),
+    throw_error(ErrorCode::kInvalidArgument, "{}: q head_dim {} differs from the cache's {}", op, q.dim(2),
                 k_cache.dim(3));
   }
   if (kv_heads == 0 || heads % kv_heads != 0) {
-    throw_error(ErrorCode::kInvalidArgument, "paged_attention: {} query heads are not a multiple of {} kv heads", heads,
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} query heads are not a multiple of {} kv heads", op, heads,
                 kv_heads);
   }
+  return device;
+}
+
+}  // namespace
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
+                     float scale, int sliding_window, Tensor& out) {
+  const char* op = "paged_attention";
+  const Device device = check_attention_tensors(op, q, k_cache, v_cache, out);
 #ifdef OMNI_HAVE_CUDA
   if (device.type == DeviceType::kCuda && q.dim(2) > cuda::max_attention_head_dim()) {
     throw_error(ErrorCode::kUnsupported, "paged_attention: head_dim {} is over the {} the cuda kernel supports",
@@ -345,6 +377,53 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
     }
   }
   OMNI_DISPATCH(device, paged_attention(q, k_cache, v_cache, seqs, scale, sliding_window, out));
+}
+
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out) {
+  const char* op = "paged_decode_attention";
+  const Device device = check_attention_tensors(op, q, k_cache, v_cache, out);
+  expect_dtype(op, "context_lens", context_lens, DType::kI32);
+  expect_dtype(op, "block_tables", block_tables, DType::kI32);
+  expect_shape(op, "context_lens", context_lens, {q.dim(0)});
+  expect_rank(op, "block_tables", block_tables, 2);
+  if (block_tables.dim(0) != q.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: block_tables has {} rows for {} rows of q", op, block_tables.dim(0),
+                q.dim(0));
+  }
+  const int64_t block_size = k_cache.dim(1), width = block_tables.dim(1);
+  if (context_lens.device().type == DeviceType::kCpu && block_tables.device().type == DeviceType::kCpu) {
+    const int32_t* lens = context_lens.data<int32_t>();
+    const int32_t* tables = block_tables.data<int32_t>();
+    for (int64_t b = 0; b < q.dim(0); ++b) {
+      if (lens[b] < 0) continue;
+      const int64_t needed = (lens[b] + block_size) / block_size;
+      if (needed > width) {
+        throw_error(ErrorCode::kInvalidArgument, "{}: row {} needs {} blocks for {} tokens, its block table has {}", op,
+                    b, needed, lens[b] + 1, width);
+      }
+      for (int64_t i = 0; i < needed; ++i) {
+        const int32_t block = tables[b * width + i];
+        if (block < 0 || block >= k_cache.dim(0)) {
+          throw_error(ErrorCode::kInvalidArgument, "{}: row {} block {} is outside the cache ({} blocks)", op, b, block,
+                      k_cache.dim(0));
+        }
+      }
+    }
+  }
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda &&
+      !cuda::paged_decode_attention_supports(q.dtype(), static_cast<int>(q.dim(2)))) {
+    throw_error(ErrorCode::kUnsupported,
+                "paged_decode_attention: no cuda kernel for {} with head_dim {} (bfloat16/float16; 16, 32, 64, 128 or "
+                "256)",
+                dtype_name(q.dtype()), q.dim(2));
+  }
+#endif
+  const Tensor lens_here = index_tensor(op, "context_lens", context_lens, device);
+  const Tensor tables_here = index_tensor(op, "block_tables", block_tables, device);
+  OMNI_DISPATCH(device,
+                paged_decode_attention(q, k_cache, v_cache, lens_here, tables_here, scale, sliding_window, out));
 }
 
 void silu_and_mul(const Tensor& x, Tensor& out) {

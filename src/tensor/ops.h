@@ -34,6 +34,12 @@
 
 namespace omni::tensor::ops {
 
+// Copies the host tensor `host` into `dst` (same shape and dtype, contiguous, on any device) without
+// waiting: to a CUDA device through pinned staging memory on its stream, so `host` may be reused
+// at once and ops queued later see the bytes. The way a fixed-size step rewrites the device-resident
+// inputs a recorded graph reads (tensor/device_graph.h); not itself allowed while recording.
+void upload(const Tensor& host, Tensor& dst);
+
 // out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
 // kInvalidArgument naming the id; see above for ids on the GPU, whose row is zeroed), out [T, H].
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
@@ -95,7 +101,9 @@ struct PagedSequence {
 
 // Writes k, v [T, kv_heads, head_dim] into the caches [num_blocks, block_size, kv_heads,
 // head_dim] at slots[t] = block * block_size + offset (slots [T] i32, each < num_blocks *
-// block_size, else kInvalidArgument).
+// block_size, else kInvalidArgument). A negative slot in device-resident slots marks a padding
+// row of a fixed-size step (see paged_decode_attention): nothing is written for it and it is not
+// an error; host slots must be >= 0.
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 
 // Causal grouped-query attention over the paged caches (store_kv must already hold the new
@@ -110,6 +118,23 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
 // (sample() likewise).
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const PagedSequence> seqs,
                      float scale, int sliding_window, Tensor& out);
+
+// Decode attention with its metadata on the op's device, for steps recorded into a CUDA graph
+// (tensor/device_graph.h): the kernels' grids depend only on the shapes, never on the values, so
+// one recording serves every step of that batch size. Row b of q [B, heads, head_dim] is one
+// sequence's one new token at position context_lens[b] (its K/V already stored by store_kv); it
+// attends as paged_attention does to keys [0, context_lens[b]] through block_tables[b, :]
+// (block_tables [B, W] i32, row b's first ceil((context_lens[b] + 1) / block_size) entries used).
+// context_lens [B] i32; a negative value marks a padding row, which reads nothing and whose out
+// row is zeroed. Each row's keys are split over a fixed number of partitions chosen from B and
+// W * block_size (the longest context the tables can hold) and merged as flash-decoding does.
+// Host metadata is validated here (kInvalidArgument naming the row); device metadata is checked
+// by the kernel, which masks a block id outside the cache or a context longer than W * block_size
+// and reports it at the next synchronisation like a device-resident KV slot (see above).
+// CUDA: bfloat16/float16 with head_dim 16, 32, 64, 128 or 256 (else kUnsupported); the scratch for the
+// partitions comes from the device's allocator (the graph pool while capturing).
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out);
 
 // x [T, 2I] holding gate then up: out [T, I] = silu(gate) * up.
 void silu_and_mul(const Tensor& x, Tensor& out);

@@ -154,8 +154,11 @@ class OpsTest : public ::testing::TestWithParam<Backend> {
                            << shape_to_string(got.shape()) << "), " << trace();
   }
 
+  // padding_rows >= 0: every query is one token and the batch runs through paged_decode_attention
+  // with that many padding rows after the real ones (which must come out zero), block tables as one
+  // [rows, width] tensor (width = the longest table plus extra_width) on the backend.
   void check_paged_attention(int kv_heads, int group, int hd, int block, const std::vector<int>& context,
-                             const std::vector<int>& query, int window);
+                             const std::vector<int>& query, int window, int padding_rows = -1, int extra_width = 0);
 
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
@@ -440,7 +443,7 @@ TEST_P(OpsTest, QkNormRopeMatchesNormThenRotation) {
 // Fills a paged cache for sequences of the given context and query lengths (blocks handed out in
 // a shuffled order, some left unused), runs paged_attention and compares with a float64 reference.
 void OpsTest::check_paged_attention(int kv_heads, int group, int hd, int block, const std::vector<int>& context,
-                                    const std::vector<int>& query, int window) {
+                                    const std::vector<int>& query, int window, int padding_rows, int extra_width) {
   const int heads = kv_heads * group;
   const int nseq = static_cast<int>(context.size());
   int total_q = 0, num_blocks = size(0, 5);
@@ -499,6 +502,33 @@ void OpsTest::check_paged_attention(int kv_heads, int group, int hd, int block, 
       }
     }
   }
+  if (padding_rows >= 0) {
+    // Padding rows: random queries, context -1, whatever table; their output must be zero.
+    std::vector<double> unused;
+    const int rows = total_q + padding_rows;
+    Tensor padded_q = random({rows, heads, hd}, unused);
+    std::copy_n(qt.data<float>(), qt.numel(), padded_q.data<float>());
+    size_t width = 0;
+    for (const auto& table : tables) width = std::max(width, table.size());
+    width += static_cast<size_t>(extra_width);
+    std::vector<int32_t> lens(rows, -1), flat(rows * width, 0);
+    for (int s = 0; s < nseq; ++s) {
+      lens[s] = context[s];
+      std::copy(tables[s].begin(), tables[s].end(), flat.begin() + s * static_cast<int64_t>(width));
+    }
+    for (int r = nseq; r < rows; ++r) flat[r * width] = static_cast<int32_t>(size(0, num_blocks - 1));
+    Tensor o = out({rows, heads, hd});
+    ops::paged_decode_attention(dev(padded_q), k_cache, v_cache, dev(ints({rows}, lens)),
+                                dev(ints({rows, static_cast<int64_t>(width)}, flat)), static_cast<float>(sm_scale),
+                                window, o);
+    want.resize(padded_q.numel(), 0.0);
+    scale.resize(padded_q.numel(), 0.0);
+    SCOPED_TRACE("decode, window " + std::to_string(window) + " heads " + std::to_string(heads) + "/" +
+                 std::to_string(kv_heads) + " head_dim " + std::to_string(hd) + " padding " +
+                 std::to_string(padding_rows) + " width " + std::to_string(width));
+    expect_close(o, want, 1e-6, 2e-5, scale);
+    return;
+  }
   Tensor o = out({total_q, heads, hd});
   ops::paged_attention(dev(qt), k_cache, v_cache, seqs, static_cast<float>(sm_scale), window, o);
   SCOPED_TRACE("window " + std::to_string(window) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
@@ -537,6 +567,41 @@ TEST_P(OpsTest, PagedAttentionMatchesReferenceAcrossHeadSizesAndGroups) {
   check_paged_attention(2, 4, 128, 16, {0, size(1, 100)}, {size(100, 200), size(60, 130)}, 0);
   check_paged_attention(1, 1, 64, 32, {size(0, 50)}, {size(65, 150)}, size(10, 70));
   check_paged_attention(4, 2, 128, 16, {size(0, 100), 300, 0}, {1, size(2, 40), 1}, size(30, 200));
+}
+
+// The fixed-size decode form: device-resident context lengths and [rows, width] tables, padding
+// rows zeroed, key splits chosen from the table width (long and short contexts in one batch, wide
+// tables, GQA groups, sliding windows). On CUDA the head sizes are those its kernel takes.
+TEST_P(OpsTest, PagedDecodeAttentionMatchesReferenceWithPaddingRows) {
+  if (GetParam().device.type == DeviceType::kCuda && GetParam().dtype == DType::kF32) {
+    GTEST_SKIP() << "the cuda decode kernel takes bfloat16/float16 only";
+  }
+  for (int hd : {16, 32, 64, 128}) {
+    for (int group : {1, 2, 8}) {
+      const int nseq = size(1, 5);
+      std::vector<int> context(nseq), query(nseq, 1);
+      for (int& c : context) c = size(0, 400);
+      check_paged_attention(size(1, 2), group, hd, 16, context, query, 0, size(0, 3), size(0, 40));
+    }
+  }
+  check_paged_attention(2, 4, 128, 16, {size(200, 500), 3}, {1, 1}, size(10, 90), 2, 8);
+  check_paged_attention(1, 8, 64, 16, {0}, {1}, 0, 0, 200);
+}
+
+TEST_P(OpsTest, PagedDecodeAttentionRejectsATableTooNarrowForTheContext) {
+  Tensor k_cache = out({4, 2, 1, 8}), v_cache = out({4, 2, 1, 8});
+  std::vector<double> q;
+  Tensor qt = random({1, 2, 8}, q);
+  Tensor o = out({1, 2, 8});
+  try {
+    ops::paged_decode_attention(dev(qt), k_cache, v_cache, ints({1}, {2}), ints({1, 1}, {0}), 1.0f, 0, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("paged_decode_attention: row 0 needs 2 blocks for 3 tokens, its block table "
+                                         "has 1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_P(OpsTest, PagedAttentionRejectsAShortBlockTable) {

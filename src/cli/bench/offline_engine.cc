@@ -37,6 +37,7 @@ void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
                  "Most tokens per engine step (default: a whole batch of prompts in one step)");
   app.add_flag("--enable-prefix-caching", flags.enable_prefix_caching,
                "Reuse KV blocks of repeated prompt prefixes (default: off, every prompt is prefilled)");
+  app.add_flag("--enforce-eager", flags.enforce_eager, "No CUDA graphs: launch the ops of each decode step one by one");
   app.add_option("--seed", flags.seed, "Seed of the random prompts")->capture_default_str();
 }
 
@@ -57,6 +58,7 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
   config.gpu_memory_utilization = flags.gpu_memory_utilization;
   config.enable_prefix_caching = flags.enable_prefix_caching;
   config.seed = flags.seed;
+  config.enforce_eager = flags.enforce_eager;
   out.engine = std::make_unique<engine::ArEngine>(*out.model, config);
   return out;
 }

@@ -84,4 +84,20 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   });
 }
 
+// The same computation as paged_attention with one-token sequences; padding rows own no sequence,
+// so paged_attention zeroes them.
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out) {
+  const int64_t width = block_tables.dim(1), block_size = k_cache.dim(1);
+  const int32_t* lens = context_lens.data<int32_t>();
+  const int32_t* tables = block_tables.data<int32_t>();
+  std::vector<ops::PagedSequence> seqs;
+  for (int64_t b = 0; b < q.dim(0); ++b) {
+    if (lens[b] < 0) continue;
+    const auto needed = static_cast<size_t>((lens[b] + block_size) / block_size);
+    seqs.push_back({static_cast<int32_t>(b), 1, lens[b], std::span<const int32_t>(tables + b * width, needed)});
+  }
+  cpu::paged_attention(q, k_cache, v_cache, seqs, scale, sliding_window, out);
+}
+
 }  // namespace omni::tensor::cpu

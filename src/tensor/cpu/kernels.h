@@ -18,6 +18,8 @@ void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_no
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out);
 void silu_and_mul(const Tensor& x, Tensor& out);
 void gelu(const Tensor& x, ops::GeluApproximation approximation, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);

@@ -30,13 +30,17 @@ struct Cache {
   size_t cached = 0;
 };
 
-Cache& cache_of(int device) {
+// The eager cache (pool false) or the graph pool (pool true) of a device.
+Cache& cache_of(int device, bool pool = false) {
   static std::mutex mutex;
   // Never destroyed: tensors with static lifetime may free after main returns.
-  static auto* caches = new std::map<int, Cache>();
+  static auto* caches = new std::map<std::pair<int, bool>, Cache>();
   std::lock_guard lock(mutex);
-  return (*caches)[device];
+  return (*caches)[{device, pool}];
 }
+
+// The device whose allocations on this thread go to the graph pool, -1 for none.
+thread_local int graph_pool_device = -1;
 
 void release_locked(Cache& cache, int device) {
   check(cudaStreamSynchronize(stream_for(device)), "cudaStreamSynchronize", device);
@@ -54,7 +58,8 @@ void release_locked(Cache& cache, int device) {
 
 void* DeviceAllocator::allocate(size_t bytes, int device) {
   const size_t size = round_size(bytes);
-  Cache& cache = cache_of(device);
+  const bool pool = graph_pool_device == device;
+  Cache& cache = cache_of(device, pool);
   std::lock_guard lock(cache.mutex);
   auto it = cache.free_blocks.find(size);
   if (it != cache.free_blocks.end() && !it->second.empty()) {
@@ -66,7 +71,7 @@ void* DeviceAllocator::allocate(size_t bytes, int device) {
   stream_for(device);
   void* ptr = nullptr;
   cudaError_t status = cudaMalloc(&ptr, size);
-  if (status == cudaErrorMemoryAllocation) {
+  if (status == cudaErrorMemoryAllocation && !pool) {
     cudaGetLastError();
     release_locked(cache, device);
     status = cudaMalloc(&ptr, size);
@@ -82,11 +87,15 @@ void* DeviceAllocator::allocate(size_t bytes, int device) {
 
 void DeviceAllocator::free(void* ptr, int device) noexcept {
   if (ptr == nullptr) return;
-  Cache& cache = cache_of(device);
-  std::lock_guard lock(cache.mutex);
-  const size_t size = cache.sizes.at(ptr);
-  cache.free_blocks[size].push_back(ptr);
-  cache.cached += size;
+  for (bool pool : {false, true}) {
+    Cache& cache = cache_of(device, pool);
+    std::lock_guard lock(cache.mutex);
+    const auto it = cache.sizes.find(ptr);
+    if (it == cache.sizes.end()) continue;
+    cache.free_blocks[it->second].push_back(ptr);
+    cache.cached += it->second;
+    return;
+  }
 }
 
 size_t DeviceAllocator::cached_bytes(int device) {
@@ -100,5 +109,9 @@ void DeviceAllocator::release_cache(int device) {
   std::lock_guard lock(cache.mutex);
   release_locked(cache, device);
 }
+
+GraphPoolScope::GraphPoolScope(int device) { graph_pool_device = device; }
+
+GraphPoolScope::~GraphPoolScope() { graph_pool_device = -1; }
 
 }  // namespace omni::tensor::cuda

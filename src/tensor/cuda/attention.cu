@@ -389,6 +389,10 @@ namespace omni::tensor::cuda {
 
 int max_attention_head_dim() { return kMaxHeadDim; }
 
+bool paged_decode_attention_supports(DType dtype, int head_dim) {
+  return attention::decode_fixed_supports(dtype, head_dim);
+}
+
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out) {
   if (q.dim(0) == 0) return;
@@ -418,6 +422,17 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   attention::decode(q, k_cache, v_cache, decode, g, out);
   attention::prefill(q, k_cache, v_cache, prefill, g, out);
   attention::general(q, k_cache, v_cache, general, g, out);
+}
+
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out) {
+  const attention::Geometry g{static_cast<int>(q.dim(1)),
+                              static_cast<int>(k_cache.dim(2)),
+                              static_cast<int>(q.dim(2)),
+                              static_cast<int>(k_cache.dim(1)),
+                              scale,
+                              sliding_window};
+  attention::decode_fixed(q, k_cache, v_cache, context_lens, block_tables, g, out);
 }
 
 }  // namespace omni::tensor::cuda

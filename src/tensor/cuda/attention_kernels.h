@@ -4,8 +4,8 @@
 // sizes they are not built for) to the general SIMT kernel. Each writes only the q rows of the
 // sequences it is given; arguments are validated (tensor/ops.cc) before they get here.
 //
-// Each function uploads its own per-call metadata (block tables, work lists) through pinned
-// staging memory and queues its kernels on the device's stream; none synchronises.
+// Each function but decode_fixed uploads its own per-call metadata (block tables, work lists)
+// through pinned staging memory and queues its kernels on the device's stream; none synchronises.
 #pragma once
 
 #include <span>
@@ -26,6 +26,13 @@ struct Geometry {
 bool decode_supports(DType dtype, int head_dim);
 void decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const ops::PagedSequence> seqs,
             const Geometry& g, Tensor& out);
+
+// The same kernel with work fixed by the shapes alone (ops::paged_decode_attention): row b of q is
+// sequence b, its length and table read on the device, split into a count chosen from the rows
+// and the table width. Also built for head_dim 16 and 32 (small models, the tiny test checkpoints).
+bool decode_fixed_supports(DType dtype, int head_dim);
+void decode_fixed(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                  const Tensor& block_tables, const Geometry& g, Tensor& out);
 
 // Tiled flash attention on the tensor cores (mma.sync, bfloat16/float16 with float32
 // accumulation): 64 query rows (tokens x the query heads of one kv head) per block, 64 keys per

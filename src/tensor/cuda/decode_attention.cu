@@ -34,11 +34,51 @@ struct DecodeParams {
   const DecodeSeq* seqs;
   const DecodeItem* items;
   const int32_t* tables;
-  int heads, kv_heads, group, chunks, block_size, partition;
+  int heads, kv_heads, group, chunks, block_size;
+  // Keys per split; with fixed work, the fewest keys a split takes (a multiple of the key step).
+  int partition;
   float scale_log2;
   float* partial_out;  // [partials, heads, D], normalised
   float* partial_ml;   // [partials, heads, 2]: max (exp2 domain), sum of exponentials
+  // Fixed work (paged_decode_attention): row b is sequence b, split into `splits` partitions whose
+  // partial results sit at b * splits; tables are [rows, table_width]; lengths come from context_lens.
+  const int32_t* context_lens;
+  int splits, table_width, window, num_blocks;
+  DeviceErrorRecord* errors;
 };
+
+// Claims the device's error record for the first invalid metadata value (cuda/device.h).
+__device__ void record_decode_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
+                                    int64_t limit) {
+  if (atomicCAS(&record->kind, 0, static_cast<int32_t>(kind)) == 0) {
+    record->index = index;
+    record->value = value;
+    record->limit = limit;
+    __threadfence_system();
+  }
+}
+
+// Sequence `b` of a fixed-work launch: its keys, table and partial results. A padding row (negative
+// context length) has no keys; a context the table cannot hold is recorded and cut to the table.
+__device__ __forceinline__ DecodeSeq fixed_seq(const DecodeParams& p, int b, bool report) {
+  const int context = p.context_lens[b];
+  const int capacity = p.table_width * p.block_size;
+  int length = context < 0 ? 0 : context + 1;
+  if (length > capacity) {
+    if (report) record_decode_error(p.errors, DeviceErrorKind::kDecodeContext, b, context, capacity);
+    length = capacity;
+  }
+  const int first = p.window > 0 ? max(0, length - p.window) : 0;
+  return {b, first, length, b * p.table_width, p.splits, b * p.splits};
+}
+
+// Keys per split of a fixed-work sequence: enough for `splits` partitions to cover it, at least
+// p.partition, a multiple of `step`.
+__device__ __forceinline__ int fixed_partition(const DecodeParams& p, const DecodeSeq& seq, int step) {
+  const int keys = seq.length - seq.first_key;
+  const int per_split = (keys + p.splits - 1) / p.splits;
+  return max(p.partition, (per_split + step - 1) / step * step);
+}
 
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&f)[8], __nv_bfloat16) {
   const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -60,7 +100,7 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&f)[8], __half)
   }
 }
 
-template <typename T, int D, int G, int U>
+template <typename T, int D, int G, int U, bool kFixed>
 __global__ void __launch_bounds__(kWarps * 32)
     decode_kernel(const T* q, const T* k_cache, const T* v_cache, T* out, DecodeParams p) {
   constexpr int kLanes = D / 8;  // lanes per key
@@ -68,8 +108,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ float s_ml[kSlots][G][2];
   __shared__ float s_acc[kSlots][G][D];
 
-  const DecodeItem item = p.items[blockIdx.x];
-  const DecodeSeq seq = p.seqs[item.seq];
+  DecodeItem item;
+  DecodeSeq seq;
+  int partition = p.partition;
+  if constexpr (kFixed) {
+    item = {static_cast<int32_t>(blockIdx.x / p.splits), static_cast<int32_t>(blockIdx.x % p.splits)};
+    seq = fixed_seq(p, item.seq, item.split == 0 && blockIdx.y == 0 && threadIdx.x == 0);
+    partition = fixed_partition(p, seq, kSlots * U);
+  } else {
+    item = p.items[blockIdx.x];
+    seq = p.seqs[item.seq];
+  }
   const int kvh = blockIdx.y / p.chunks, chunk = blockIdx.y % p.chunks;
   const int head0 = kvh * p.group + chunk * G;
   const int heads_here = min(G, p.group - chunk * G);
@@ -88,8 +137,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int e = 0; e < 8; ++e) qf[g][e] *= p.scale_log2;
   }
 
-  const int begin = seq.first_key + item.split * p.partition;
-  const int end = min(begin + p.partition, seq.length);
+  const int begin = seq.first_key + item.split * partition;
+  const int end = min(begin + partition, seq.length);
   const int64_t token_stride = static_cast<int64_t>(p.kv_heads) * D;
   const int32_t* table = p.tables + seq.table_offset;
   const T* k_base = k_cache + static_cast<int64_t>(kvh) * D + sub * 8;
@@ -111,8 +160,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int key = base + u * kSlots + slot;
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
       if (key < end) {
-        const int64_t at =
-            (static_cast<int64_t>(table[key / p.block_size]) * p.block_size + key % p.block_size) * token_stride;
+        const int32_t block = table[key / p.block_size];
+        // Device-resident tables are checked here: a block outside the cache is masked and recorded.
+        if (kFixed && (block < 0 || block >= p.num_blocks)) {
+          if (sub == 0) record_decode_error(p.errors, DeviceErrorKind::kKvBlock, seq.q_row, block, p.num_blocks);
+          continue;
+        }
+        const int64_t at = (static_cast<int64_t>(block) * p.block_size + key % p.block_size) * token_stride;
         kr[u] = __ldg(reinterpret_cast<const uint4*>(k_base + at));
         vr[u] = __ldg(reinterpret_cast<const uint4*>(v_base + at));
       }
@@ -122,7 +176,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int u = 0; u < U; ++u) {
       float kf[8];
       unpack8(kr[u], kf, T{});
-      const bool valid = base + u * kSlots + slot < end;
+      const int key = base + u * kSlots + slot;
+      bool valid = key < end;
+      if constexpr (kFixed) {
+        if (valid) {
+          const int32_t block = table[key / p.block_size];
+          valid = block >= 0 && block < p.num_blocks;
+        }
+      }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
@@ -195,9 +256,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // One block per (sequence, head): merges the partitions of sequences that were split.
-template <typename T>
+template <typename T, bool kFixed>
 __global__ void decode_combine_kernel(T* out, DecodeParams p, int head_dim) {
-  const DecodeSeq seq = p.seqs[blockIdx.x];
+  const DecodeSeq seq = kFixed ? fixed_seq(p, blockIdx.x, false) : p.seqs[blockIdx.x];
   if (seq.splits == 1) return;
   const int h = blockIdx.y;
   const float* ml = p.partial_ml + (static_cast<int64_t>(seq.partial_offset) * p.heads + h) * 2;
@@ -224,26 +285,65 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Heads per block: the smallest of 1, 2, 4, 8 that holds the group (larger groups take chunks of 8).
 int heads_per_block(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
 
-template <typename T, int D, int G>
+template <typename T, int D, int G, bool kFixed>
 void launch(dim3 grid, cudaStream_t stream, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
             const DecodeParams& p) {
   constexpr int kUnroll = G >= 8 ? 2 : 4;
-  decode_kernel<T, D, G, kUnroll>
+  decode_kernel<T, D, G, kUnroll, kFixed>
       <<<grid, kWarps * 32, 0, stream>>>(ptr<T>(q), ptr<T>(k_cache), ptr<T>(v_cache), ptr<T>(out), p);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kFixed>
 void launch_for_group(int g, dim3 grid, cudaStream_t stream, const Tensor& q, const Tensor& k_cache,
                       const Tensor& v_cache, Tensor& out, const DecodeParams& p) {
   switch (g) {
     case 1:
-      return launch<T, D, 1>(grid, stream, q, k_cache, v_cache, out, p);
+      return launch<T, D, 1, kFixed>(grid, stream, q, k_cache, v_cache, out, p);
     case 2:
-      return launch<T, D, 2>(grid, stream, q, k_cache, v_cache, out, p);
+      return launch<T, D, 2, kFixed>(grid, stream, q, k_cache, v_cache, out, p);
     case 4:
-      return launch<T, D, 4>(grid, stream, q, k_cache, v_cache, out, p);
+      return launch<T, D, 4, kFixed>(grid, stream, q, k_cache, v_cache, out, p);
     default:
-      return launch<T, D, 8>(grid, stream, q, k_cache, v_cache, out, p);
+      return launch<T, D, 8, kFixed>(grid, stream, q, k_cache, v_cache, out, p);
+  }
+}
+
+// Queues the decode kernel (and the merge when sequences are split) over `items` grid rows for
+// `rows` sequences.
+template <bool kFixed>
+void launch_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, Tensor& out, const DecodeParams& p,
+                   int per_block, unsigned items, unsigned rows, bool split, int head_dim) {
+  cudaStream_t stream = stream_for(q.device().index);
+  const dim3 grid(items, static_cast<unsigned>(p.kv_heads * p.chunks));
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    // Head sizes 16 and 32 only come with fixed work (decode_fixed_supports).
+    switch (head_dim) {
+      case 16:
+        if constexpr (kFixed) launch_for_group<T, 16, kFixed>(per_block, grid, stream, q, k_cache, v_cache, out, p);
+        break;
+      case 32:
+        if constexpr (kFixed) launch_for_group<T, 32, kFixed>(per_block, grid, stream, q, k_cache, v_cache, out, p);
+        break;
+      case 64:
+        launch_for_group<T, 64, kFixed>(per_block, grid, stream, q, k_cache, v_cache, out, p);
+        break;
+      case 128:
+        launch_for_group<T, 128, kFixed>(per_block, grid, stream, q, k_cache, v_cache, out, p);
+        break;
+      default:
+        launch_for_group<T, 256, kFixed>(per_block, grid, stream, q, k_cache, v_cache, out, p);
+    }
+    check_launch("decode_kernel", out);
+    if (split) {
+      decode_combine_kernel<T, kFixed><<<dim3(rows, p.heads), 128, 0, stream>>>(ptr<T>(out), p, head_dim);
+      check_launch("decode_combine_kernel", out);
+    }
+  };
+  if (q.dtype() == DType::kBF16) {
+    run(__nv_bfloat16{});
+  } else {
+    run(__half{});
   }
 }
 
@@ -251,6 +351,11 @@ void launch_for_group(int g, dim3 grid, cudaStream_t stream, const Tensor& q, co
 
 bool decode_supports(DType dtype, int head_dim) {
   return (dtype == DType::kBF16 || dtype == DType::kF16) && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
+bool decode_fixed_supports(DType dtype, int head_dim) {
+  return decode_supports(dtype, head_dim) ||
+         ((dtype == DType::kBF16 || dtype == DType::kF16) && (head_dim == 16 || head_dim == 32));
 }
 
 void decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const ops::PagedSequence> seqs,
@@ -327,29 +432,54 @@ void decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::
     p.partial_ml = static_cast<float*>(partial_ml.raw());
   }
 
-  cudaStream_t stream = stream_for(device);
-  const dim3 grid(static_cast<unsigned>(items.size()), static_cast<unsigned>(g.kv_heads * p.chunks));
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    if (g.head_dim == 64) {
-      launch_for_group<T, 64>(per_block, grid, stream, q, k_cache, v_cache, out, p);
-    } else if (g.head_dim == 128) {
-      launch_for_group<T, 128>(per_block, grid, stream, q, k_cache, v_cache, out, p);
-    } else {
-      launch_for_group<T, 256>(per_block, grid, stream, q, k_cache, v_cache, out, p);
-    }
-    check_launch("decode_kernel", out);
-    if (partials > 0) {
-      decode_combine_kernel<T>
-          <<<dim3(static_cast<unsigned>(seqs.size()), g.heads), 128, 0, stream>>>(ptr<T>(out), p, g.head_dim);
-      check_launch("decode_combine_kernel", out);
-    }
-  };
-  if (q.dtype() == DType::kBF16) {
-    run(__nv_bfloat16{});
-  } else {
-    run(__half{});
+  launch_decode<false>(q, k_cache, v_cache, out, p, per_block, static_cast<unsigned>(items.size()),
+                       static_cast<unsigned>(seqs.size()), partials > 0, g.head_dim);
+}
+
+void decode_fixed(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                  const Tensor& block_tables, const Geometry& g, Tensor& out) {
+  const int64_t rows = q.dim(0);
+  if (rows == 0) return;
+  const int device = q.device().index;
+  DecodeParams p{};
+  p.heads = g.heads;
+  p.kv_heads = g.kv_heads;
+  p.group = g.heads / g.kv_heads;
+  const int per_block = heads_per_block(p.group);
+  p.chunks = static_cast<int>(ceil_div(p.group, per_block));
+  p.block_size = g.block_size;
+  p.scale_log2 = g.scale * kLog2e;
+  p.context_lens = static_cast<const int32_t*>(context_lens.raw());
+  p.tables = static_cast<const int32_t*>(block_tables.raw());
+  p.table_width = static_cast<int>(block_tables.dim(1));
+  p.window = g.window;
+  p.num_blocks = static_cast<int>(k_cache.dim(0));
+  p.errors = device_error_record(device);
+  const int slots = kWarps * 32 / (g.head_dim / 8);
+  const int step = slots * (per_block >= 8 ? 2 : 4);
+  p.partition = static_cast<int>(ceil_div(kMinPartition, step) * step);
+
+  // The split count depends only on the shapes (so a recorded launch fits every step of this batch
+  // size): as many as give every multiprocessor a few blocks, no more than the longest context the
+  // tables hold needs.
+  const int64_t base_blocks = rows * g.kv_heads * p.chunks;
+  const int64_t target_blocks = 4 * static_cast<int64_t>(multiprocessor_count(device));
+  const int64_t longest = static_cast<int64_t>(p.table_width) * g.block_size;
+  int64_t splits = 1;
+  if (base_blocks < target_blocks) {
+    splits = std::min(ceil_div(target_blocks, base_blocks), std::max<int64_t>(1, ceil_div(longest, p.partition)));
   }
+  p.splits = static_cast<int>(splits);
+
+  Tensor partial_out, partial_ml;
+  if (splits > 1) {
+    partial_out = Tensor::empty({rows * splits, g.heads, g.head_dim}, DType::kF32, q.device());
+    partial_ml = Tensor::empty({rows * splits, g.heads, 2}, DType::kF32, q.device());
+    p.partial_out = static_cast<float*>(partial_out.raw());
+    p.partial_ml = static_cast<float*>(partial_ml.raw());
+  }
+  launch_decode<true>(q, k_cache, v_cache, out, p, per_block, static_cast<unsigned>(rows * splits),
+                      static_cast<unsigned>(rows), splits > 1, g.head_dim);
 }
 
 }  // namespace omni::tensor::cuda::attention

@@ -106,6 +106,18 @@ void raise_device_error(int index) {
                 "embedding: token id {} at index {} is outside the vocabulary [0, {}) (found by the kernel on cuda:{})",
                 value, at, limit, index);
   }
+  if (kind == DeviceErrorKind::kKvBlock) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "paged_decode_attention: row {} names KV block {}, outside the cache ({} blocks) (found by the kernel "
+                "on cuda:{})",
+                at, value, limit, index);
+  }
+  if (kind == DeviceErrorKind::kDecodeContext) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "paged_decode_attention: row {} has context length {}, more than its block table holds ({} tokens) "
+                "(found by the kernel on cuda:{})",
+                at, value, limit, index);
+  }
   throw_error(ErrorCode::kInvalidArgument,
               "store_kv: slot {} of token {} is outside the cache ({} slots) (found by the kernel on cuda:{})", value,
               at, limit, index);

@@ -43,6 +43,10 @@ enum class DeviceErrorKind : int32_t {
   kNone = 0,
   kTokenId = 1,  // embedding: value = the id, index = its position in ids, limit = the vocabulary size
   kKvSlot = 2,   // store_kv: value = the slot, index = its token, limit = the cache's slots
+  // paged_decode_attention: value = the block id, index = its row, limit = the cache's blocks
+  kKvBlock = 3,
+  // paged_decode_attention: value = the context length, index = its row, limit = what the tables hold
+  kDecodeContext = 4,
 };
 
 // The first such error since the last report. It lives in host memory mapped into the device, so

@@ -322,7 +322,8 @@ __global__ void top_k_kernel(const T* x, int64_t n, int k, T* values, int32_t* i
 __global__ void store_kv_kernel(const char* k, const char* v, const int32_t* slots, char* k_cache, char* v_cache,
                                 int64_t row_bytes, int64_t capacity, bool vector, DeviceErrorRecord* errors) {
   const int64_t slot = slots[blockIdx.x];
-  if (slot < 0 || slot >= capacity) {
+  if (slot < 0) return;  // a padding row of a fixed-size step (ops.h)
+  if (slot >= capacity) {
     if (threadIdx.x == 0) record_error(errors, DeviceErrorKind::kKvSlot, blockIdx.x, slot, capacity);
     return;
   }

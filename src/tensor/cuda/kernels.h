@@ -25,6 +25,8 @@ void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_no
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
+void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
+                            const Tensor& block_tables, float scale, int sliding_window, Tensor& out);
 void silu_and_mul(const Tensor& x, Tensor& out);
 void gelu(const Tensor& x, ops::GeluApproximation approximation, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
@@ -41,6 +43,8 @@ Tensor upload_ints(const Tensor& host, int device);
 
 // The largest head_dim paged_attention supports (per-lane accumulators are sized by it).
 int max_attention_head_dim();
+// Whether paged_decode_attention has a kernel for the dtype and head size.
+bool paged_decode_attention_supports(DType dtype, int head_dim);
 
 // out[r, c] += bias[c] for out [R, C], bias [C] (same dtype); used by linear when K == 0.
 void add_row_bias(const Tensor& bias, Tensor& out);

@@ -1,0 +1,38 @@
+#include "model/decode_step_inputs.h"
+
+#include <algorithm>
+
+namespace omni::model {
+
+int64_t decode_step_inputs_size(int64_t rows, int64_t table_width) { return rows * (4 + table_width); }
+
+bool fits_decode_step(const ForwardBatch& batch, int64_t table_width) {
+  if (batch.all_logits || batch.seqs.empty() || batch.token_ids.size() != batch.seqs.size()) return false;
+  return std::all_of(batch.seqs.begin(), batch.seqs.end(), [&](const SequenceSlice& seq) {
+    const int64_t blocks = (static_cast<int64_t>(seq.context_len) + kKvBlockSize) / kKvBlockSize;
+    return seq.query_len == 1 && seq.wants_logits && blocks <= table_width;
+  });
+}
+
+void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t table_width, std::span<int32_t> out) {
+  int32_t* ids = out.data();
+  int32_t* positions = ids + rows;
+  int32_t* slots = positions + rows;
+  int32_t* context_lens = slots + rows;
+  int32_t* tables = context_lens + rows;
+  std::fill(ids, slots, 0);
+  std::fill(slots, tables, -1);
+  std::fill_n(tables, rows * table_width, 0);
+  for (size_t b = 0; b < batch.seqs.size(); ++b) {
+    const SequenceSlice& seq = batch.seqs[b];
+    const int32_t pos = seq.context_len;
+    ids[b] = batch.token_ids[seq.query_start];
+    positions[b] = batch.positions[seq.query_start];
+    slots[b] = seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
+    context_lens[b] = pos;
+    const size_t used = std::min(seq.block_table.size(), static_cast<size_t>(table_width));
+    std::copy_n(seq.block_table.begin(), used, tables + static_cast<int64_t>(b) * table_width);
+  }
+}
+
+}  // namespace omni::model

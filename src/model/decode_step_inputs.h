@@ -1,0 +1,29 @@
+// The device-resident inputs of a fixed-size decode step (CausalLm::prepare_decode_steps), packed
+// on the host so that one copy per step moves them: a batch of n one-token sequences padded to
+// `rows`, as int32
+//   [token ids: rows][positions: rows][KV slots: rows][context lengths: rows][block tables: rows x width]
+// Row b < n is slice b; padding rows read token 0 at position 0, write no KV slot (-1), attend to
+// nothing (context length -1) and have an all-zero table (see ops::store_kv and
+// ops::paged_decode_attention for what -1 means there).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/causal_lm.h"
+
+namespace omni::model {
+
+// Int32 values the inputs of `rows` rows with tables of `table_width` blocks take.
+int64_t decode_step_inputs_size(int64_t rows, int64_t table_width);
+
+// Whether `batch` can run as a fixed-size decode step of at least its size with tables of
+// `table_width` blocks: every slice is one token that wants logits, the blocks that token's position
+// needs fit in the width, and all_logits is off. (Table and id ranges are checked elsewhere.)
+bool fits_decode_step(const ForwardBatch& batch, int64_t table_width);
+
+// Writes the inputs of `batch` (fits_decode_step, at most `rows` slices) into `out`, which holds
+// decode_step_inputs_size(rows, table_width) values.
+void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t table_width, std::span<int32_t> out);
+
+}  // namespace omni::model

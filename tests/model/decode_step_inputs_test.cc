@@ -1,0 +1,61 @@
+#include "model/decode_step_inputs.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace omni::model {
+namespace {
+
+// Two sequences decoding their next token: one at position 17 (second block), one at position 3.
+ForwardBatch two_decodes() {
+  ForwardBatch batch;
+  batch.token_ids = {101, 202};
+  batch.positions = {17, 3};
+  batch.seqs.push_back({0, 1, 17, {7, 9}, true});
+  batch.seqs.push_back({1, 1, 3, {4}, true});
+  return batch;
+}
+
+TEST(DecodeStepInputsTest, PacksRealRowsAndMarksPaddingRows) {
+  const int64_t rows = 4, width = 3;
+  std::vector<int32_t> out(decode_step_inputs_size(rows, width), 12345);
+  ASSERT_EQ(out.size(), 28u);
+  pack_decode_step_inputs(two_decodes(), rows, width, out);
+  // ids (padding reads token 0), positions, slots (padding writes none), context lengths (padding
+  // attends to nothing), then the tables, zero past each row's blocks.
+  const std::vector<int32_t> ids = {101, 202, 0, 0}, positions = {17, 3, 0, 0};
+  const std::vector<int32_t> slots = {9 * kKvBlockSize + 1, 4 * kKvBlockSize + 3, -1, -1};
+  const std::vector<int32_t> lens = {17, 3, -1, -1}, tables = {7, 9, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<int32_t> want;
+  for (const auto* part : {&ids, &positions, &slots, &lens, &tables})
+    want.insert(want.end(), part->begin(), part->end());
+  EXPECT_EQ(out, want);
+}
+
+TEST(DecodeStepInputsTest, AllPaddingWhenTheBatchIsEmpty) {
+  std::vector<int32_t> out(decode_step_inputs_size(2, 1), 7);
+  pack_decode_step_inputs(ForwardBatch{}, 2, 1, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{0, 0, 0, 0, -1, -1, -1, -1, 0, 0}));
+}
+
+TEST(DecodeStepInputsTest, FitsOnlyOneTokenSlicesThatWantLogitsWithinTheTableWidth) {
+  EXPECT_TRUE(fits_decode_step(two_decodes(), 2));
+  // Position 17 needs two blocks.
+  EXPECT_FALSE(fits_decode_step(two_decodes(), 1));
+  ForwardBatch all_logits = two_decodes();
+  all_logits.all_logits = true;
+  EXPECT_FALSE(fits_decode_step(all_logits, 2));
+  ForwardBatch chunk = two_decodes();
+  chunk.seqs[1].wants_logits = false;
+  EXPECT_FALSE(fits_decode_step(chunk, 2));
+  ForwardBatch prefill;
+  prefill.token_ids = {1, 2, 3};
+  prefill.positions = {0, 1, 2};
+  prefill.seqs.push_back({0, 3, 0, {5}, true});
+  EXPECT_FALSE(fits_decode_step(prefill, 4));
+  EXPECT_FALSE(fits_decode_step(ForwardBatch{}, 4));
+}
+
+}  // namespace
+}  // namespace omni::model
