@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -32,11 +33,15 @@ class Code2WavRunnerTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  std::unique_ptr<StageRunner> make_runner(const Json& extra) {
+  // On the CPU, where the decoder's samples are bit-exact (a GPU machine would pick cuda by "auto").
+  std::unique_ptr<StageRunner> make_runner(const Json& extra, const std::string& device = "cpu") {
     StageRunnerContext context;
     context.stage_id = 1;
-    return make_stage_runner(
-        {{"runner", "qwen3_tts_code2wav"}, {"model", dir_->path().string()}, {"connector_extra", extra}}, context);
+    return make_stage_runner({{"runner", "qwen3_tts_code2wav"},
+                              {"model", dir_->path().string()},
+                              {"connector_extra", extra},
+                              {"device", device}},
+                             context);
   }
 
   // Random frames; the payload views own their bytes, as a connector's mapping would.
@@ -196,6 +201,25 @@ TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
     EXPECT_NE(std::string(e.what()).find("stage 1 engine_args.connector_extra: codec_chunk_frames must be a positive"),
               std::string::npos)
         << e.what();
+  }
+  for (const auto& [extra, want] : std::vector<std::pair<Json, std::string>>{
+           {{{"decode_batch_max_size", 0}}, "decode_batch_max_size must be a positive number of requests, got 0"},
+           {{{"decode_cudagraph_batch_sizes", "4"}}, "decode_cudagraph_batch_sizes must be a list of batch sizes"},
+           {{{"decode_cudagraph_batch_sizes", {1, -2}}}, "decode_cudagraph_batch_sizes holds -2, not a batch size"}}) {
+    try {
+      make_runner(extra);
+      FAIL() << "no error for " << extra.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(make_runner({{"decode_batch_max_size", 8}, {"decode_cudagraph_batch_sizes", {1, 2, 4}}}));
+  try {
+    make_runner(Json::object(), "tpu:0");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 1 engine argument device"), std::string::npos) << e.what();
   }
   StageRunnerContext context;
   EXPECT_THROW(make_stage_runner({{"runner", "qwen3_tts_code2wav"}}, context), Error);
