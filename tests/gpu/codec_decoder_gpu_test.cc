@@ -1,8 +1,9 @@
 // The Qwen3-TTS codec decoder on CUDA (float32) against the CPU backend, on random-weight codecs
 // (model/qwen3_tts/random_codec.h): streamed chunk by chunk on the GPU against the CPU's one-shot
 // decode, chunked against one-shot on the GPU, and streams decoded in one batch against each
-// alone. cuBLASLt sums in another order than OpenBLAS (and by the shape of each product), so the
-// GPU agrees within float32 rounding through ~40 layers, not bit for bit: 1e-4 absolute on audio in
+// alone, and the code2wav stage runner serving several requests on CUDA. cuBLASLt sums in another order than OpenBLAS
+// (and by the shape of each product), so the GPU agrees within float32 rounding through ~40 layers, not bit for bit:
+// 1e-4 absolute on audio in
 // [-1, 1]. Every test skips when no GPU is visible (ctest label gpu).
 #include <gtest/gtest.h>
 
@@ -10,13 +11,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "model/qwen3_tts/codec_decoder.h"
+#include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/random_codec.h"
+#include "runtime/stage_runner.h"
 #include "support/temp_dir.h"
 #include "tensor/backend.h"
 
@@ -121,6 +125,59 @@ TEST(CodecDecoderGpuTest, ThreeBatchedStreamsEachMatchTheirLoneDecode) {
     std::printf("[codec gpu] batched stream %zu vs alone: %.3g\n", s, difference);
     EXPECT_LT(difference, kTolerance);
     EXPECT_EQ(streams[s]->frames(), static_cast<int64_t>(codes[s].size() / 16));
+  }
+}
+
+// The stage as the server runs it: requests streamed in one-frame payloads, their ready chunks
+// decoded together (decode_batch_max_size 3), on the stage's GPU.
+TEST(Code2WavRunnerGpuTest, ServesStreamedRequestsInBatchesOnCuda) {
+  SKIP_WITHOUT_GPU();
+  testing::TempDir dir;
+  write_random_codec_checkpoint(dir.path() / "speech_tokenizer", small_codec_shapes(), 13);
+  runtime::StageRunnerContext context;
+  context.stage_id = 1;
+  auto runner = runtime::make_stage_runner(
+      {{"runner", "qwen3_tts_code2wav"},
+       {"model", dir.path().string()},
+       {"device", "cuda"},
+       {"connector_extra",
+        {{"initial_codec_chunk_frames", 1}, {"codec_chunk_frames", 4}, {"decode_batch_max_size", 3}}}},
+      context);
+  const std::map<std::string, std::vector<int32_t>> codes = {
+      {"a", random_codes(17, 21)}, {"b", random_codes(9, 22)}, {"c", random_codes(12, 23)}, {"d", random_codes(5, 24)}};
+  for (const auto& [id, unused] : codes) {
+    runtime::StageRequest request;
+    request.request_id = id;
+    request.input_open = true;
+    runner->add_request(request);
+  }
+  std::map<std::string, std::vector<float>> audio;
+  std::map<std::string, bool> finished;
+  for (size_t frame = 0; frame < 17; ++frame) {
+    for (const auto& [id, c] : codes) {
+      const size_t frames = c.size() / 16;
+      if (frame >= frames) continue;
+      auto bytes =
+          std::make_shared<std::vector<uint8_t>>(encode_codec_frames(std::span(c).subspan(frame * 16, 16), 16));
+      runner->add_input(id, runtime::StageInputChunk{
+                                {}, {runtime::PayloadView(bytes->data(), bytes->size(), bytes)}, frame + 1 == frames});
+    }
+    while (runner->can_step()) {
+      for (runtime::StageOutput& out : runner->step()) {
+        EXPECT_FALSE(out.error) << out.request_id;
+        audio[out.request_id].insert(audio[out.request_id].end(), out.audio.begin(), out.audio.end());
+        if (out.finish_reason) finished[out.request_id] = true;
+      }
+    }
+  }
+  EXPECT_EQ(runner->running_requests(), 0u);
+  auto cpu = CodecDecoder::load(dir.path() / "speech_tokenizer");
+  for (const auto& [id, c] : codes) {
+    SCOPED_TRACE("request " + id);
+    EXPECT_TRUE(finished[id]);
+    const double difference = max_abs_difference(audio[id], cpu->decode(c));
+    std::printf("[codec gpu] code2wav runner on cuda, request %s vs cpu one-shot: %.3g\n", id.c_str(), difference);
+    EXPECT_LT(difference, kTolerance);
   }
 }
 
