@@ -60,6 +60,7 @@ BatchTiming decode_streams_together(const qt::CodecDecoder& decoder, int batch, 
   for (int n = first_chunk; at < codes[0].size(); n = chunk) {
     const size_t take = std::min(codes[0].size() - at, static_cast<size_t>(n) * width);
     std::vector<omni::model::AudioDecodeItem> items;
+    items.reserve(static_cast<size_t>(batch));
     for (int b = 0; b < batch; ++b) {
       items.push_back({streams[b].get(), std::span(codes[b]).subspan(at, take), &audio[b]});
     }

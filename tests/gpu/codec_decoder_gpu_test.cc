@@ -64,7 +64,7 @@ double max_abs_difference(const std::vector<float>& a, const std::vector<float>&
 double rms(const std::vector<float>& a) {
   double energy = 0.0;
   for (float s : a) energy += double{s} * s;
-  return std::sqrt(energy / std::max<size_t>(a.size(), 1));
+  return std::sqrt(energy / static_cast<double>(std::max<size_t>(a.size(), 1)));
 }
 
 struct Case {

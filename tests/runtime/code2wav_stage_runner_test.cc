@@ -26,19 +26,19 @@ constexpr int kSamplesPerFrame = 1920;
 class Code2WavRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir;
+    checkpoint_dir = new testing::TempDir;
     model::qwen3_tts::CodecDecoderConfig shapes = model::qwen3_tts::small_codec_shapes();
     shapes.num_hidden_layers = 1;
-    model::qwen3_tts::write_random_codec_checkpoint(dir_->path() / "speech_tokenizer", shapes, 11);
+    model::qwen3_tts::write_random_codec_checkpoint(checkpoint_dir->path() / "speech_tokenizer", shapes, 11);
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() { delete checkpoint_dir; }
 
   // On the CPU, where the decoder's samples are bit-exact (a GPU machine would pick cuda by "auto").
   std::unique_ptr<StageRunner> make_runner(const Json& extra, const std::string& device = "cpu") {
     StageRunnerContext context;
     context.stage_id = 1;
     return make_stage_runner({{"runner", "qwen3_tts_code2wav"},
-                              {"model", dir_->path().string()},
+                              {"model", checkpoint_dir->path().string()},
                               {"connector_extra", extra},
                               {"device", device}},
                              context);
@@ -55,14 +55,12 @@ class Code2WavRunnerTest : public ::testing::Test {
     return PayloadView(bytes->data(), bytes->size(), bytes);
   }
   std::vector<float> one_shot(const std::vector<int32_t>& codes) {
-    return model::qwen3_tts::CodecDecoder::load(dir_->path() / "speech_tokenizer")->decode(codes);
+    return model::qwen3_tts::CodecDecoder::load(checkpoint_dir->path() / "speech_tokenizer")->decode(codes);
   }
 
-  static testing::TempDir* dir_;
+  static inline testing::TempDir* checkpoint_dir = nullptr;
   std::mt19937 rng_{5};
 };
-
-testing::TempDir* Code2WavRunnerTest::dir_ = nullptr;
 
 TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
   auto runner = make_runner({{"initial_codec_chunk_frames", 2},

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -127,8 +128,9 @@ TEST(CodecDecoderTest, BatchedStreamsEachGetTheirOneShotSamples) {
   auto decoder = CodecDecoder::load(kFixture / "speech_tokenizer");
   const std::vector<int32_t> a = fixture_codes();
   const std::vector<int32_t> b(a.rbegin(), a.rend());
-  std::vector<int32_t> c(a.begin() + 5 * 16, a.end());
-  c.insert(c.end(), a.begin(), a.begin() + 5 * 16);
+  constexpr std::ptrdiff_t kFiveFrames = 5 * 16;
+  std::vector<int32_t> c(a.begin() + kFiveFrames, a.end());
+  c.insert(c.end(), a.begin(), a.begin() + kFiveFrames);
   const std::vector<const std::vector<int32_t>*> codes = {&a, &b, &c};
   const std::vector<size_t> chunk = {1, 3, 7};
   std::vector<std::unique_ptr<AudioDecoderStream>> streams;
