@@ -101,16 +101,24 @@ void GenerationEngine::decode(const std::vector<std::map<std::string, Request>::
     items.push_back({r.stream.get(), std::span(r.pending).first(static_cast<size_t>(frames[i] * width)),
                      &outputs[first_output + i].audio});
   }
-  // A decoder that batches checks every item before any stream moves, so a refused batch can be
-  // decoded again one request at a time to find the requests at fault.
+  // A decoder that batches checks every item before any stream moves, so a batch refused for its
+  // codes can be decoded again one request at a time to find the requests at fault. Any other
+  // failure (the device) may have left the streams half-advanced: the whole batch fails.
   std::vector<bool> failed(batch.size(), false);
   bool decoded = false;
   if (items.size() > 1) {
     try {
       decoder_.decode_batch(items);
       decoded = true;
-    } catch (const Error&) {
-      for (size_t i = 0; i < batch.size(); ++i) outputs[first_output + i].audio.clear();
+    } catch (const Error& e) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        outputs[first_output + i].audio.clear();
+        if (e.code() != ErrorCode::kInvalidArgument) {
+          outputs[first_output + i].error = e.what();
+          failed[i] = true;
+        }
+      }
+      decoded = e.code() != ErrorCode::kInvalidArgument;
     }
   }
   if (!decoded) {

@@ -43,6 +43,7 @@ class FakeDecoder final : public model::StreamingAudioDecoder {
     for (const model::AudioDecodeItem& item : items) {
       for (int32_t c : item.codes) {
         if (c == 99) throw Error(ErrorCode::kInvalidArgument, "a batch item holds code 99");
+        if (c == 77) throw Error(ErrorCode::kInternal, "the device failed");
       }
     }
     batch_sizes.push_back(items.size());
@@ -176,6 +177,17 @@ TEST(GenerationEngineTest, ABatchWithBadCodesFailsOnlyTheRequestAtFault) {
   EXPECT_EQ(out[1].audio, (std::vector<float>{0, 5, 1}));
   EXPECT_TRUE(decoder.batch_sizes.empty());
   EXPECT_EQ(engine.num_requests(), 1u);
+
+  // A failure other than the codes' fails the whole batch: its streams may be half-advanced.
+  engine.add_request("other");
+  engine.add_frames("good", std::vector<int32_t>{77, 0}, false);
+  engine.add_frames("other", frames(0, 1), false);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].error, "the device failed");
+  EXPECT_EQ(out[1].error, "the device failed");
+  EXPECT_TRUE(out[0].finished && out[1].finished);
+  EXPECT_EQ(engine.num_requests(), 0u);
 }
 
 TEST(GenerationEngineTest, RefusesBadInputNamingIt) {
