@@ -5,6 +5,10 @@
 // Each request owns a decoder stream (model/audio_decoder.h), so the audio of any chunking is
 // the audio of decoding all frames at once; no left context is ever decoded twice.
 //
+// Requests ready in the same step are decoded together: in batches of up to max_batch streams
+// (vLLM-Omni's decode_batch_max_size) when the decoder batches (StreamingAudioDecoder::max_batch()
+// > 1), one decode_batch() call each, so that their chunks share the decoder's kernel launches.
+//
 // Threads: one thread (the stage loop) calls everything. Errors: omni::Error as documented per
 // call; a request whose frames cannot be decoded ends with an error output, the others go on.
 #pragma once
@@ -24,6 +28,7 @@ namespace omni::engine {
 struct AudioChunking {
   int first_chunk_frames = 1;  // vLLM-Omni's initial_codec_chunk_frames
   int chunk_frames = 25;       // codec_chunk_frames
+  int max_batch = 4;           // decode_batch_max_size: streams per decode call
 };
 
 struct AudioOutput {
@@ -35,7 +40,7 @@ struct AudioOutput {
 
 class GenerationEngine {
  public:
-  // The decoder must outlive the engine. kInvalidArgument when a chunk size is below 1.
+  // The decoder must outlive the engine. kInvalidArgument when a chunk size or max_batch is below 1.
   GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking);
 
   // Starts a request; first_chunk_frames overrides the engine's for this request. Errors:
@@ -51,7 +56,9 @@ class GenerationEngine {
   // Whether step() would produce an output: some request has a chunk's worth of frames, or its
   // input ended.
   bool has_ready_work() const;
-  // Decodes one chunk of every ready request, in request-id order.
+  // Decodes one chunk of every ready request, in request-id order (batched as above). A batch the
+  // decoder refuses (undecodable codes) is decoded request by request, so that only the requests
+  // at fault end with an error.
   std::vector<AudioOutput> step();
 
   const AudioChunking& chunking() const { return chunking_; }
@@ -66,6 +73,8 @@ class GenerationEngine {
 
   int64_t frames_needed(const Request& r) const;
   bool ready(const Request& r) const;
+  // One decode call for `batch` (ready requests); appends their outputs and drops finished ones.
+  void decode(const std::vector<std::map<std::string, Request>::iterator>& batch, std::vector<AudioOutput>& outputs);
 
   const model::StreamingAudioDecoder& decoder_;
   AudioChunking chunking_;

@@ -22,6 +22,13 @@ class AudioDecoderStream {
   virtual int64_t frames() const = 0;
 };
 
+// One stream's part of a batched decode: the next frames of `stream` and where its samples go.
+struct AudioDecodeItem {
+  AudioDecoderStream* stream = nullptr;
+  std::span<const int32_t> codes;
+  std::vector<float>* audio = nullptr;
+};
+
 class StreamingAudioDecoder {
  public:
   virtual ~StreamingAudioDecoder() = default;
@@ -36,6 +43,17 @@ class StreamingAudioDecoder {
   // Throws omni::Error(kInvalidArgument) for codes it cannot decode (naming the frame and the
   // codebook); the stream is then unchanged.
   virtual void decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const = 0;
+  // What decode() does for each item, for several distinct streams at once, so that a decoder
+  // that can batch them shares its work (kernel launches) between the streams; each stream's
+  // samples are those it would get alone (bit for bit, or within float rounding on a GPU). A
+  // decoder that batches checks the codes of every item before any stream moves, so that on
+  // kInvalidArgument (naming the item, its frame and codebook) no stream has changed; this default
+  // decodes the items one by one and gives no such promise. At most max_batch() items per call.
+  virtual void decode_batch(std::span<const AudioDecodeItem> items) const {
+    for (const AudioDecodeItem& item : items) decode(*item.stream, item.codes, *item.audio);
+  }
+  // 1: the decoder does not batch (the engine then calls decode() per stream).
+  virtual int max_batch() const { return 1; }
 };
 
 }  // namespace omni::model

@@ -1,5 +1,6 @@
 #include "runtime/code2wav_stage_runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -9,17 +10,19 @@
 #include "engine/generation_engine.h"
 #include "model/qwen3_tts/codec_decoder.h"
 #include "model/qwen3_tts/codec_frames.h"
+#include "tensor/backend.h"
 
 namespace omni::runtime {
 
 namespace {
 
-// A positive frame count from `json`[key], or nullopt when absent; `where` names the source.
-std::optional<int> frame_count(const Json& json, const char* key, const std::string& where) {
+// A positive count of `unit` from `json`[key], or nullopt when absent; `where` names the source.
+std::optional<int> frame_count(const Json& json, const char* key, const std::string& where,
+                               const char* unit = "frames") {
   auto it = json.find(key);
   if (it == json.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000) {
-    throw_error(ErrorCode::kInvalidConfig, "{}: {} must be a positive number of frames, got {}", where, key,
+    throw_error(ErrorCode::kInvalidConfig, "{}: {} must be a positive number of {}, got {}", where, key, unit,
                 it->dump());
   }
   return it->get<int>();
@@ -36,6 +39,27 @@ engine::AudioChunking chunking_from_engine_args(const Json& engine_args, int sta
       frame_count(*extra, "initial_codec_chunk_frames", where).value_or(chunking.first_chunk_frames);
   chunking.chunk_frames = frame_count(*extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
   frame_count(*extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
+  const std::optional<int> max_batch = frame_count(*extra, "decode_batch_max_size", where, "requests");
+  // Without CUDA graphs the captured buckets only bound the batch (see the header).
+  std::optional<int> largest_bucket;
+  if (auto buckets = extra->find("decode_cudagraph_batch_sizes"); buckets != extra->end() && !buckets->is_null()) {
+    if (!buckets->is_array() || buckets->empty()) {
+      throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes must be a list of batch sizes, got {}",
+                  where, buckets->dump());
+    }
+    for (const Json& size : *buckets) {
+      if (!size.is_number_integer() || size.get<int64_t>() < 1 || size.get<int64_t>() > 1'000'000) {
+        throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes holds {}, not a batch size", where,
+                    size.dump());
+      }
+      largest_bucket = std::max(largest_bucket.value_or(1), size.get<int>());
+    }
+  }
+  if (max_batch && largest_bucket) {
+    chunking.max_batch = std::min(*max_batch, *largest_bucket);
+  } else {
+    chunking.max_batch = max_batch.value_or(largest_bucket.value_or(chunking.max_batch));
+  }
   return chunking;
 }
 
@@ -47,8 +71,20 @@ class Code2WavStageRunner final : public StageRunner {
       throw_error(ErrorCode::kInvalidConfig, "stage {}: engine_args.model must name the checkpoint directory",
                   context.stage_id);
     }
-    decoder_ =
-        model::qwen3_tts::CodecDecoder::load(std::filesystem::path(model->get<std::string>()) / "speech_tokenizer");
+    // The stage process sees only its own devices (CUDA_VISIBLE_DEVICES), so "cuda" is its first.
+    auto device_arg = engine_args.find("device");
+    std::string device_text = "auto";
+    if (device_arg != engine_args.end() && !device_arg->is_null()) {
+      if (!device_arg->is_string()) {
+        throw_error(ErrorCode::kInvalidConfig, "stage {}: engine_args.device must be a string, got {}",
+                    context.stage_id, device_arg->dump());
+      }
+      device_text = device_arg->get<std::string>();
+    }
+    const tensor::Device device =
+        tensor::resolve_device(device_text, fmt::format("stage {} engine argument device", context.stage_id));
+    decoder_ = model::qwen3_tts::CodecDecoder::load(
+        std::filesystem::path(model->get<std::string>()) / "speech_tokenizer", device);
     engine_ =
         std::make_unique<engine::GenerationEngine>(*decoder_, chunking_from_engine_args(engine_args, context.stage_id));
   }

@@ -17,9 +17,16 @@
 //   codec_chunk_frames (default 25): every later chunk;
 //   codec_left_context_frames: accepted and unused; vLLM-Omni re-decodes that many earlier
 //     frames per chunk because its decoder restarts, ours keeps each stream's state, so every
-//     chunk is exact without re-decoding.
+//     chunk is exact without re-decoding;
+//   decode_batch_max_size (default 4, as the bundled deploy YAML): the most requests whose ready
+//     chunks one decoder call takes (engine/generation_engine.h);
+//   decode_cudagraph_batch_sizes: vLLM-Omni's captured batch buckets. The codec decoder runs
+//     without CUDA graphs (a chunk's rows vary with its frames), so the largest bucket only bounds
+//     the batch, as decode_batch_max_size does (the smaller of the two when both are given).
 // engine_args read: model (required): the checkpoint directory (the decoder is model/speech_tokenizer);
-// connector_extra (optional, above).
+// device (optional, default "auto": the stage's first visible GPU, else the CPU; tensor/backend.h's
+// resolve_device), where the decoder's weights and every stream's state live; connector_extra
+// (optional, above).
 //
 // Threads: like every StageRunner, used by the stage worker's one thread.
 #pragma once

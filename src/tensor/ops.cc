@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -105,20 +106,31 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
   }
 }
 
-// The audio-decoder ops have CPU kernels only so far; their CUDA kernels come with issue 9.
-void expect_cpu(const char* op, Device device) {
-  if (device.type != DeviceType::kCpu) {
-    throw_error(ErrorCode::kUnsupported, "{}: no kernel for {} yet (the op runs on the cpu only)", op,
-                device_name(device));
-  }
-}
-
 void expect_no_alias(const char* op, const char* name, const Tensor& t, const char* out_name, const Tensor& out) {
   const auto* a = static_cast<const char*>(t.raw());
   const auto* b = static_cast<const char*>(out.raw());
   if (a < b + out.nbytes() && b < a + t.nbytes()) {
     throw_error(ErrorCode::kInvalidArgument, "{}: {} must not overlap {}", op, out_name, name);
   }
+}
+
+// The segments of a packed-streams call (ops.h): each at least `least` rows, summing to the rows of
+// x. Returns them, or {T_in} for an empty span.
+std::vector<int64_t> checked_segments(const char* op, std::span<const int64_t> segments, const Tensor& x, int64_t least,
+                                      const char* least_what) {
+  if (segments.empty()) return {x.dim(0)};
+  int64_t sum = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (segments[s] < least) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: segment {} has {} rows, fewer than the {} {}", op, s, segments[s],
+                  least, least_what);
+    }
+    sum += segments[s];
+  }
+  if (sum != x.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: the segments sum to {} rows but x has {}", op, sum, x.dim(0));
+  }
+  return {segments.begin(), segments.end()};
 }
 
 }  // namespace
@@ -140,6 +152,7 @@ void upload(const Tensor& host, Tensor& dst) {
   cuda::upload_async(dst.raw(), host.raw(), host.nbytes(), dst.device().index);
 #endif
 }
+
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
@@ -584,10 +597,10 @@ void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids)
   std::copy_n(back.data<int32_t>(), back.numel(), ids.data<int32_t>());
 }
 
-void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out) {
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out,
+            std::span<const int64_t> segments) {
   const char* op = "conv1d";
   const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "x", x);
   for (Arg arg : {Arg{"weight", &weight}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
   expect_rank(op, "x", x, 2);
@@ -606,24 +619,39 @@ void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilat
                 shape_to_string(weight.shape()), shape_to_string(x.shape()), groups);
   }
   const int64_t span = (k - 1) * dilation;
-  if (x.dim(0) < span) {
+  if (segments.empty() && x.dim(0) < span) {
     throw_error(ErrorCode::kInvalidArgument, "conv1d: x has {} rows, fewer than the {} the kernel spans", x.dim(0),
                 span + 1);
   }
-  expect_shape(op, "out", out, {x.dim(0) - span, c_out});
+  const std::vector<int64_t> segs = checked_segments(op, segments, x, span, "rows of history the kernel spans");
+  const int64_t t_out = x.dim(0) - span * static_cast<int64_t>(segs.size());
+  expect_shape(op, "out", out, {t_out, c_out});
   if (bias.defined()) {
     common_device(op, {{"x", &x}, {"bias", &bias}});
     expect_same_dtype(op, "bias", bias, "x", x);
     expect_shape(op, "bias", bias, {c_out});
   }
   expect_no_alias(op, "x", x, "out", out);
-  cpu::conv1d(x, weight, bias, dilation, groups, out);
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) {
+    cuda::conv1d(x, weight, bias, dilation, groups, segs, out);
+    return;
+  }
+#endif
+  (void)device;
+  int64_t in_at = 0, out_at = 0;
+  for (const int64_t rows : segs) {
+    Tensor o = out.slice_rows(out_at, out_at + rows - span);
+    cpu::conv1d(x.slice_rows(in_at, in_at + rows), weight, bias, dilation, groups, o);
+    in_at += rows;
+    out_at += rows - span;
+  }
 }
 
-void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out) {
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out,
+                      std::span<const int64_t> segments) {
   const char* op = "conv_transpose1d";
   const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "x", x);
   for (Arg arg : {Arg{"weight", &weight}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
   expect_rank(op, "x", x, 2);
@@ -637,24 +665,76 @@ void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 shape_to_string(weight.shape()));
   }
   if (stride < 1) throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: stride {} must be >= 1", stride);
-  if (context < 0 || context > x.dim(0)) {
+  if (context < 0 || (segments.empty() && context > x.dim(0))) {
     throw_error(ErrorCode::kInvalidArgument, "conv_transpose1d: context {} must be in [0, {}] (the rows of x)", context,
                 x.dim(0));
   }
-  expect_shape(op, "out", out, {(x.dim(0) - context) * stride, weight.dim(1)});
+  const std::vector<int64_t> segs = checked_segments(op, segments, x, context, "rows of context");
+  const int64_t t_out = (x.dim(0) - int64_t{context} * static_cast<int64_t>(segs.size())) * stride;
+  expect_shape(op, "out", out, {t_out, weight.dim(1)});
   if (bias.defined()) {
     common_device(op, {{"x", &x}, {"bias", &bias}});
     expect_same_dtype(op, "bias", bias, "x", x);
     expect_shape(op, "bias", bias, {weight.dim(1)});
   }
   expect_no_alias(op, "x", x, "out", out);
-  cpu::conv_transpose1d(x, weight, bias, stride, context, out);
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) {
+    cuda::conv_transpose1d(x, weight, bias, stride, context, segs, out);
+    return;
+  }
+#endif
+  (void)device;
+  int64_t in_at = 0, out_at = 0;
+  for (const int64_t rows : segs) {
+    const int64_t produced = (rows - context) * stride;
+    Tensor o = out.slice_rows(out_at, out_at + produced);
+    cpu::conv_transpose1d(x.slice_rows(in_at, in_at + rows), weight, bias, stride, context, o);
+    in_at += rows;
+    out_at += produced;
+  }
+}
+
+void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor> histories, Tensor& out) {
+  const char* op = "prepend_history";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_rank(op, "x", x, 2);
+  if (rows.size() != histories.size()) {
+    throw_error(ErrorCode::kInvalidArgument, "prepend_history: {} row counts for {} histories", rows.size(),
+                histories.size());
+  }
+  if (histories.empty()) throw_error(ErrorCode::kInvalidArgument, "prepend_history: no streams");
+  const int64_t h = histories[0].defined() && histories[0].rank() == 2 ? histories[0].dim(0) : -1;
+  int64_t sum = 0;
+  for (size_t s = 0; s < histories.size(); ++s) {
+    const std::string name = fmt::format("histories[{}]", s);
+    common_device(op, {{"x", &x}, {name.c_str(), &histories[s]}});
+    expect_same_dtype(op, name.c_str(), histories[s], "x", x);
+    expect_shape(op, name.c_str(), histories[s], {h, x.dim(1)});
+    expect_no_alias(op, "x", x, name.c_str(), histories[s]);
+    expect_no_alias(op, "out", out, name.c_str(), histories[s]);
+    for (size_t other = 0; other < s; ++other) {
+      if (h > 0 && histories[other].raw() == histories[s].raw()) {
+        throw_error(ErrorCode::kInvalidArgument, "prepend_history: histories[{}] and histories[{}] are one tensor",
+                    other, s);
+      }
+    }
+    if (rows[s] < 0) throw_error(ErrorCode::kInvalidArgument, "prepend_history: rows[{}] = {} is negative", s, rows[s]);
+    sum += rows[s];
+  }
+  if (sum != x.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "prepend_history: the rows sum to {} but x has {}", sum, x.dim(0));
+  }
+  expect_shape(op, "out", out, {x.dim(0) + h * static_cast<int64_t>(rows.size()), x.dim(1)});
+  expect_no_alias(op, "x", x, "out", out);
+  OMNI_DISPATCH(device, prepend_history(x, rows, histories, out));
 }
 
 void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out) {
   const char* op = "snake_beta";
   const Device device = common_device(op, {{"x", &x}, {"alpha", &alpha}, {"beta", &beta}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "x", x);
   for (Arg arg : {Arg{"alpha", &alpha}, Arg{"beta", &beta}, Arg{"out", &out}}) {
     expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
@@ -663,13 +743,12 @@ void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor
   expect_shape(op, "alpha", alpha, {x.dim(1)});
   expect_shape(op, "beta", beta, {x.dim(1)});
   expect_shape(op, "out", out, x.shape());
-  cpu::snake_beta(x, alpha, beta, out);
+  OMNI_DISPATCH(device, snake_beta(x, alpha, beta, out));
 }
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
   const char* op = "layer_norm";
   const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "x", x);
   for (Arg arg : {Arg{"weight", &weight}, Arg{"bias", &bias}, Arg{"out", &out}}) {
     expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
@@ -678,13 +757,12 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float
   expect_shape(op, "weight", weight, {x.dim(-1)});
   expect_shape(op, "bias", bias, {x.dim(-1)});
   expect_shape(op, "out", out, x.shape());
-  cpu::layer_norm(x, weight, bias, eps, out);
+  OMNI_DISPATCH(device, layer_norm(x, weight, bias, eps, out));
 }
 
 void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
   const char* op = "add_scaled";
   const Device device = common_device(op, {{"a", &a}, {"b", &b}, {"scale", &scale}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "a", a);
   for (Arg arg : {Arg{"b", &b}, Arg{"scale", &scale}, Arg{"out", &out}}) {
     expect_same_dtype(op, arg.name, *arg.tensor, "a", a);
@@ -693,18 +771,17 @@ void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& o
   expect_shape(op, "b", b, a.shape());
   expect_shape(op, "scale", scale, {a.dim(-1)});
   expect_shape(op, "out", out, a.shape());
-  cpu::add_scaled(a, b, scale, out);
+  OMNI_DISPATCH(device, add_scaled(a, b, scale, out));
 }
 
 void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
   const char* op = "clamp";
   const Device device = common_device(op, {{"x", &x}, {"out", &out}});
-  expect_cpu(op, device);
   expect_float(op, "x", x);
   expect_same_dtype(op, "out", out, "x", x);
   expect_shape(op, "out", out, x.shape());
   if (!(lo <= hi)) throw_error(ErrorCode::kInvalidArgument, "clamp: lo {} is above hi {}", lo, hi);
-  cpu::clamp(x, lo, hi, out);
+  OMNI_DISPATCH(device, clamp(x, lo, hi, out));
 }
 
 }  // namespace omni::tensor::ops

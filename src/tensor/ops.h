@@ -195,19 +195,27 @@ struct SamplingParams {
 void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids);
 
 // The ops of convolutional audio decoders (the Qwen3-TTS codec decoder). Activations are
-// time-major: x [T, C], one row per time step, so that a stream grows by appending rows.
-// CPU only for now (CUDA tensors: kUnsupported; GPU kernels belong to issue 9). On the CPU each
-// output row is computed by the same arithmetic whatever the number of rows of the call (matrix
-// products run on fixed tiles of rows), so a stream decoded chunk by chunk reproduces a one-shot
-// decode bit for bit.
+// time-major: x [T, C], one row per time step, so that a stream grows by appending rows. Several
+// streams decode in one call by packing their rows one after another ("segments": the row count
+// of each stream, in order); an op then treats each segment as its own sequence, so the streams
+// share kernel launches without seeing each other. On the CPU each output row is computed by the
+// same arithmetic whatever the number of rows of the call or its segments (matrix products run on
+// fixed tiles of rows, segment by segment), so a stream decoded chunk by chunk, alone or packed
+// with others, reproduces a one-shot decode bit for bit. On CUDA the large products go to
+// cuBLASLt, whose algorithm depends on the shape of the call: rows agree with the CPU within
+// float32 rounding, not bit for bit.
 
 // Convolution along time without padding: x [T_in, C_in], weight [C_out, C_in / groups, k] (the
 // PyTorch Conv1d layout), bias [C_out] or an undefined Tensor, out [T_in - (k - 1) * dilation,
 // C_out] with out[t, o] = bias[o] + sum_{i, j} weight[o, i, j] * x[t + j * dilation, g(o) + i].
 // groups: 1, or C_in == C_out (depthwise); others are kUnsupported. A causal convolution is this
-// op on x with (k - 1) * dilation rows of history in front (zeros at the start of a stream).
-// A Linear layer is the case k = 1 (weight [N, K] viewed as [N, K, 1]).
-void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out);
+// op on x with (k - 1) * dilation rows of history in front (zeros at the start of a stream;
+// prepend_history below). A Linear layer is the case k = 1 (weight [N, K] viewed as [N, K, 1]).
+// segments (optional, sum = T_in, each >= (k - 1) * dilation): x holds that many sequences one
+// after another, and out their outputs one after another (sum of segments[s] - (k - 1) * dilation
+// rows); empty: x is one sequence.
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out,
+            std::span<const int64_t> segments = {});
 
 // Transposed convolution along time: x [T_in, C_in], weight [C_in, C_out, k] (the PyTorch
 // ConvTranspose1d layout), bias [C_out] or undefined, stride s >= 1. out [(T_in - context) * s,
@@ -215,7 +223,20 @@ void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilat
 // y[p] = bias + sum_{t * s + j == p} x[t, :] @ weight[:, :, j], inputs before x taken as zero.
 // Positions from T_in * s on (the k - s samples a causal decoder trims on the right) are not
 // produced; the first `context` rows of x only contribute their overlap (0 <= context <= T_in).
-void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out);
+// segments (optional, sum = T_in, each >= context): x holds that many sequences one after another,
+// each with its own `context` rows in front, and out their outputs one after another (sum of
+// (segments[s] - context) * s rows); empty: x is one sequence.
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out,
+                      std::span<const int64_t> segments = {});
+
+// The history step of streaming causal layers, for S streams at once: x [sum rows, C] holds the
+// new rows of each stream one after another (rows[s] of them), histories[s] [h, C] the last h
+// rows stream s has seen (zeros for a fresh stream; all of one shape, dtype and device with x).
+// out [sum rows + S * h, C] = per stream [histories[s]; its rows of x], one after another (the
+// segments rows[s] + h of conv1d and conv_transpose1d), and then histories[s] becomes the last h
+// rows of its segment of out. h may be 0 (out is a copy of x). Histories must not overlap x, out
+// or each other.
+void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor> histories, Tensor& out);
 
 // SnakeBeta with log-space parameters (as checkpoints store them): x [T, C], alpha [C], beta [C],
 // out like x (may be x): out = x + sin(exp(alpha) * x)^2 / (exp(beta) + 1e-9).

@@ -37,6 +37,22 @@ class FakeDecoder final : public model::StreamingAudioDecoder {
     }
     s.frames_ += n;
   }
+  // With batching on: checks every item first (as a batching decoder must), then decodes them and
+  // records the batch's size.
+  void decode_batch(std::span<const model::AudioDecodeItem> items) const override {
+    for (const model::AudioDecodeItem& item : items) {
+      for (int32_t c : item.codes) {
+        if (c == 99) throw Error(ErrorCode::kInvalidArgument, "a batch item holds code 99");
+        if (c == 77) throw Error(ErrorCode::kInternal, "the device failed");
+      }
+    }
+    batch_sizes.push_back(items.size());
+    for (const model::AudioDecodeItem& item : items) decode(*item.stream, item.codes, *item.audio);
+  }
+  int max_batch() const override { return batching ? 1000 : 1; }
+
+  bool batching = false;
+  mutable std::vector<size_t> batch_sizes;
 };
 
 std::vector<int32_t> frames(int first, int n) {
@@ -115,6 +131,62 @@ TEST(GenerationEngineTest, ADecodeErrorEndsOnlyThatRequest) {
   EXPECT_EQ(engine.num_requests(), 1u);
   engine.abort("good");
   engine.abort("unknown");
+  EXPECT_EQ(engine.num_requests(), 0u);
+}
+
+// Ready requests go to the decoder together, at most max_batch per call, in request-id order.
+TEST(GenerationEngineTest, ReadyRequestsDecodeInBatchesOfAtMostMaxBatch) {
+  FakeDecoder decoder;
+  decoder.batching = true;
+  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 2, .max_batch = 3});
+  for (const char* id : {"a", "b", "c", "d", "e"}) engine.add_request(id);
+  for (const char* id : {"a", "b", "c", "d"}) engine.add_frames(id, frames(10, 3), false);
+  std::vector<AudioOutput> out = engine.step();
+  // e has no frames yet; d, alone in its batch, goes through decode().
+  EXPECT_EQ(decoder.batch_sizes, (std::vector<size_t>{3}));
+  ASSERT_EQ(out.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[i].request_id, std::string(1, static_cast<char>('a' + i)));
+    EXPECT_EQ(out[i].audio, (std::vector<float>{0, 10, 1}));  // each stream's own first frame
+  }
+  decoder.batch_sizes.clear();
+  engine.add_frames("e", frames(0, 1), true);
+  out = engine.step();
+  EXPECT_EQ(decoder.batch_sizes, (std::vector<size_t>{3, 2}));
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0].audio, (std::vector<float>{1, 11, 2, 2, 12, 2}));
+  EXPECT_TRUE(out[4].finished);
+  EXPECT_EQ(engine.num_requests(), 4u);
+  EXPECT_THROW(GenerationEngine(decoder, {.first_chunk_frames = 1, .chunk_frames = 2, .max_batch = 0}), Error);
+}
+
+// A refused batch is decoded request by request: only the request at fault fails.
+TEST(GenerationEngineTest, ABatchWithBadCodesFailsOnlyTheRequestAtFault) {
+  FakeDecoder decoder;
+  decoder.batching = true;
+  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 1, .max_batch = 8});
+  engine.add_request("bad");
+  engine.add_request("good");
+  engine.add_frames("bad", std::vector<int32_t>{99, 0}, false);
+  engine.add_frames("good", frames(5, 1), false);
+  std::vector<AudioOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].error, "code 99 is outside the codebook");
+  EXPECT_TRUE(out[0].finished);
+  EXPECT_FALSE(out[1].error);
+  EXPECT_EQ(out[1].audio, (std::vector<float>{0, 5, 1}));
+  EXPECT_TRUE(decoder.batch_sizes.empty());
+  EXPECT_EQ(engine.num_requests(), 1u);
+
+  // A failure other than the codes' fails the whole batch: its streams may be half-advanced.
+  engine.add_request("other");
+  engine.add_frames("good", std::vector<int32_t>{77, 0}, false);
+  engine.add_frames("other", frames(0, 1), false);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].error, "the device failed");
+  EXPECT_EQ(out[1].error, "the device failed");
+  EXPECT_TRUE(out[0].finished && out[1].finished);
   EXPECT_EQ(engine.num_requests(), 0u);
 }
 

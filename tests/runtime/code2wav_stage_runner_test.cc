@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -25,18 +26,22 @@ constexpr int kSamplesPerFrame = 1920;
 class Code2WavRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir;
+    checkpoint_dir = new testing::TempDir;
     model::qwen3_tts::CodecDecoderConfig shapes = model::qwen3_tts::small_codec_shapes();
     shapes.num_hidden_layers = 1;
-    model::qwen3_tts::write_random_codec_checkpoint(dir_->path() / "speech_tokenizer", shapes, 11);
+    model::qwen3_tts::write_random_codec_checkpoint(checkpoint_dir->path() / "speech_tokenizer", shapes, 11);
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() { delete checkpoint_dir; }
 
-  std::unique_ptr<StageRunner> make_runner(const Json& extra) {
+  // On the CPU, where the decoder's samples are bit-exact (a GPU machine would pick cuda by "auto").
+  std::unique_ptr<StageRunner> make_runner(const Json& extra, const std::string& device = "cpu") {
     StageRunnerContext context;
     context.stage_id = 1;
-    return make_stage_runner(
-        {{"runner", "qwen3_tts_code2wav"}, {"model", dir_->path().string()}, {"connector_extra", extra}}, context);
+    return make_stage_runner({{"runner", "qwen3_tts_code2wav"},
+                              {"model", checkpoint_dir->path().string()},
+                              {"connector_extra", extra},
+                              {"device", device}},
+                             context);
   }
 
   // Random frames; the payload views own their bytes, as a connector's mapping would.
@@ -50,14 +55,12 @@ class Code2WavRunnerTest : public ::testing::Test {
     return PayloadView(bytes->data(), bytes->size(), bytes);
   }
   std::vector<float> one_shot(const std::vector<int32_t>& codes) {
-    return model::qwen3_tts::CodecDecoder::load(dir_->path() / "speech_tokenizer")->decode(codes);
+    return model::qwen3_tts::CodecDecoder::load(checkpoint_dir->path() / "speech_tokenizer")->decode(codes);
   }
 
-  static testing::TempDir* dir_;
+  static inline testing::TempDir* checkpoint_dir = nullptr;
   std::mt19937 rng_{5};
 };
-
-testing::TempDir* Code2WavRunnerTest::dir_ = nullptr;
 
 TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
   auto runner = make_runner({{"initial_codec_chunk_frames", 2},
@@ -196,6 +199,25 @@ TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
     EXPECT_NE(std::string(e.what()).find("stage 1 engine_args.connector_extra: codec_chunk_frames must be a positive"),
               std::string::npos)
         << e.what();
+  }
+  for (const auto& [extra, want] : std::vector<std::pair<Json, std::string>>{
+           {{{"decode_batch_max_size", 0}}, "decode_batch_max_size must be a positive number of requests, got 0"},
+           {{{"decode_cudagraph_batch_sizes", "4"}}, "decode_cudagraph_batch_sizes must be a list of batch sizes"},
+           {{{"decode_cudagraph_batch_sizes", {1, -2}}}, "decode_cudagraph_batch_sizes holds -2, not a batch size"}}) {
+    try {
+      make_runner(extra);
+      FAIL() << "no error for " << extra.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(make_runner({{"decode_batch_max_size", 8}, {"decode_cudagraph_batch_sizes", {1, 2, 4}}}));
+  try {
+    make_runner(Json::object(), "tpu:0");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 1 engine argument device"), std::string::npos) << e.what();
   }
   StageRunnerContext context;
   EXPECT_THROW(make_stage_runner({{"runner", "qwen3_tts_code2wav"}}, context), Error);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -73,15 +73,18 @@ struct DecoderBlock {
   ResidualUnit units[3];
 };
 
-// What earlier frames of a stream left for the next ones. Histories are listed in the order the
-// decoder meets its convolutions; a fresh stream's are zero rows (the causal left padding).
+// What earlier frames of a stream left for the next ones, on the decoder's device. Histories are
+// listed in the order the decoder meets its causal layers (those with history), zero rows for a
+// fresh stream (the causal left padding). The attention layers keep their keys and values there
+// too, the last sliding_window - 1 frames' [window - 1, kv_heads * head_dim], of which the last
+// min(frames, window - 1) rows are real.
 class CodecStream final : public AudioDecoderStream {
  public:
   int64_t frames() const override { return frames_; }
 
+  const void* owner_ = nullptr;  // the decoder that opened it
   int64_t frames_ = 0;
   std::vector<Tensor> histories_;
-  std::vector<Tensor> keys_, values_;  // per layer: [kept, kv_heads, head_dim], kept < window
 };
 
 Tensor tensor_of(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
@@ -103,56 +106,84 @@ Snake load_snake(const Checkpoint& ckpt, const std::string& prefix, int64_t chan
   return Snake{tensor_of(ckpt, prefix + ".alpha", {channels}), tensor_of(ckpt, prefix + ".beta", {channels})};
 }
 
-// Runs the decoder over one chunk of a stream, taking each convolution's history from the stream
-// in order and leaving the chunk's tail there for the next chunk.
-class ChunkRun {
+// Runs the decoder over one batch: the streams' new rows packed one after another (rows_[s] of
+// stream s at the current rate). Each causal layer takes its history from every stream, in the
+// order the decoder meets them, and leaves the batch's tail there for the next chunk.
+class BatchRun {
  public:
-  explicit ChunkRun(CodecStream& stream) : stream_(stream) {}
+  BatchRun(std::span<CodecStream* const> streams, std::vector<int64_t> rows, tensor::Device device)
+      : streams_(streams), rows_(std::move(rows)), device_(device) {}
+
+  const std::vector<int64_t>& rows() const { return rows_; }
 
   Tensor conv(const Conv& c, const Tensor& x) {
-    Tensor padded = with_history(c.history(), x);
-    Tensor out = Tensor::empty({x.dim(0), c.weight.dim(0)}, DType::kF32);
-    ops::conv1d(padded, c.weight, c.bias, c.dilation, c.groups, out);
+    Tensor out = Tensor::empty({x.dim(0), c.weight.dim(0)}, DType::kF32, device_);
+    const int64_t history = c.history();
+    if (history == 0) {
+      ops::conv1d(x, c.weight, c.bias, c.dilation, c.groups, out);
+    } else {
+      const std::vector<int64_t> segments = with_history(history, x);
+      ops::conv1d(padded_, c.weight, c.bias, c.dilation, c.groups, out, segments);
+    }
     return out;
   }
 
   Tensor trans_conv(const TransConv& c, const Tensor& x) {
+    Tensor out = Tensor::empty({x.dim(0) * c.stride, c.weight.dim(1)}, DType::kF32, device_);
     const int64_t history = c.history();
-    Tensor padded = with_history(history, x);
-    Tensor out = Tensor::empty({x.dim(0) * c.stride, c.weight.dim(1)}, DType::kF32);
-    ops::conv_transpose1d(padded, c.weight, c.bias, c.stride, static_cast<int>(history), out);
+    if (history == 0) {
+      ops::conv_transpose1d(x, c.weight, c.bias, c.stride, 0, out, rows_);
+    } else {
+      const std::vector<int64_t> segments = with_history(history, x);
+      ops::conv_transpose1d(padded_, c.weight, c.bias, c.stride, static_cast<int>(history), out, segments);
+    }
+    for (int64_t& r : rows_) r *= c.stride;
     return out;
   }
 
- private:
-  // [history rows of the stream; x], and the last `history` rows of that become the stream's.
-  Tensor with_history(int64_t history, const Tensor& x) {
-    const size_t slot = next_++;
-    if (stream_.histories_.size() <= slot) {
-      stream_.histories_.push_back(Tensor::zeros({history, x.dim(1)}, DType::kF32));
-    }
-    Tensor& kept = stream_.histories_[slot];
-    if (history == 0) return x;
-    const int64_t rows = history + x.dim(0);
-    Tensor padded = Tensor::empty({rows, x.dim(1)}, DType::kF32);
-    std::memcpy(padded.raw(), kept.raw(), kept.nbytes());
-    std::memcpy(padded.data<float>() + history * x.dim(1), x.raw(), x.nbytes());
-    std::memcpy(kept.raw(), padded.data<float>() + (rows - history) * x.dim(1), kept.nbytes());
-    return padded;
+  // [kept rows; new rows] of every stream for the next history slot of `history` rows (the
+  // attention layers' keys and values). Returns the packed tensor.
+  Tensor kept_and_new(const Tensor& x, int64_t history) {
+    with_history(history, x);
+    return std::move(padded_);
   }
 
-  CodecStream& stream_;
+ private:
+  // Fills padded_ with [history rows; x rows] per stream and advances the streams' histories;
+  // returns the segments (rows_[s] + history).
+  std::vector<int64_t> with_history(int64_t history, const Tensor& x) {
+    const size_t slot = next_++;
+    std::vector<Tensor> histories;
+    histories.reserve(streams_.size());
+    for (CodecStream* stream : streams_) {
+      if (stream->histories_.size() <= slot) {
+        stream->histories_.push_back(Tensor::zeros({history, x.dim(1)}, DType::kF32, device_));
+      }
+      histories.push_back(stream->histories_[slot]);
+    }
+    padded_ =
+        Tensor::empty({x.dim(0) + history * static_cast<int64_t>(streams_.size()), x.dim(1)}, DType::kF32, device_);
+    ops::prepend_history(x, rows_, histories, padded_);
+    std::vector<int64_t> segments(rows_);
+    for (int64_t& s : segments) s += history;
+    return segments;
+  }
+
+  std::span<CodecStream* const> streams_;
+  std::vector<int64_t> rows_;
+  tensor::Device device_;
   size_t next_ = 0;
+  Tensor padded_;
 };
 
 Tensor linear(const Linear& l, const Tensor& x) {
-  Tensor out = Tensor::empty({x.dim(0), l.weight.dim(0)}, DType::kF32);
+  Tensor out = Tensor::empty({x.dim(0), l.weight.dim(0)}, DType::kF32, x.device());
   ops::conv1d(x, l.weight, l.bias, 1, 1, out);
   return out;
 }
 
 Tensor snake(const Snake& s, const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), DType::kF32);
+  Tensor out = Tensor::empty(x.shape(), DType::kF32, x.device());
   ops::snake_beta(x, s.alpha, s.beta, out);
   return out;
 }
@@ -171,14 +202,41 @@ struct CodecDecoder::Weights {
   std::vector<DecoderBlock> blocks;
   Snake final_snake;
   Conv decoder_out;
+
+  // Every tensor to `device` (loaded and prepared on the CPU first).
+  void move_to(tensor::Device device) {
+    auto move = [device](Tensor& t) {
+      if (t.defined()) t = t.to(device);
+    };
+    auto conv = [&](Conv& c) { move(c.weight), move(c.bias); };
+    auto lin = [&](Linear& l) { move(l.weight), move(l.bias); };
+    auto act = [&](Snake& s) { move(s.alpha), move(s.beta); };
+    for (Tensor& t : codebooks) move(t);
+    lin(first_proj), lin(rest_proj), conv(pre_conv), lin(input_proj), lin(output_proj);
+    for (TransformerLayer& l : layers) {
+      move(l.input_norm), move(l.post_norm), move(l.attn_scale), move(l.mlp_scale);
+      lin(l.q), lin(l.k), lin(l.v), lin(l.o), lin(l.gate_up), lin(l.down);
+    }
+    move(final_norm);
+    for (auto& [up, cn] : upsamplers) {
+      move(up.weight), move(up.bias), conv(cn.dwconv), move(cn.norm_weight), move(cn.norm_bias);
+      lin(cn.pwconv1), lin(cn.pwconv2), move(cn.gamma);
+    }
+    conv(decoder_in);
+    for (DecoderBlock& b : blocks) {
+      act(b.snake), move(b.upsample.weight), move(b.upsample.bias);
+      for (ResidualUnit& u : b.units) act(u.act1), conv(u.conv1), act(u.act2), conv(u.conv2);
+    }
+    act(final_snake), conv(decoder_out);
+  }
 };
 
-CodecDecoder::CodecDecoder(CodecDecoderConfig config, std::unique_ptr<Weights> weights)
-    : config_(std::move(config)), weights_(std::move(weights)) {}
+CodecDecoder::CodecDecoder(CodecDecoderConfig config, tensor::Device device, std::unique_ptr<Weights> weights)
+    : config_(std::move(config)), device_(device), weights_(std::move(weights)) {}
 
 CodecDecoder::~CodecDecoder() = default;
 
-std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& dir) {
+std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& dir, tensor::Device device) {
   CodecDecoderConfig c = read_codec_decoder_config(dir);
   const Checkpoint ckpt = Checkpoint::open(dir);
   auto w = std::make_unique<Weights>();
@@ -267,109 +325,139 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& di
   w->final_snake = load_snake(ckpt, tail, last);
   w->decoder_out =
       load_conv(ckpt, "decoder.decoder." + std::to_string(c.upsample_rates.size() + 2) + ".conv", 1, last, 7);
-  return std::unique_ptr<CodecDecoder>(new CodecDecoder(std::move(c), std::move(w)));
+  if (device != tensor::Device::cpu()) w->move_to(device);
+  return std::unique_ptr<CodecDecoder>(new CodecDecoder(std::move(c), device, std::move(w)));
 }
 
-std::unique_ptr<AudioDecoderStream> CodecDecoder::open_stream() const { return std::make_unique<CodecStream>(); }
+std::unique_ptr<AudioDecoderStream> CodecDecoder::open_stream() const {
+  auto stream = std::make_unique<CodecStream>();
+  stream->owner_ = this;
+  return stream;
+}
 
 std::vector<float> CodecDecoder::decode(std::span<const int32_t> codes) const {
   std::vector<float> audio;
   CodecStream stream;
+  stream.owner_ = this;
   decode(stream, codes, audio);
   return audio;
 }
 
-void CodecDecoder::decode(AudioDecoderStream& base, std::span<const int32_t> codes, std::vector<float>& audio) const {
-  auto* stream = dynamic_cast<CodecStream*>(&base);
-  if (stream == nullptr) {
-    throw_error(ErrorCode::kInvalidArgument, "qwen3_tts codec decoder: the stream was not opened by this decoder");
-  }
+void CodecDecoder::decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const {
+  const AudioDecodeItem item{&stream, codes, &audio};
+  decode_batch(std::span(&item, 1));
+}
+
+void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
   const CodecDecoderConfig& c = config_;
   const int groups = c.num_quantizers;
-  if (codes.size() % static_cast<size_t>(groups) != 0) {
-    throw_error(ErrorCode::kInvalidArgument, "qwen3_tts codec decoder: {} codes are not whole frames of {}",
-                codes.size(), groups);
-  }
-  const int64_t frames = static_cast<int64_t>(codes.size()) / groups;
-  if (frames == 0) return;
-  // Codes per codebook, clamped at 0 like the reference's padding; checked before any state moves.
-  std::vector<Tensor> ids(static_cast<size_t>(groups));
-  for (int g = 0; g < groups; ++g) ids[g] = Tensor::empty({frames}, DType::kI32);
-  for (int64_t f = 0; f < frames; ++f) {
-    for (int g = 0; g < groups; ++g) {
-      const int32_t code = codes[static_cast<size_t>(f * groups + g)];
-      if (code >= c.codebook_size) {
-        throw_error(ErrorCode::kInvalidArgument,
-                    "qwen3_tts codec decoder: code {} of codebook {} in frame {} is outside [0, {})", code, g,
-                    stream->frames_ + f, c.codebook_size);
+  // Everything is checked before any stream moves. "item i: " names the item in a batch.
+  std::vector<CodecStream*> streams;
+  std::vector<const AudioDecodeItem*> decoded;
+  std::vector<int64_t> frames;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const AudioDecodeItem& item = items[i];
+    const std::string where = items.size() > 1 ? fmt::format("qwen3_tts codec decoder: item {}: ", i)
+                                               : std::string("qwen3_tts codec decoder: ");
+    auto* stream = dynamic_cast<CodecStream*>(item.stream);
+    if (stream == nullptr || stream->owner_ != this) {
+      throw_error(ErrorCode::kInvalidArgument, "{}the stream was not opened by this decoder", where);
+    }
+    if (item.audio == nullptr) throw_error(ErrorCode::kInvalidArgument, "{}no audio output", where);
+    if (item.codes.size() % static_cast<size_t>(groups) != 0) {
+      throw_error(ErrorCode::kInvalidArgument, "{}{} codes are not whole frames of {}", where, item.codes.size(),
+                  groups);
+    }
+    for (size_t at = 0; at < item.codes.size(); ++at) {
+      if (item.codes[at] >= c.codebook_size) {
+        throw_error(ErrorCode::kInvalidArgument, "{}code {} of codebook {} in frame {} is outside [0, {})", where,
+                    item.codes[at], at % groups, stream->frames_ + static_cast<int64_t>(at / groups), c.codebook_size);
       }
-      ids[g].data<int32_t>()[f] = std::max(code, 0);
+    }
+    if (item.codes.empty()) continue;
+    if (std::find(streams.begin(), streams.end(), stream) != streams.end()) {
+      throw_error(ErrorCode::kInvalidArgument, "{}its stream is already in the batch", where);
+    }
+    streams.push_back(stream);
+    decoded.push_back(&item);
+    frames.push_back(static_cast<int64_t>(item.codes.size()) / groups);
+  }
+  if (streams.empty()) return;
+  const int64_t total = std::accumulate(frames.begin(), frames.end(), int64_t{0});
+
+  // Codes per codebook, clamped at 0 like the reference's padding, and each frame's RoPE position.
+  std::vector<Tensor> ids(static_cast<size_t>(groups));
+  for (int g = 0; g < groups; ++g) ids[g] = Tensor::empty({total}, DType::kI32);
+  Tensor positions = Tensor::empty({total}, DType::kI32);
+  int64_t row = 0;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const std::span<const int32_t> codes = decoded[s]->codes;
+    for (int64_t f = 0; f < frames[s]; ++f, ++row) {
+      for (int g = 0; g < groups; ++g) ids[g].data<int32_t>()[row] = std::max(codes[f * groups + g], 0);
+      positions.data<int32_t>()[row] = static_cast<int32_t>(streams[s]->frames_ + f);
     }
   }
   const Weights& w = *weights_;
-  ChunkRun run(*stream);
+  const tensor::Device dev = device_;
+  BatchRun run(streams, frames, dev);
 
   // RVQ: the first codebook and the sum of the others, each through its own projection.
   const int64_t half = c.codebook_dim / 2;
-  Tensor first = Tensor::empty({frames, half}, DType::kF32), rest = Tensor::zeros({frames, half}, DType::kF32);
-  Tensor row = Tensor::empty({frames, half}, DType::kF32);
+  Tensor first = Tensor::empty({total, half}, DType::kF32, dev), rest = Tensor::zeros({total, half}, DType::kF32, dev);
+  Tensor code_row = Tensor::empty({total, half}, DType::kF32, dev);
   ops::embedding(w.codebooks[0], ids[0], first);
   for (int g = 1; g < groups; ++g) {
-    ops::embedding(w.codebooks[g], ids[g], row);
-    ops::add(rest, row, rest);
+    ops::embedding(w.codebooks[g], ids[g], code_row);
+    ops::add(rest, code_row, rest);
   }
   Tensor x = linear(w.first_proj, first);
   ops::add(x, linear(w.rest_proj, rest), x);
   x = run.conv(w.pre_conv, x);
 
-  // Transformer over the chunk's frames, attending to the kept keys of the last window - 1 frames.
+  // Transformer over the new frames; each stream attends to its kept keys of the last window - 1
+  // frames. Keys and values are laid out per stream as [window - 1 kept rows; new rows] (the
+  // leading ones zero until the stream has that many frames), and the attention reads them as
+  // one-row blocks: stream s's block table lists its real kept rows, then its new ones.
   Tensor hidden = linear(w.input_proj, x);
   const int64_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, hd = c.head_dim;
-  Tensor positions = Tensor::empty({frames}, DType::kI32);
-  for (int64_t f = 0; f < frames; ++f) positions.data<int32_t>()[f] = static_cast<int32_t>(stream->frames_ + f);
+  const int64_t kept_rows = c.sliding_window - 1;
+  std::vector<std::vector<int32_t>> tables(streams.size());
+  std::vector<ops::PagedSequence> seqs(streams.size());
+  int64_t query_at = 0;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const int64_t kept = std::min(streams[s]->frames_, kept_rows);
+    const int64_t segment = query_at + static_cast<int64_t>(s) * kept_rows;  // where stream s's rows start
+    for (int64_t r = kept_rows - kept; r < kept_rows + frames[s]; ++r) {
+      tables[s].push_back(static_cast<int32_t>(segment + r));
+    }
+    seqs[s] = ops::PagedSequence{static_cast<int32_t>(query_at), static_cast<int32_t>(frames[s]),
+                                 static_cast<int32_t>(kept), tables[s]};
+    query_at += frames[s];
+  }
   ops::RopeSpec rope;
   rope.theta = c.rope_theta;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  if (stream->keys_.empty()) {
-    for (size_t l = 0; l < w.layers.size(); ++l) {
-      stream->keys_.push_back(Tensor::zeros({0, kv_heads, hd}, DType::kF32));
-      stream->values_.push_back(Tensor::zeros({0, kv_heads, hd}, DType::kF32));
-    }
-  }
-  Tensor normed = Tensor::empty(hidden.shape(), DType::kF32);
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const TransformerLayer& layer = w.layers[l];
+  Tensor normed = Tensor::empty(hidden.shape(), DType::kF32, dev);
+  for (const TransformerLayer& layer : w.layers) {
     ops::rms_norm(hidden, layer.input_norm, c.rms_norm_eps, normed);
-    Tensor q = linear(layer.q, normed).reshape({frames, heads, hd});
-    Tensor k = linear(layer.k, normed).reshape({frames, kv_heads, hd});
-    Tensor v = linear(layer.v, normed).reshape({frames, kv_heads, hd});
+    Tensor q = linear(layer.q, normed).reshape({total, heads, hd});
+    Tensor k = linear(layer.k, normed).reshape({total, kv_heads, hd});
+    Tensor v = linear(layer.v, normed);
     ops::rotary_embedding(q, positions, rope);
     ops::rotary_embedding(k, positions, rope);
-    // The kept keys and the chunk's in one block: positions shift by the same amount for every
-    // key, so the window mask and the rotated keys are those of the whole sequence.
-    Tensor& kept_k = stream->keys_[l];
-    Tensor& kept_v = stream->values_[l];
-    const int64_t kept = kept_k.dim(0), total = kept + frames;
-    Tensor k_cache = Tensor::empty({1, total, kv_heads, hd}, DType::kF32);
-    Tensor v_cache = Tensor::empty({1, total, kv_heads, hd}, DType::kF32);
-    if (kept > 0) {
-      std::memcpy(k_cache.raw(), kept_k.raw(), kept_k.nbytes());
-      std::memcpy(v_cache.raw(), kept_v.raw(), kept_v.nbytes());
-    }
-    std::memcpy(static_cast<char*>(k_cache.raw()) + kept_k.nbytes(), k.raw(), k.nbytes());
-    std::memcpy(static_cast<char*>(v_cache.raw()) + kept_v.nbytes(), v.raw(), v.nbytes());
-    const std::vector<int32_t> block_table = {0};
-    const ops::PagedSequence seq{0, static_cast<int32_t>(frames), static_cast<int32_t>(kept), block_table};
-    Tensor attn = Tensor::empty({frames, heads, hd}, DType::kF32);
-    ops::paged_attention(q, k_cache, v_cache, std::span(&seq, 1), scale, c.sliding_window, attn);
-    const int64_t keep = std::min<int64_t>(total, c.sliding_window - 1);
-    kept_k = k_cache.reshape({total, kv_heads, hd}).slice_rows(total - keep, total).to(tensor::Device::cpu());
-    kept_v = v_cache.reshape({total, kv_heads, hd}).slice_rows(total - keep, total).to(tensor::Device::cpu());
-    ops::add_scaled(hidden, linear(layer.o, attn.reshape({frames, heads * hd})), layer.attn_scale, hidden);
+    // Positions shift by the same amount for every key of a stream, so the window mask and the
+    // rotated keys are those of the whole sequence.
+    Tensor keys = run.kept_and_new(k.reshape({total, kv_heads * hd}), kept_rows);
+    Tensor values = run.kept_and_new(v, kept_rows);
+    const Tensor k_cache = keys.reshape({keys.dim(0), 1, kv_heads, hd});
+    const Tensor v_cache = values.reshape({values.dim(0), 1, kv_heads, hd});
+    Tensor attn = Tensor::empty({total, heads, hd}, DType::kF32, dev);
+    ops::paged_attention(q, k_cache, v_cache, seqs, scale, c.sliding_window, attn);
+    ops::add_scaled(hidden, linear(layer.o, attn.reshape({total, heads * hd})), layer.attn_scale, hidden);
 
     ops::rms_norm(hidden, layer.post_norm, c.rms_norm_eps, normed);
     Tensor gate_up = linear(layer.gate_up, normed);
-    Tensor act = Tensor::empty({frames, c.intermediate_size}, DType::kF32);
+    Tensor act = Tensor::empty({total, c.intermediate_size}, DType::kF32, dev);
     ops::silu_and_mul(gate_up, act);
     ops::add_scaled(hidden, linear(layer.down, act), layer.mlp_scale, hidden);
   }
@@ -395,8 +483,14 @@ void CodecDecoder::decode(AudioDecoderStream& base, std::span<const int32_t> cod
   }
   x = run.conv(w.decoder_out, snake(w.final_snake, x));
   ops::clamp(x, -1.0f, 1.0f, x);
-  audio.insert(audio.end(), x.data<float>(), x.data<float>() + x.numel());
-  stream->frames_ += frames;
+  const Tensor samples = dev == tensor::Device::cpu() ? x : x.to(tensor::Device::cpu());
+  const float* at = samples.data<float>();
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const int64_t n = run.rows()[s];
+    decoded[s]->audio->insert(decoded[s]->audio->end(), at, at + n);
+    at += n;
+    streams[s]->frames_ += frames[s];
+  }
 }
 
 }  // namespace omni::model::qwen3_tts

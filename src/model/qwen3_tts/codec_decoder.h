@@ -1,7 +1,7 @@
 // The Qwen3-TTS 12 Hz codec decoder (Qwen3TTSTokenizerV2Decoder; shared reference
 // qwen-models.md §4.10): 16 codes per frame -> RVQ lookup -> causal conv -> sliding-window
 // transformer -> 2 ConvNeXt upsamplers -> 4 SnakeBeta decoder blocks -> 1920 samples of 24 kHz
-// audio per frame, float32, on the CPU.
+// audio per frame, float32, on the CPU or a CUDA device.
 //
 // Every stage is causal, so the decoder streams exactly: a CodecStream carries what the next
 // frames need from earlier ones (per convolution the last (k - 1) * dilation input rows, per
@@ -11,6 +11,12 @@
 // compute each row identically whatever the chunk; tests/model/qwen3_tts/codec_decoder_test.cc).
 // One-shot decode() is a fresh stream fed all frames at once, i.e. the reference's full-sequence
 // decode (not its 300-frame chunked_decode, which differs after 300 frames).
+//
+// Streams decode in batches: decode_batch() packs the new frames of several streams one after
+// another along time and runs every layer once for all of them (tensor/ops.h's segments), each
+// stream reading and advancing only its own state. A stream's state lives on the decoder's device.
+// On the CPU a stream's samples are the same bits alone, chunked or batched; on CUDA they agree
+// within float32 rounding (cuBLASLt picks its algorithms by the shape of each product).
 #pragma once
 
 #include <filesystem>
@@ -30,9 +36,13 @@ class CodecDecoder final : public StreamingAudioDecoder {
   // checkpoint's speech_tokenizer/). Errors: kNotFound for missing files, kLoadFailed naming the
   // file and the tensor that is missing or mis-shaped (see read_codec_decoder_config for config
   // errors). Encoder tensors are ignored.
-  static std::unique_ptr<CodecDecoder> load(const std::filesystem::path& dir);
+  // The weights and the streams' state go to `device` (the CPU or a CUDA device; kUnavailable when
+  // that device is missing, kUnsupported for CUDA in a build without it).
+  static std::unique_ptr<CodecDecoder> load(const std::filesystem::path& dir,
+                                            tensor::Device device = tensor::Device::cpu());
 
   const CodecDecoderConfig& config() const { return config_; }
+  tensor::Device device() const { return device_; }
   int codes_per_frame() const override { return config_.num_quantizers; }
   int samples_per_frame() const override { return config_.samples_per_frame(); }
   int sample_rate() const override { return config_.output_sample_rate; }
@@ -41,6 +51,11 @@ class CodecDecoder final : public StreamingAudioDecoder {
   // Codes below 0 count as 0 (the reference clamps padding); codes >= codebook_size are
   // kInvalidArgument. Thread-safe for distinct streams.
   void decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const override;
+  // Streams opened by this decoder, each at most once per call; items without frames are skipped.
+  // Errors: as decode(), naming the item; no stream moves on an error.
+  void decode_batch(std::span<const AudioDecodeItem> items) const override;
+  // Any batch fits (the work grows with the frames; memory is the limit).
+  int max_batch() const override { return 1 << 20; }
 
   // All frames at once: codes [frames][num_quantizers] frame-major -> frames * samples_per_frame().
   std::vector<float> decode(std::span<const int32_t> codes) const;
@@ -49,9 +64,10 @@ class CodecDecoder final : public StreamingAudioDecoder {
   ~CodecDecoder() override;
 
  private:
-  CodecDecoder(CodecDecoderConfig config, std::unique_ptr<Weights> weights);
+  CodecDecoder(CodecDecoderConfig config, tensor::Device device, std::unique_ptr<Weights> weights);
 
   CodecDecoderConfig config_;
+  tensor::Device device_;
   std::unique_ptr<Weights> weights_;
 };
 

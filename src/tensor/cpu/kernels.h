@@ -30,11 +30,13 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
             Tensor& ids);
 
+// One sequence each (the dispatcher splits packed segments).
 void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out);
 void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out);
 void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
 void clamp(const Tensor& x, float lo, float hi, Tensor& out);
+void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor> histories, Tensor& out);
 
 }  // namespace omni::tensor::cpu

@@ -37,6 +37,18 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
             Tensor& ids);
 
+// The audio-decoder ops (cuda/conv.cu, cuda/stream_history.cu, cuda/audio_elementwise.cu).
+// segments: never empty (the dispatcher passes {T_in} for one sequence).
+void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups,
+            std::span<const int64_t> segments, Tensor& out);
+void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context,
+                      std::span<const int64_t> segments, Tensor& out);
+void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor> histories, Tensor& out);
+void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out);
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
+void clamp(const Tensor& x, float lo, float hi, Tensor& out);
+
 // A device copy of the host int32 tensor `host`, queued on the device's stream through a pinned
 // staging buffer (cuda/device.h's upload_async): no synchronisation, and `host` may be reused at once.
 Tensor upload_ints(const Tensor& host, int device);

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -117,6 +119,65 @@ TEST(CodecDecoderTest, CodesOutsideTheCodebookAreRefusedAndLeaveTheStreamAsItWas
   decoder->decode(*stream, std::span(codes).subspan(32), audio);
   EXPECT_TRUE(bitwise_equal(audio, decoder->decode(codes)));
   EXPECT_THROW(decoder->decode(*stream, std::span(codes).first(15), audio), Error);
+}
+
+// Streams decoded together share every layer call; on the CPU each gets its lone samples bit for
+// bit, whatever the other streams' positions and chunk sizes (a first chunk of 1 next to chunks
+// of 3 and 7, streams that start late).
+TEST(CodecDecoderTest, BatchedStreamsEachGetTheirOneShotSamples) {
+  auto decoder = CodecDecoder::load(kFixture / "speech_tokenizer");
+  const std::vector<int32_t> a = fixture_codes();
+  const std::vector<int32_t> b(a.rbegin(), a.rend());
+  constexpr std::ptrdiff_t kFiveFrames = 5 * 16;
+  std::vector<int32_t> c(a.begin() + kFiveFrames, a.end());
+  c.insert(c.end(), a.begin(), a.begin() + kFiveFrames);
+  const std::vector<const std::vector<int32_t>*> codes = {&a, &b, &c};
+  const std::vector<size_t> chunk = {1, 3, 7};
+  std::vector<std::unique_ptr<AudioDecoderStream>> streams;
+  for (size_t s = 0; s < 3; ++s) streams.push_back(decoder->open_stream());
+  std::vector<std::vector<float>> audio(3);
+  std::vector<size_t> at(3, 0);
+  for (int step = 0; at[0] < a.size() || at[1] < b.size() || at[2] < c.size(); ++step) {
+    std::vector<AudioDecodeItem> items;
+    for (size_t s = 0; s < 3; ++s) {
+      if (s == 2 && step < 2) continue;  // the third stream joins later
+      const size_t n = std::min(codes[s]->size() - at[s], chunk[s] * 16);
+      items.push_back({streams[s].get(), std::span(*codes[s]).subspan(at[s], n), &audio[s]});
+      at[s] += n;
+    }
+    decoder->decode_batch(items);
+  }
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(streams[s]->frames(), static_cast<int64_t>(codes[s]->size() / 16));
+    EXPECT_TRUE(bitwise_equal(audio[s], decoder->decode(*codes[s]))) << "stream " << s;
+  }
+}
+
+// A batch with an undecodable item names it and moves no stream.
+TEST(CodecDecoderTest, ABatchWithBadCodesNamesTheItemAndMovesNoStream) {
+  auto decoder = CodecDecoder::load(kFixture / "speech_tokenizer");
+  const std::vector<int32_t> codes = fixture_codes();
+  std::vector<int32_t> bad(codes.begin(), codes.begin() + 32);
+  bad[16 + 2] = 4096;
+  auto good_stream = decoder->open_stream(), bad_stream = decoder->open_stream();
+  std::vector<float> good_audio, bad_audio;
+  const std::vector<AudioDecodeItem> items = {{good_stream.get(), std::span(codes).first(32), &good_audio},
+                                              {bad_stream.get(), bad, &bad_audio}};
+  try {
+    decoder->decode_batch(items);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("item 1: code 4096 of codebook 2 in frame 1 is outside [0, 2048)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(good_stream->frames(), 0);
+  EXPECT_TRUE(good_audio.empty());
+  const std::vector<AudioDecodeItem> twice = {{good_stream.get(), std::span(codes).first(16), &good_audio},
+                                              {good_stream.get(), std::span(codes).subspan(16, 16), &good_audio}};
+  EXPECT_THROW(decoder->decode_batch(twice), Error);
+  EXPECT_EQ(good_stream->frames(), 0);
 }
 
 TEST(CodecDecoderTest, NegativeCodesDecodeAsCodeZero) {
