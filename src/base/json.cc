@@ -9,8 +9,9 @@ namespace omni {
 
 namespace {
 
-// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
-std::string_view describe(const Json::parse_error& e) {
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix. Parsing throws
+// parse_error for bad syntax and out_of_range (406) for a number too large for a double.
+std::string_view describe(const Json::exception& e) {
   std::string_view what = e.what();
   if (auto end = what.find("] "); what.rfind("[json.exception", 0) == 0 && end != std::string_view::npos) {
     what.remove_prefix(end + 2);
@@ -23,7 +24,7 @@ std::string_view describe(const Json::parse_error& e) {
 Json parse_json(std::string_view text, std::string_view source) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     throw_error(ErrorCode::kInvalidArgument, "{}: malformed JSON: {}", source, describe(e));
   }
 }
@@ -40,7 +41,7 @@ Json read_json_file(const std::filesystem::path& path) {
   std::string text = read_text_file(path);
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
     throw_error(ErrorCode::kLoadFailed, "{}: malformed JSON: {}", path.string(), describe(e));
   }
 }

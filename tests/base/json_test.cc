@@ -23,6 +23,19 @@ TEST(JsonTest, ParseJsonNamesTheSourceAndOffsetOnError) {
   }
 }
 
+// nlohmann reports a number beyond double's range as out_of_range, not parse_error; the deploy
+// fuzzer found it escaping as a foreign exception.
+TEST(JsonTest, ANumberTooLargeForADoubleIsAnInvalidArgument) {
+  try {
+    parse_json(R"({"0": {"gpu_memory_utilization": 6666666666666e666}})", "--stage-overrides");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("--stage-overrides: malformed JSON: number overflow"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(JsonTest, ReadJsonFileReportsMissingAndMalformedFiles) {
   auto dir = std::filesystem::temp_directory_path() / ("omni_json_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
