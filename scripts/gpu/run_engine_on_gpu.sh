@@ -7,21 +7,23 @@
 # side-by-side table last. Each part has a time limit so the whole run stays under ten minutes;
 # logs and JSON results go to $OUT (or ./out), packed into engine_results.tgz.
 #
-#   bash run_engine_on_gpu.sh [--quick] [--batches LIST] [--no-memcheck] [--no-peer]
+#   bash run_engine_on_gpu.sh [--quick] [--batches LIST] [--no-memcheck] [--no-peer] [--no-compile]
 #     --quick: batch 1 and 8 only, no 8B, no torch.compile; --batches: the bench latency batch sizes
-#     (comma-separated); --no-memcheck, --no-peer: skip compute-sanitizer, the transformers peer
+#     (comma-separated); --no-memcheck, --no-peer: skip compute-sanitizer, the transformers peer;
+#     --no-compile: the peer runs eager only (torch.compile has not finished within its limit yet)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
-quick=0 memcheck=1 peer=1 batches="1,8,32,128,256"
+quick=0 memcheck=1 peer=1 compile=1 batches="1,8,32,128,256"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; batches="1,8" ;;
     --batches) batches="$2"; shift ;;
     --no-memcheck) memcheck=0 ;;
     --no-peer) peer=0 ;;
-    *) echo "run_engine_on_gpu.sh: unknown argument '$1' (--quick, --batches LIST, --no-memcheck, --no-peer)" >&2; exit 2 ;;
+    --no-compile) compile=0 ;;
+    *) echo "run_engine_on_gpu.sh: unknown argument '$1' (--quick, --batches LIST, --no-memcheck, --no-peer, --no-compile)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -81,10 +83,10 @@ if [[ $peer == 1 ]]; then
   section "transformers peer"
   models=(--model "$work/qwen3-0.6b")
   [[ $quick == 0 ]] && models+=(--model "$work/qwen3-8b")
-  compile=()
-  [[ $quick == 0 ]] && compile=(--compile)
+  compile_flag=()
+  [[ $quick == 0 && $compile == 1 ]] && compile_flag=(--compile)
   PYTHONUNBUFFERED=1 timeout 170 python3 "$here/hf_generate_bench.py" "${models[@]}" --batch-sizes "$batches" \
-      --input-len 128 --output-len 256 "${compile[@]}" --out "$logs/hf.json" > "$logs/hf.log" 2>&1 || status=1
+      --input-len 128 --output-len 256 "${compile_flag[@]}" --out "$logs/hf.json" > "$logs/hf.log" 2>&1 || status=1
   cat "$logs/hf.log" | grep -v Warning | tail -30
 fi
 
