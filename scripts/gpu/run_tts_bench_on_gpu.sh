@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the folder bundle_tts_bench.sh packs (issue 9): writes a random-weight
-# Qwen3-TTS checkpoint in the released talker shapes (--shape, default 1.7b; the codec decoder in
-# its small demo dims, on the CPU), serves it with the bundled qwen3_tts deploy YAML (talker on
-# GPU 0, code2wav on the CPU: the codec has no CUDA kernels yet), and runs
+# Qwen3-TTS checkpoint in the released talker shapes (--shape, default 1.7b) and codec decoder
+# dims (--codec-shape, default released), serves it with the bundled qwen3_tts deploy YAML (both
+# stages on GPU 0) under an overlay that sets the connector's decode_batch_max_size (--decode-batch,
+# default 16: code2wav decodes that many streams per call), and runs
 # `omnistage bench serve --endpoint /v1/audio/speech` at each concurrency with fixed-length outputs
 # (max_new_tokens + ignore_eos). Every part has a time limit; logs and JSON results go to $OUT
 # (or ./out), packed into tts_results_<shape>.tgz after every part.
 #
-#   bash run_tts_bench_on_gpu.sh [--shape 1.7b|0.6b] [--concurrency "1 8 16 64"] [--frames 100]
+#   bash run_tts_bench_on_gpu.sh [--shape 1.7b|0.6b] [--codec-shape released|small]
+#       [--decode-batch N] [--concurrency "1 8 16 64"] [--frames 100]
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
-shape=1.7b concurrency="1 8 16 64" frames=100
+shape=1.7b codec_shape=released decode_batch=16 concurrency="1 8 16 64" frames=100
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --shape) shape="$2"; shift ;;
+    --codec-shape) codec_shape="$2"; shift ;;
+    --decode-batch) decode_batch="$2"; shift ;;
     --concurrency) concurrency="$2"; shift ;;
     --frames) frames="$2"; shift ;;
-    *) echo "run_tts_bench_on_gpu.sh: unknown argument '$1' (--shape, --concurrency, --frames)" >&2; exit 2 ;;
+    *) echo "run_tts_bench_on_gpu.sh: unknown argument '$1' (--shape, --codec-shape, --decode-batch, --concurrency, --frames)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -35,13 +39,21 @@ section() {
 }
 
 section "demo-model --shape $shape"
-timeout 120 "$omni" demo-model --arch qwen3_tts --shape "$shape" --out "$work/model_$shape" \
-    --tokenizer-from "$here/tokenizer" > "$logs/demo_model.log" 2>&1 || { tail -5 "$logs/demo_model.log"; section failed; exit 1; }
+timeout 120 "$omni" demo-model --arch qwen3_tts --shape "$shape" --codec-shape "$codec_shape" \
+    --out "$work/model_$shape" --tokenizer-from "$here/tokenizer" > "$logs/demo_model.log" 2>&1 || { tail -5 "$logs/demo_model.log"; section failed; exit 1; }
 du -sh "$work/model_$shape" | tee -a "$logs/demo_model.log"
 
-section "serve"
+section "serve (decode_batch_max_size $decode_batch)"
+cat > "$logs/deploy.yaml" << EOF
+base_config: $here/deploy/qwen3_tts.yaml
+connectors:
+  connector_of_shared_memory:
+    extra:
+      decode_batch_max_size: $decode_batch
+EOF
 port=8391
-"$omni" serve "$work/model_$shape" --host 127.0.0.1 --port "$port" --served-model-name tts > "$logs/serve.log" 2>&1 &
+"$omni" serve "$work/model_$shape" --host 127.0.0.1 --port "$port" --served-model-name tts \
+    --deploy-config "$logs/deploy.yaml" > "$logs/serve.log" 2>&1 &
 server=$!
 ready=0
 get() { python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" "$1" 2> /dev/null; }

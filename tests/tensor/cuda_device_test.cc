@@ -58,6 +58,16 @@ TEST_F(CudaDeviceTest, FreedBlocksAreReusedForTheSameRoundedSize) {
   EXPECT_EQ(same.raw(), first);
   EXPECT_LT(cuda::DeviceAllocator::cached_bytes(0), cached);
 }
+
+TEST_F(CudaDeviceTest, AFreedLargerBlockServesASmallerRequestUpToTwiceItsSize) {
+  void* first = nullptr;
+  {
+    Tensor t = Tensor::empty({3 << 20}, DType::kF32, Device::cuda(0));  // 12 MiB
+    first = t.raw();
+  }
+  Tensor smaller = Tensor::empty({2 << 20}, DType::kF32, Device::cuda(0));  // 8 MiB
+  EXPECT_EQ(smaller.raw(), first);
+}
 #endif
 
 TEST_F(CudaDeviceTest, AnInvisibleDeviceIsNamedInTheError) {

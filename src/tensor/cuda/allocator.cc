@@ -5,10 +5,10 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 #include "base/error.h"
 #include "tensor/cuda/device.h"
+#include "tensor/free_block_cache.h"
 
 namespace omni::tensor::cuda {
 namespace {
@@ -25,9 +25,8 @@ size_t round_size(size_t bytes) {
 
 struct Cache {
   std::mutex mutex;
-  std::map<size_t, std::vector<void*>> free_blocks;  // rounded size -> blocks
-  std::unordered_map<void*, size_t> sizes;           // every block from cudaMalloc
-  size_t cached = 0;
+  FreeBlockCache free_blocks;
+  std::unordered_map<void*, size_t> sizes;  // every block from cudaMalloc
 };
 
 // The eager cache (pool false) or the graph pool (pool true) of a device.
@@ -44,14 +43,10 @@ thread_local int graph_pool_device = -1;
 
 void release_locked(Cache& cache, int device) {
   check(cudaStreamSynchronize(stream_for(device)), "cudaStreamSynchronize", device);
-  for (auto& [size, blocks] : cache.free_blocks) {
-    for (void* ptr : blocks) {
-      cudaFree(ptr);
-      cache.sizes.erase(ptr);
-    }
+  for (const FreeBlockCache::Block& block : cache.free_blocks.take_all()) {
+    cudaFree(block.ptr);
+    cache.sizes.erase(block.ptr);
   }
-  cache.free_blocks.clear();
-  cache.cached = 0;
 }
 
 }  // namespace
@@ -61,13 +56,7 @@ void* DeviceAllocator::allocate(size_t bytes, int device) {
   const bool pool = graph_pool_device == device;
   Cache& cache = cache_of(device, pool);
   std::lock_guard lock(cache.mutex);
-  auto it = cache.free_blocks.find(size);
-  if (it != cache.free_blocks.end() && !it->second.empty()) {
-    void* ptr = it->second.back();
-    it->second.pop_back();
-    cache.cached -= size;
-    return ptr;
-  }
+  if (const auto block = cache.free_blocks.take(size)) return block->ptr;
   stream_for(device);
   void* ptr = nullptr;
   cudaError_t status = cudaMalloc(&ptr, size);
@@ -92,8 +81,7 @@ void DeviceAllocator::free(void* ptr, int device) noexcept {
     std::lock_guard lock(cache.mutex);
     const auto it = cache.sizes.find(ptr);
     if (it == cache.sizes.end()) continue;
-    cache.free_blocks[it->second].push_back(ptr);
-    cache.cached += it->second;
+    cache.free_blocks.put(ptr, it->second);
     return;
   }
 }
@@ -101,7 +89,7 @@ void DeviceAllocator::free(void* ptr, int device) noexcept {
 size_t DeviceAllocator::cached_bytes(int device) {
   Cache& cache = cache_of(device);
   std::lock_guard lock(cache.mutex);
-  return cache.cached;
+  return cache.free_blocks.bytes();
 }
 
 void DeviceAllocator::release_cache(int device) {

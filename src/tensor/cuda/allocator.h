@@ -4,8 +4,10 @@
 // Blocks are handed out stream-ordered: free() returns a block to its device's cache at once,
 // even while kernels queued on the device's stream still read it; the next allocate() that
 // reuses it can only be used by ops queued later on the same stream, which run after those.
-// Sizes are rounded (512 bytes below 1 MiB, 2 MiB above) and cached per rounded size; when
-// cudaMalloc fails, the cache of that device is released and the call retried once.
+// Sizes are rounded (512 bytes below 1 MiB, 2 MiB above); a request reuses the smallest cached
+// block of at least its rounded size and at most twice it (tensor/free_block_cache.h), so varying
+// shapes do not each add blocks; when cudaMalloc fails, the cache of that device is released and
+// the call retried once.
 //
 // CUDA graphs: while a GraphPoolScope is alive on a thread, that thread's allocations on the scope's
 // device come from the device's graph pool instead, a separate cache that no other allocation ever
