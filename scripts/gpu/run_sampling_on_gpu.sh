@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from a folder made by bundle.sh (plus the Qwen3 tokenizer files in
-# tokenizer/ and, optionally, a previous omnistage as omnistage_before), in one go: the GPU tests
+# Runs on the GPU machine from a folder made by bundle.sh (optionally with a previous omnistage
+# copied in as omnistage_before), in one go: the GPU tests
 # of sampling and dtypes; seeded `generate` on CPU and CUDA (bf16, float16, float32); `serve
 # --device cuda` answering /v1/completions and /v1/chat/completions (greedy and seeded, each twice,
 # checked for equal answers); `bench throughput` on the Qwen3-0.6B shape, greedy and sampled

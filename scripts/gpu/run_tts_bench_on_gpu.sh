@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from the folder bundle_tts_bench.sh packs (issue 9): writes a random-weight
+# Runs on the GPU machine from the folder scripts/gpu/bundle.sh packs (issue 9): writes a random-weight
 # Qwen3-TTS checkpoint in the released talker shapes (--shape, default 1.7b) and codec decoder
 # dims (--codec-shape, default released), serves it with the bundled qwen3_tts deploy YAML (both
 # stages on GPU 0) under an overlay that sets the connector's decode_batch_max_size (--decode-batch,
