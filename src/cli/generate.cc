@@ -63,6 +63,7 @@ struct GenerateOptions {
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
   bool enforce_eager = false;
+  bool async_scheduling = false;
 };
 
 // One prompt to generate from, with where it came from for error messages.
@@ -218,6 +219,7 @@ engine::EngineConfig engine_config(const GenerateOptions& options) {
   config.enable_chunked_prefill = options.enable_chunked_prefill;
   config.seed = options.seed.value_or(std::random_device{}());
   config.enforce_eager = options.enforce_eager;
+  config.async_scheduling = options.async_scheduling;
   return config;
 }
 
@@ -502,6 +504,9 @@ Command generate_command() {
             ->group(engine_group);
         sub.add_flag("--enforce-eager", options->enforce_eager,
                      "No CUDA graphs: launch the ops of each decode step one by one")
+            ->group(engine_group);
+        sub.add_flag("--async-scheduling", options->async_scheduling,
+                     "Schedule the next step while the current one runs on the device (same output)")
             ->group(engine_group);
         return [options] { return run_generate(*options); };
       }};

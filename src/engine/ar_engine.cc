@@ -41,6 +41,8 @@ struct ArEngine::Completion {
   std::optional<FinishReason> finish_reason;
   StopReason stop_reason;
   bool finish_sent = false;
+  // Async scheduling: the row of the step in flight that holds this completion's next token.
+  int in_flight_row = -1;
 };
 
 struct ArEngine::Request {
@@ -71,6 +73,7 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
   r.max_num_seqs = config.max_num_seqs;
   r.enable_chunked_prefill = config.enable_chunked_prefill;
   r.enable_prefix_caching = config.enable_prefix_caching;
+  r.async_scheduling = config.async_scheduling;
   constexpr int kChunkedPrefillTokens = 2048;
   size_t budget = 0;
   if (!config.kv_cache_memory_bytes && config.num_gpu_blocks_override <= 0) {
@@ -140,6 +143,7 @@ ArEngine::ArEngine(model::CausalLm& model, const EngineConfig& config, const Det
       config_.num_blocks, model::kKvBlockSize, config_.kv_bytes_per_block, config_.max_model_len, config_.max_num_seqs,
       config_.max_num_batched_tokens, config_.enable_chunked_prefill ? "on" : "off",
       config_.enable_prefix_caching ? "on" : "off");
+  if (config_.async_scheduling) spdlog::info("engine: async scheduling (the next step is scheduled during this one)");
 }
 
 ArEngine::~ArEngine() = default;
@@ -188,6 +192,7 @@ void ArEngine::add_request(EngineRequest request) {
                                 params.stop_token_ids.end());
   r->text_holdback = stop_string_holdback(params.stop, params.include_stop_str_in_output);
   r->params = std::move(params);
+  if (needs_host_history(*r)) ++num_synchronous_requests_;
 
   for (int i = 0; i < r->params.n; ++i) {
     // vLLM's parallel sampling gives completion i the seed `seed + i`.
@@ -207,17 +212,28 @@ void ArEngine::add_request(EngineRequest request) {
   requests_.emplace(std::move(id), std::move(r));
 }
 
+bool ArEngine::needs_host_history(const Request& r) {
+  const SamplingParams& p = r.params;
+  return p.logprobs || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f || (p.min_tokens > 0 && !r.min_tokens_stop_ids.empty());
+}
+
 std::vector<RequestOutput> ArEngine::step() {
+  const bool overlap = config_.async_scheduling && num_synchronous_requests_ == 0;
+  // The next step needs the tokens of the one in flight on the host: read them first.
+  if (in_flight_ && !overlap) return finish_in_flight();
   SchedulerOutput plan = scheduler_.schedule();
   ++num_steps_;
   last_step_num_seqs_ = static_cast<int>(plan.scheduled.size());
   last_step_num_tokens_ = plan.num_batched_tokens;
-  if (plan.scheduled.empty()) return {};
+  if (plan.scheduled.empty()) return in_flight_ ? finish_in_flight() : std::vector<RequestOutput>{};
 
   batch_.token_ids.clear();
   batch_.positions.clear();
   batch_.seqs.clear();
   batch_.all_logits = false;
+  previous_rows_.clear();
+  bool reads_previous_step = false;
   for (const ScheduledSequence& s : plan.scheduled) {
     model::SequenceSlice slice;
     slice.query_start = static_cast<int32_t>(batch_.token_ids.size());
@@ -226,8 +242,19 @@ std::vector<RequestOutput> ArEngine::step() {
     slice.block_table = s.seq->block_ids;
     slice.wants_logits = s.samples;
     for (int i = 0; i < s.num_new_tokens; ++i) {
-      batch_.token_ids.push_back(s.seq->token_ids[s.context_len + i]);
-      batch_.positions.push_back(s.context_len + i);
+      const int position = s.context_len + i;
+      if (position < s.seq->num_tokens()) {
+        batch_.token_ids.push_back(s.seq->token_ids[position]);
+        previous_rows_.push_back(-1);
+      } else {
+        // The placeholder: the token the step in flight picks for this sequence.
+        const int row = completions_.at(s.seq)->in_flight_row;
+        assert(row >= 0 && position == s.seq->num_tokens());
+        batch_.token_ids.push_back(0);
+        previous_rows_.push_back(row);
+        reads_previous_step = true;
+      }
+      batch_.positions.push_back(position);
     }
     batch_.seqs.push_back(std::move(slice));
   }
@@ -235,8 +262,75 @@ std::vector<RequestOutput> ArEngine::step() {
   for (const ScheduledSequence& s : plan.scheduled) {
     if (s.samples) sampling_.push_back(completions_.at(s.seq));
   }
+  if (overlap) return launch_and_overlap(plan, reads_previous_step);
   sampled_.resize(sampling_.size());
   forward_and_sample(plan);
+  return finish_step();
+}
+
+std::vector<RequestOutput> ArEngine::launch_and_overlap(const SchedulerOutput& plan, bool reads_previous_step) {
+  // No request needs its history on the host here, so every row is an argmax or ops::sample's.
+  const SamplingPath path = sampling_path();
+  assert(path != SamplingPath::kHost);
+  device_params_.clear();
+  if (path == SamplingPath::kDevice) {
+    for (const Completion* c : sampling_) {
+      device_params_.push_back(
+          device_sampling_params(c->request.params, c->seq.prompt_token_ids(), c->seq.output_token_ids(), c->rng));
+    }
+  }
+  model_.launch_step(batch_, device_params_,
+                     reads_previous_step ? std::span<const int32_t>(previous_rows_) : std::span<const int32_t>());
+  // The device draws with each stream's next uniform whatever the token turns out to be (greedy
+  // rows draw nothing).
+  for (Completion* c : sampling_) {
+    if (!c->request.params.greedy()) c->rng.skip();
+  }
+  launched_rows_ = sampling_;
+  std::vector<RequestOutput> outputs;
+  if (in_flight_) outputs = finish_in_flight();
+  // The placeholders this step read are real tokens now, so its full blocks can be registered in the
+  // prefix cache; a later step that reads them runs after this one on the device.
+  scheduler_.complete(plan);
+  in_flight_rows_ = std::move(launched_rows_);
+  launched_rows_.clear();
+  in_flight_ = true;
+  for (size_t row = 0; row < in_flight_rows_.size(); ++row) {
+    Completion* c = in_flight_rows_[row];
+    if (c == nullptr || c->finish_reason) {
+      in_flight_rows_[row] = nullptr;
+      continue;
+    }
+    c->in_flight_row = static_cast<int>(row);
+    // A token that surely ends the sequence (by length) gets no successor scheduled.
+    const bool ends =
+        c->seq.num_tokens() + 1 >= config_.max_model_len || c->seq.num_output_tokens() + 1 >= c->request.max_tokens;
+    c->seq.num_placeholders = ends ? 0 : 1;
+  }
+  return outputs;
+}
+
+std::vector<RequestOutput> ArEngine::finish_in_flight() {
+  // Whatever happens, this step is no longer in flight (wait_step consumed it).
+  in_flight_ = false;
+  model_.wait_step(sampled_ids_);
+  if (sampled_ids_.size() != in_flight_rows_.size()) {
+    throw_error(ErrorCode::kInternal, "the model returned {} sampled tokens for {} rows", sampled_ids_.size(),
+                in_flight_rows_.size());
+  }
+  sampling_.clear();
+  sampled_.clear();
+  for (size_t row = 0; row < in_flight_rows_.size(); ++row) {
+    Completion* c = in_flight_rows_[row];
+    if (c == nullptr) continue;
+    c->in_flight_row = -1;
+    c->seq.num_placeholders = 0;
+    // Ended by the step before this one: this token is discarded (vLLM does the same).
+    if (c->finish_reason) continue;
+    sampling_.push_back(c);
+    sampled_.emplace_back().token_id = sampled_ids_[row];
+  }
+  in_flight_rows_.clear();
   return finish_step();
 }
 
@@ -431,7 +525,12 @@ RequestOutput ArEngine::take_output(Request& r) {
 }
 
 void ArEngine::forget(Request& r) {
-  for (auto& c : r.completions) completions_.erase(&c->seq);
+  if (needs_host_history(r)) --num_synchronous_requests_;
+  for (auto& c : r.completions) {
+    std::replace(in_flight_rows_.begin(), in_flight_rows_.end(), c.get(), static_cast<Completion*>(nullptr));
+    std::replace(launched_rows_.begin(), launched_rows_.end(), c.get(), static_cast<Completion*>(nullptr));
+    completions_.erase(&c->seq);
+  }
   requests_.erase(r.id);
 }
 

@@ -6,6 +6,17 @@
 // return the deltas. Requests move waiting -> running -> finished (stop, length, abort), and
 // running -> preempted -> running when the KV cache runs short.
 //
+// With async_scheduling (vLLM's), a step launches the model on its batch and, before reading the
+// ids, takes the ids of the step launched before it: so the CPU's scheduling, batch building and
+// output processing of one step overlap the device's work on the next. A step is scheduled while
+// its predecessor's tokens are still on the device: each of those sequences is given one
+// placeholder token, whose input the model reads from the predecessor's ids where they are
+// (CausalLm::launch_step); a sequence that the predecessor's token ends has its token from this
+// step discarded. The first step returns no outputs, and outputs arrive one step later. Outputs
+// are exactly the synchronous engine's. A request that needs its history or its logits on the
+// host before the next step (logprobs, logit_bias, penalties, min_tokens over stop tokens) makes
+// the engine run synchronously while it is unfinished.
+//
 // Threads: an ArEngine is owned by one thread, which makes every call (EngineLoop runs it on its
 // own thread and is the thread-safe front door). The exception is check_request(), which reads only
 // immutable state and may be called from any thread.
@@ -77,7 +88,8 @@ class ArEngine {
   // One iteration; returns one output per request that advanced, finished or failed, in batch order.
   // An exception from the model propagates; the engine is then only good for abort_all().
   std::vector<RequestOutput> step();
-  bool has_unfinished_requests() const { return !requests_.empty(); }
+  // Also true while a launched step's ids are still to be read (async scheduling).
+  bool has_unfinished_requests() const { return !requests_.empty() || in_flight_; }
   EngineStats stats() const;
 
  private:
@@ -104,6 +116,14 @@ class ArEngine {
   bool picks_plain_argmax(const Completion& completion) const;
   // Appends sampled_[row] to sampling_[row] for every row and returns the step's outputs.
   std::vector<RequestOutput> finish_step();
+  // Async scheduling: launches the model on batch_ (its placeholder tokens read from the step in
+  // flight) and returns the outputs of the step in flight, leaving this one in flight.
+  std::vector<RequestOutput> launch_and_overlap(const SchedulerOutput& plan, bool reads_previous_step);
+  // Reads the ids of the step in flight, appends them to their (still unfinished) completions and
+  // returns their outputs.
+  std::vector<RequestOutput> finish_in_flight();
+  // Whether the request's next token needs its full history or its logits on the host.
+  static bool needs_host_history(const Request& request);
   void append_token(Completion& completion, const SampledToken& sampled);
   void finish(Completion& completion, FinishReason reason);
   CompletionOutput take_delta(Completion& completion);
@@ -130,6 +150,14 @@ class ArEngine {
   std::vector<float> logits_;
   std::vector<int32_t> sampled_ids_;
   std::vector<tensor::ops::SamplingParams> device_params_;
+  // Async scheduling: the rows of the step in flight, and of the step being launched, with nullptr
+  // for a completion forgotten since (aborted); the unfinished requests that keep the engine
+  // synchronous (needs_host_history).
+  bool in_flight_ = false;
+  std::vector<Completion*> in_flight_rows_;
+  std::vector<Completion*> launched_rows_;
+  std::vector<int32_t> previous_rows_;
+  int num_synchronous_requests_ = 0;
 };
 
 }  // namespace omni::engine

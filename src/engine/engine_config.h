@@ -30,6 +30,10 @@ struct EngineConfig {
   // vLLM's enforce_eager: no CUDA graphs. On a GPU, decode steps are still padded to the sizes of
   // decode_batch_sizes.h and run the same ops, launched one by one, so the output is the same.
   bool enforce_eager = false;
+  // vLLM's async_scheduling: the engine schedules step N+1 while step N runs on the device, assuming
+  // every running sequence gets one more token, and reads step N's ids afterwards (ArEngine). The
+  // outputs are the same as without it.
+  bool async_scheduling = false;
 };
 
 struct ResolvedEngineConfig {
@@ -44,6 +48,7 @@ struct ResolvedEngineConfig {
   // whether each is a CUDA graph.
   std::vector<int> decode_batch_sizes;
   bool cuda_graphs = false;
+  bool async_scheduling = false;
 };
 
 }  // namespace omni::engine

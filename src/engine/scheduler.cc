@@ -20,7 +20,9 @@ SchedulerOutput Scheduler::schedule() {
   const std::vector<Sequence*>& running = admission_.running();
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence* seq = running[i];
-    int wanted = seq->num_tokens() - seq->num_computed_tokens;
+    int wanted = seq->num_tokens() + seq->num_placeholders - seq->num_computed_tokens;
+    // Nothing to feed: the sequence's last token is still on the device and will end it.
+    if (wanted == 0) continue;
     int granted = std::min(wanted, budget);
     if (granted < wanted && !config_.enable_chunked_prefill) continue;
     if (!admission_.reserve(*seq, granted, out.preempted)) break;
@@ -47,6 +49,8 @@ SchedulerOutput Scheduler::schedule() {
 
 void Scheduler::complete(const SchedulerOutput& output) {
   for (const ScheduledSequence& s : output.scheduled) {
+    // Finished while the step ran (async scheduling): its blocks are gone already.
+    if (s.seq->status == SequenceStatus::kFinished) continue;
     s.seq->num_computed_tokens += s.num_new_tokens;
     kv_.cache_computed_blocks(*s.seq);
   }

@@ -48,8 +48,10 @@ class Scheduler {
 
   // One iteration's batch. Every scheduled sequence holds blocks for its new tokens.
   SchedulerOutput schedule();
-  // Records that the model has written the KV of every scheduled token: advances
-  // num_computed_tokens and registers newly filled blocks in the prefix cache.
+  // Records that the model has written (or, on a device that runs steps in order, has been given)
+  // the KV of every scheduled token: advances num_computed_tokens and registers newly filled blocks
+  // in the prefix cache. Sequences finished since schedule() are skipped. Every token it registers
+  // must be in token_ids (no placeholders left in the step).
   void complete(const SchedulerOutput& output);
 
   int num_running() const { return static_cast<int>(admission_.running().size()); }

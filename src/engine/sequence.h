@@ -28,6 +28,9 @@ struct Sequence {
   // how many leading blocks of block_ids are already registered in or taken from the cache.
   std::vector<BlockHash> block_hashes;
   int num_cached_blocks = 0;
+  // Tokens sampled by a step still on the device (async scheduling): not in token_ids yet, but
+  // scheduled as if they were (0 or 1).
+  int num_placeholders = 0;
   SequenceStatus status = SequenceStatus::kWaiting;
   int num_preemptions = 0;
 

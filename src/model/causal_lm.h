@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -100,6 +101,23 @@ class CausalLm {
     tensor::ops::sample(host, params, ids);
   }
 
+  // Asynchronous steps, for the engine's async scheduling (vLLM's --async-scheduling): the engine
+  // launches step N+1 before it has read step N's ids, so that it schedules N+1 on the CPU while N
+  // runs on the device. launch_step() enqueues forward_greedy(batch) (params empty) or
+  // forward_sample(batch, params) and returns without waiting for the ids; wait_step() returns the
+  // ids of the oldest launched step not yet waited for, in the same form as those calls. Token i of
+  // the batch takes as its input, instead of batch.token_ids[i], the id that the previously launched
+  // step picked in row previous_rows[i] when that is >= 0 (previous_rows is empty or one entry per
+  // token): a model on a GPU reads it there, with no round trip through the host. At most two
+  // steps are outstanding (launched and not waited for); a step is waited for before the one after
+  // the next is launched. Errors as forward_greedy/forward_sample, from either call, and
+  // kInvalidArgument for a previous row the previous step does not have. This default runs the step
+  // synchronously in launch_step (so the engine's pipelining is the same on every backend, with no
+  // overlap) and keeps its ids for wait_step.
+  virtual void launch_step(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                           std::span<const int32_t> previous_rows);
+  virtual void wait_step(std::vector<int32_t>& token_ids);
+
   // Fixed-size decode steps (CUDA graphs). After init_kv_cache, the engine may hand the batch sizes
   // it will pad decode steps to (ascending, each >= 1) and the widest block table a sequence can
   // have. A model that accepts (returns true) then runs every forward_greedy batch whose slices are
@@ -127,6 +145,11 @@ class CausalLm {
     (void)max_logit_rows;
     return 0;
   }
+
+ private:
+  // The default launch_step's results: the latest launched step's ids, and those not yet waited for.
+  std::vector<int32_t> launched_ids_;
+  std::deque<std::vector<int32_t>> unwaited_ids_;
 };
 
 }  // namespace omni::model

@@ -54,6 +54,7 @@ engine::EngineConfig engine_config_from_args(const Json& args, const StageRunner
   config.max_model_len = optional_arg<int>(args, "max_model_len", context).value_or(config.max_model_len);
   config.seed = optional_arg<uint64_t>(args, "seed", context).value_or(config.seed);
   config.enforce_eager = optional_arg<bool>(args, "enforce_eager", context).value_or(config.enforce_eager);
+  config.async_scheduling = optional_arg<bool>(args, "async_scheduling", context).value_or(config.async_scheduling);
   config.gpu_memory_utilization =
       optional_arg<double>(args, "gpu_memory_utilization", context).value_or(config.gpu_memory_utilization);
   return config;

@@ -104,6 +104,20 @@ TEST_F(GenerateTest, SamplingIsReproducibleWithASeedAndTopKOneIsGreedy) {
   EXPECT_EQ(Json::parse(top1.out)["token_ids"].get<std::vector<int32_t>>(), greedy_);
 }
 
+TEST_F(GenerateTest, AsyncSchedulingPrintsTheSynchronousOutput) {
+  std::vector<std::string> seeded = {"--max-tokens", "12", "--temperature", "1.5",      "--top-p", "0.9",
+                                     "--seed",       "42", "--ignore-eos",  "--output", "json"};
+  auto sync = generate(kModel, seeded);
+  seeded.push_back("--async-scheduling");
+  auto async = generate(kModel, seeded);
+  ASSERT_EQ(async.exit_code, 0) << async.err;
+  EXPECT_EQ(async.out, sync.out);
+  auto greedy = generate(
+      kModel, {"--max-tokens", "24", "--temperature", "0", "--ignore-eos", "--output", "json", "--async-scheduling"});
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_EQ(Json::parse(greedy.out)["token_ids"].get<std::vector<int32_t>>(), greedy_);
+}
+
 TEST_F(GenerateTest, BadArgumentsAreUsageErrorsNamingTheFlag) {
   auto r = run_process({OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt-token-ids", "1,x,3"});
   EXPECT_EQ(r.exit_code, 64);

@@ -368,13 +368,16 @@ struct EngineRunResult {
   engine::ResolvedEngineConfig config;
 };
 
-EngineRunResult run_staggered(CausalLm& model, bool enforce_eager, const std::vector<StaggeredRequest>& requests) {
+// `seeded`: sampled at temperature 0.8 with request i's seed i, else greedy.
+EngineRunResult run_staggered(CausalLm& model, bool enforce_eager, const std::vector<StaggeredRequest>& requests,
+                              bool async_scheduling = false, bool seeded = false) {
   engine::EngineConfig config;
   config.max_num_seqs = 24;
   config.num_gpu_blocks_override = 512;
   config.max_model_len = std::min(model.info().max_position_embeddings, 1024);
   config.enable_prefix_caching = false;
   config.enforce_eager = enforce_eager;
+  config.async_scheduling = async_scheduling;
   engine::ArEngine engine(model, config);
   EngineRunResult result;
   result.config = engine.config();
@@ -386,6 +389,10 @@ EngineRunResult run_staggered(CausalLm& model, bool enforce_eager, const std::ve
     for (size_t i = 0; i < requests.size(); ++i) {
       if (requests[i].join_step != step) continue;
       params.max_tokens = requests[i].max_tokens;
+      if (seeded) {
+        params.temperature = 0.8f;
+        params.seed = static_cast<int64_t>(i);
+      }
       engine.add_request({"r" + std::to_string(i), requests[i].prompt, params});
       ++added;
     }
@@ -437,6 +444,25 @@ TEST(CudaDecodeGraphTest, GraphDecodeMatchesEagerOnTheQwen3_0_6bShape) {
   const char* dir = std::getenv("OMNI_DECODE_GRAPH_CHECKPOINT");
   if (dir == nullptr || *dir == 0) GTEST_SKIP() << "OMNI_DECODE_GRAPH_CHECKPOINT is not set";
   expect_graphs_match_eager(dir, 40);
+}
+
+// Async scheduling (the next step scheduled while one runs, its placeholder inputs read from the
+// previous step's ids) gives the synchronous engine's tokens, greedy and seeded.
+TEST_P(CudaModelTest, AsyncSchedulingGivesTheSynchronousTokens) {
+  auto model = builtin_model_registry().create_causal_lm(dir_, {tensor::Device::cuda(0)});
+  const std::vector<StaggeredRequest> requests = staggered_requests(model->info().vocab_size, 20, 11);
+  for (bool seeded : {false, true}) {
+    SCOPED_TRACE(seeded ? "seeded" : "greedy");
+    const EngineRunResult sync = run_staggered(*model, false, requests, false, seeded);
+    const EngineRunResult async = run_staggered(*model, false, requests, true, seeded);
+    ASSERT_EQ(async.tokens.size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const std::string id = "r" + std::to_string(i);
+      SCOPED_TRACE(id);
+      EXPECT_EQ(async.tokens.at(id).size(), static_cast<size_t>(requests[i].max_tokens));
+      EXPECT_EQ(async.tokens.at(id), sync.tokens.at(id));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyQwen, CudaModelTest, ::testing::ValuesIn(model_names()),

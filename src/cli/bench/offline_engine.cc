@@ -38,6 +38,8 @@ void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
   app.add_flag("--enable-prefix-caching", flags.enable_prefix_caching,
                "Reuse KV blocks of repeated prompt prefixes (default: off, every prompt is prefilled)");
   app.add_flag("--enforce-eager", flags.enforce_eager, "No CUDA graphs: launch the ops of each decode step one by one");
+  app.add_flag("--async-scheduling", flags.async_scheduling,
+               "Schedule the next step while the current one runs on the device (same output)");
   app.add_option("--seed", flags.seed, "Seed of the random prompts")->capture_default_str();
 }
 
@@ -59,6 +61,7 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
   config.enable_prefix_caching = flags.enable_prefix_caching;
   config.seed = flags.seed;
   config.enforce_eager = flags.enforce_eager;
+  config.async_scheduling = flags.async_scheduling;
   out.engine = std::make_unique<engine::ArEngine>(*out.model, config);
   return out;
 }

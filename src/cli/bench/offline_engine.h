@@ -29,11 +29,12 @@ struct OfflineEngineFlags {
   std::optional<int> max_num_batched_tokens;
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
+  bool async_scheduling = false;
   uint64_t seed = 0;
 };
 
 // Declares --model, --device, --dtype, --gpu-memory-utilization, --num-gpu-blocks-override,
-// --max-model-len, --max-num-batched-tokens, --enable-prefix-caching, --enforce-eager and --seed on
+// --max-model-len, --max-num-batched-tokens, --enable-prefix-caching, --enforce-eager, --async-scheduling and --seed on
 // `app`.
 void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags);
 
