@@ -468,25 +468,25 @@ TEST_P(OpsTest, QkvNormRopeStoreWritesQueriesAndTheCaches) {
     slots.resize(tokens);
     if (device_slots && tokens > 1) slots.back() = -1;
     // The heads of qkv split into q [tokens, heads, hd], k and v [tokens, kv_heads, hd].
+    const int64_t q_width = static_cast<int64_t>(heads) * hd, kv_width = static_cast<int64_t>(kv_heads) * hd;
     std::vector<double> q, k, v;
-    for (int t = 0; t < tokens; ++t) {
-      const auto row = qkv.begin() + static_cast<int64_t>(t) * all * hd;
-      q.insert(q.end(), row, row + heads * hd);
-      k.insert(k.end(), row + heads * hd, row + (heads + kv_heads) * hd);
-      v.insert(v.end(), row + (heads + kv_heads) * hd, row + all * hd);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto row = qkv.begin() + t * (q_width + 2 * kv_width);
+      q.insert(q.end(), row, row + q_width);
+      k.insert(k.end(), row + q_width, row + q_width + kv_width);
+      v.insert(v.end(), row + q_width + kv_width, row + q_width + 2 * kv_width);
     }
     std::vector<double> want_q, scale_q, rotated_k, scale_rotated_k;
     norm_rope_reference(q, qw, tokens, heads, hd, with_norm, eps, theta, pos, want_q, scale_q);
     norm_rope_reference(k, kw, tokens, kv_heads, hd, with_norm, eps, theta, pos, rotated_k, scale_rotated_k);
-    const size_t cache_row = static_cast<size_t>(kv_heads) * hd;
-    std::vector<double> want_k(static_cast<size_t>(num_blocks) * block * cache_row, 0.0);
+    std::vector<double> want_k(static_cast<size_t>(static_cast<int64_t>(num_blocks) * block * kv_width), 0.0);
     std::vector<double> scale_k(want_k.size(), 0.0), want_v(want_k.size(), 0.0);
-    for (int t = 0; t < tokens; ++t) {
+    for (int64_t t = 0; t < tokens; ++t) {
       if (slots[t] < 0) continue;
-      const size_t from = t * cache_row, to = slots[t] * cache_row;
-      std::copy_n(rotated_k.begin() + from, cache_row, want_k.begin() + to);
-      std::copy_n(scale_rotated_k.begin() + from, cache_row, scale_k.begin() + to);
-      std::copy_n(v.begin() + from, cache_row, want_v.begin() + to);
+      const int64_t from = t * kv_width, to = slots[t] * kv_width;
+      std::copy_n(rotated_k.begin() + from, kv_width, want_k.begin() + to);
+      std::copy_n(scale_rotated_k.begin() + from, kv_width, scale_k.begin() + to);
+      std::copy_n(v.begin() + from, kv_width, want_v.begin() + to);
     }
     Tensor q_out = out({tokens, heads, hd});
     Tensor k_cache = out({num_blocks, block, kv_heads, hd}), v_cache = out({num_blocks, block, kv_heads, hd});
