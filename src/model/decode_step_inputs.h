@@ -3,7 +3,7 @@
 // `rows`, as int32
 //   [token ids: rows][positions: rows][KV slots: rows][context lengths: rows][block tables: rows x width]
 // Row b < n is slice b; padding rows read token 0 at position 0, write no KV slot (-1), attend to
-// nothing (context length -1) and have an all-zero table (see ops::store_kv and
+// nothing (context length -1) and have an all-zero table (see ops::qkv_norm_rope_store and
 // ops::paged_decode_attention for what -1 means there).
 #pragma once
 

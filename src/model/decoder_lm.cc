@@ -6,8 +6,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "model/model_dtype.h"
 #include "model/decode_step_inputs.h"
+#include "model/model_dtype.h"
 #include "model/safetensors.h"
 
 namespace omni::model {
@@ -81,17 +81,23 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     Layer& l = layers_[i];
     l.input_norm = load_weight(ckpt, p + "input_layernorm.weight", {hidden});
     l.post_attention_norm = load_weight(ckpt, p + "post_attention_layernorm.weight", {hidden});
-    l.q_proj = load_row_shard(ckpt, p + "self_attn.q_proj.weight", {q_out, hidden}, q_begin, q_rows, dtype_, device_);
-    l.k_proj =
-        load_row_shard(ckpt, p + "self_attn.k_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_, device_);
-    l.v_proj =
-        load_row_shard(ckpt, p + "self_attn.v_proj.weight", {kv_out, hidden}, kv_begin, kv_rows, dtype_, device_);
-    l.o_proj =
-        load_column_shard(ckpt, p + "self_attn.o_proj.weight", {hidden, q_out}, q_begin, q_rows, dtype_, device_);
+    // q, k and v share one matrix (this rank's query rows, then its key rows, then its value rows) so
+    // that attention starts with a single product.
+    const std::string attn = p + "self_attn.";
+    l.qkv_proj = Tensor::empty({q_rows + 2 * kv_rows, hidden}, dtype_, device_);
+    ckpt.load_slice_into(attn + "q_proj.weight", {q_out, hidden}, 0, q_begin, q_rows, l.qkv_proj, 0);
+    ckpt.load_slice_into(attn + "k_proj.weight", {kv_out, hidden}, 0, kv_begin, kv_rows, l.qkv_proj,
+                         static_cast<size_t>(q_rows * hidden));
+    ckpt.load_slice_into(attn + "v_proj.weight", {kv_out, hidden}, 0, kv_begin, kv_rows, l.qkv_proj,
+                         static_cast<size_t>((q_rows + kv_rows) * hidden));
+    l.o_proj = load_column_shard(ckpt, attn + "o_proj.weight", {hidden, q_out}, q_begin, q_rows, dtype_, device_);
     if (variant.qkv_bias) {
-      l.q_bias = load_row_shard(ckpt, p + "self_attn.q_proj.bias", {q_out}, q_begin, q_rows, dtype_, device_);
-      l.k_bias = load_row_shard(ckpt, p + "self_attn.k_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_, device_);
-      l.v_bias = load_row_shard(ckpt, p + "self_attn.v_proj.bias", {kv_out}, kv_begin, kv_rows, dtype_, device_);
+      l.qkv_bias = Tensor::empty({q_rows + 2 * kv_rows}, dtype_, device_);
+      ckpt.load_slice_into(attn + "q_proj.bias", {q_out}, 0, q_begin, q_rows, l.qkv_bias, 0);
+      ckpt.load_slice_into(attn + "k_proj.bias", {kv_out}, 0, kv_begin, kv_rows, l.qkv_bias,
+                           static_cast<size_t>(q_rows));
+      ckpt.load_slice_into(attn + "v_proj.bias", {kv_out}, 0, kv_begin, kv_rows, l.qkv_bias,
+                           static_cast<size_t>(q_rows + kv_rows));
     }
     if (variant.qk_norm) {
       l.q_norm = load_weight(ckpt, p + "self_attn.q_norm.weight", {hd});
@@ -107,7 +113,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   }
 
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
-  // every M-RoPE layout the plain NeoX rotation (ops::qk_norm_rope's).
+  // every M-RoPE layout the plain NeoX rotation (ops::qkv_norm_rope_store's).
   rope_theta_ = config.rope.theta;
 
   info_.vocab_size = config.vocab_size;
@@ -133,8 +139,8 @@ size_t DecoderLm::activation_bytes(int max_tokens, int max_logit_rows) const {
   const size_t hidden = config_.hidden_size, inter = shard_.intermediate;
   const size_t q_out = static_cast<size_t>(shard_.heads) * config_.head_dim;
   const size_t kv_out = static_cast<size_t>(shard_.kv_heads) * config_.head_dim;
-  // What run() holds at once: h, x, proj; q, attn; k, v; gate_up and act.
-  const size_t per_token = 3 * hidden + 2 * q_out + 2 * kv_out + 3 * inter;
+  // What run() holds at once: h, x, proj; qkv (q_out + 2 * kv_out), q, attn; gate_up and act.
+  const size_t per_token = 3 * hidden + 3 * q_out + 2 * kv_out + 3 * inter;
   // Picked rows; the shard's logits, the gathered and the ordered logits; argmax.
   const size_t vocab = static_cast<size_t>(shard_.vocab_rows) * shard_.size;
   const size_t per_row = hidden + static_cast<size_t>(shard_.vocab_rows) + 3 * vocab;
@@ -257,7 +263,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     ops::embedding(embed_tokens_, ids, h);
     reduce_partial_sums(h);
   }
-  run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()});
+  const Tensor last = run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()});
+  if (last.defined()) ops::add(h, last, h);
 
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
   Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
@@ -268,22 +275,22 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
 }
 
-void DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention) {
+Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention) {
   const int64_t tokens = h.dim(0);
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
   const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
   Tensor x = Tensor::empty({tokens, hidden}, dtype_, device_);
-  Tensor q = Tensor::empty({tokens, heads * hd}, dtype_, device_);
-  Tensor k = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
-  Tensor v = Tensor::empty({tokens, kv_heads * hd}, dtype_, device_);
+  Tensor qkv = Tensor::empty({tokens, heads + 2 * kv_heads, hd}, dtype_, device_);
+  Tensor q = Tensor::empty({tokens, heads, hd}, dtype_, device_);
   Tensor attn = Tensor::empty({tokens, heads, hd}, dtype_, device_);
   Tensor proj = Tensor::empty({tokens, hidden}, dtype_, device_);
   Tensor gate_up = Tensor::empty({tokens, 2 * inter}, dtype_, device_);
   Tensor act = Tensor::empty({tokens, inter}, dtype_, device_);
+  Tensor qkv_rows = qkv.reshape({tokens, (heads + 2 * kv_heads) * hd});
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   // h is the residual stream; each sublayer's output is added to it by the next norm
-  // (add_rms_norm), the last one's after the loop.
+  // (add_rms_norm), the last one's by the caller.
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     if (i == 0) {
@@ -291,19 +298,15 @@ void DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slo
     } else {
       ops::add_rms_norm(proj, h, l.input_norm, config_.rms_norm_eps, x);
     }
-    ops::linear(x, l.q_proj, l.q_bias, q);
-    ops::linear(x, l.k_proj, l.k_bias, k);
-    ops::linear(x, l.v_proj, l.v_bias, v);
-    Tensor q_heads = q.reshape({tokens, heads, hd});
-    Tensor k_heads = k.reshape({tokens, kv_heads, hd});
+    ops::linear(x, l.qkv_proj, l.qkv_bias, qkv_rows);
     // Without qk_norm the norms are undefined and this is the rotation alone.
-    ops::qk_norm_rope(q_heads, k_heads, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_);
-    ops::store_kv(k_heads, v.reshape({tokens, kv_heads, hd}), slots, l.k_cache, l.v_cache);
+    ops::qkv_norm_rope_store(qkv, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_, slots, q, l.k_cache,
+                             l.v_cache);
     if (attention.block_tables.defined()) {
-      ops::paged_decode_attention(q_heads, l.k_cache, l.v_cache, attention.context_lens, attention.block_tables, scale,
+      ops::paged_decode_attention(q, l.k_cache, l.v_cache, attention.context_lens, attention.block_tables, scale,
                                   config_.sliding_window[i], attn);
     } else {
-      ops::paged_attention(q_heads, l.k_cache, l.v_cache, attention.seqs, scale, config_.sliding_window[i], attn);
+      ops::paged_attention(q, l.k_cache, l.v_cache, attention.seqs, scale, config_.sliding_window[i], attn);
     }
     ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
     reduce_partial_sums(proj);
@@ -313,7 +316,7 @@ void DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slo
     ops::linear(act, l.down_proj, Tensor(), proj);
     reduce_partial_sums(proj);
   }
-  if (!layers_.empty()) ops::add(h, proj, h);
+  return layers_.empty() ? Tensor() : proj;
 }
 
 void DecoderLm::reduce_partial_sums(Tensor& x) {
@@ -442,9 +445,16 @@ void DecoderLm::queue_decode_step(DecodeStep& step) {
   const Tensor tables = step.inputs.slice_rows(4 * n, 4 * n + n * w).reshape({n, w});
   Tensor h = Tensor::empty({n, config_.hidden_size}, dtype_, device_);
   ops::embedding(embed_tokens_, ids, h);
-  run_layers(h, positions, slots, AttentionBatch{{}, context_lens, tables});
-  ops::rms_norm(h, final_norm_, config_.rms_norm_eps, h);
-  const Tensor logits = project_vocabulary(h, Tensor());
+  Tensor last = run_layers(h, positions, slots, AttentionBatch{{}, context_lens, tables});
+  // Every row gives logits, so the last sublayer's output joins the residual stream in the final
+  // norm's pass.
+  if (last.defined()) {
+    ops::add_rms_norm(last, h, final_norm_, config_.rms_norm_eps, last);
+  } else {
+    last = h;
+    ops::rms_norm(h, final_norm_, config_.rms_norm_eps, last);
+  }
+  const Tensor logits = project_vocabulary(last, Tensor());
   ops::argmax(logits, step.best);
 }
 

@@ -104,10 +104,11 @@ class DecoderLm : public CausalLm {
  private:
   struct Layer {
     tensor::Tensor input_norm, post_attention_norm;
-    tensor::Tensor q_proj, k_proj, v_proj, o_proj;
-    tensor::Tensor q_bias, k_bias, v_bias;  // undefined without qkv_bias
-    tensor::Tensor q_norm, k_norm;          // undefined without qk_norm
-    tensor::Tensor gate_up_proj;            // [2 * intermediate, hidden]: gate rows, then up rows
+    tensor::Tensor qkv_proj;  // [q + k + v rows of this rank, hidden]: query rows, then key, then value
+    tensor::Tensor qkv_bias;  // [q + k + v rows] likewise; undefined without qkv_bias
+    tensor::Tensor o_proj;
+    tensor::Tensor q_norm, k_norm;  // undefined without qk_norm
+    tensor::Tensor gate_up_proj;    // [2 * intermediate, hidden]: gate rows, then up rows
     tensor::Tensor down_proj;
     tensor::Tensor k_cache, v_cache;
   };
@@ -129,10 +130,11 @@ class DecoderLm : public CausalLm {
   };
 
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
-  // Runs the layers over the residual stream h [tokens, hidden] in place (h ends as the last
-  // layer's output plus its residual).
-  void run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
-                  const AttentionBatch& attention);
+  // Runs the layers over the residual stream h [tokens, hidden] in place, except that the last
+  // sublayer's output is returned ([tokens, hidden], undefined without layers) for the caller to
+  // add to h, alone or fused with the final norm (ops::add_rms_norm).
+  tensor::Tensor run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
+                            const AttentionBatch& attention);
   // Queues the ops of a fixed-size decode step, reading step.inputs and writing step.best.
   void queue_decode_step(DecodeStep& step);
   // The DecodeStep that runs `batch`, or nullptr when it must take the ordinary path.

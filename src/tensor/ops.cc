@@ -114,6 +114,20 @@ void expect_no_alias(const char* op, const char* name, const Tensor& t, const ch
   }
 }
 
+// Host KV slots must each name a slot of the cache [num_blocks, block_size, ...]; device-resident
+// ones are checked by the kernel (ops.h).
+void check_host_slots(const char* op, const Tensor& slots, const Tensor& k_cache) {
+  if (slots.device().type != DeviceType::kCpu) return;
+  const int64_t capacity = k_cache.dim(0) * k_cache.dim(1);
+  const int32_t* slot = slots.data<int32_t>();
+  for (int64_t t = 0; t < slots.numel(); ++t) {
+    if (slot[t] < 0 || slot[t] >= capacity) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: slot {} of token {} is outside the cache ({} slots)", op, slot[t],
+                  t, capacity);
+    }
+  }
+}
+
 // The segments of a packed-streams call (ops.h): each at least `least` rows, summing to the rows of
 // x. Returns them, or {T_in} for an empty span.
 std::vector<int64_t> checked_segments(const char* op, std::span<const int64_t> segments, const Tensor& x, int64_t least,
@@ -152,7 +166,6 @@ void upload(const Tensor& host, Tensor& dst) {
   cuda::upload_async(dst.raw(), host.raw(), host.nbytes(), dst.device().index);
 #endif
 }
-
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding";
@@ -314,18 +327,54 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
     throw_error(ErrorCode::kInvalidArgument, "store_kv: k {} does not fit cache {}", shape_to_string(k.shape()),
                 shape_to_string(k_cache.shape()));
   }
-  const int64_t capacity = k_cache.dim(0) * k_cache.dim(1);
-  if (slots.device().type == DeviceType::kCpu) {
-    const int32_t* slot = slots.data<int32_t>();
-    for (int64_t t = 0; t < slots.numel(); ++t) {
-      if (slot[t] < 0 || slot[t] >= capacity) {
-        throw_error(ErrorCode::kInvalidArgument, "store_kv: slot {} of token {} is outside the cache ({} slots)",
-                    slot[t], t, capacity);
-      }
-    }
-  }
+  check_host_slots(op, slots, k_cache);
   const Tensor slots_here = index_tensor(op, "slots", slots, device);
   OMNI_DISPATCH(device, store_kv(k, v, slots_here, k_cache, v_cache));
+}
+
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache) {
+  const char* op = "qkv_norm_rope_store";
+  const Device device =
+      common_device(op, {{"qkv", &qkv}, {"q_out", &q_out}, {"k_cache", &k_cache}, {"v_cache", &v_cache}});
+  expect_float(op, "qkv", qkv);
+  for (Arg arg : {Arg{"q_out", &q_out}, Arg{"k_cache", &k_cache}, Arg{"v_cache", &v_cache}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "qkv", qkv);
+  }
+  expect_rank(op, "qkv", qkv, 3);
+  expect_rank(op, "q_out", q_out, 3);
+  expect_rank(op, "k_cache", k_cache, 4);
+  expect_shape(op, "v_cache", v_cache, k_cache.shape());
+  const int64_t tokens = qkv.dim(0), head_dim = qkv.dim(2), heads = q_out.dim(1), kv_heads = k_cache.dim(2);
+  if (head_dim % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "{}: head_dim {} is odd", op, head_dim);
+  if (k_cache.dim(3) != head_dim || qkv.dim(1) != heads + 2 * kv_heads) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "{}: qkv {} must be [tokens, heads + 2 * kv_heads, head_dim] for q_out {} and cache {}", op,
+                shape_to_string(qkv.shape()), shape_to_string(q_out.shape()), shape_to_string(k_cache.shape()));
+  }
+  expect_shape(op, "q_out", q_out, {tokens, heads, head_dim});
+  expect_no_alias(op, "qkv", qkv, "q_out", q_out);
+  if (q_norm.defined() != k_norm.defined()) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: q_norm and k_norm must both be given or both be undefined", op);
+  }
+  if (q_norm.defined()) {
+    common_device(op, {{"qkv", &qkv}, {"q_norm", &q_norm}, {"k_norm", &k_norm}});
+    expect_same_dtype(op, "q_norm", q_norm, "qkv", qkv);
+    expect_same_dtype(op, "k_norm", k_norm, "qkv", qkv);
+    expect_shape(op, "q_norm", q_norm, {head_dim});
+    expect_shape(op, "k_norm", k_norm, {head_dim});
+  }
+  expect_dtype(op, "positions", positions, DType::kI32);
+  expect_shape(op, "positions", positions, {tokens});
+  expect_dtype(op, "slots", slots, DType::kI32);
+  expect_shape(op, "slots", slots, {tokens});
+  if (!(theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "{}: theta must be > 0", op);
+  check_host_slots(op, slots, k_cache);
+  const Tensor positions_here = index_tensor(op, "positions", positions, device);
+  const Tensor slots_here = index_tensor(op, "slots", slots, device);
+  OMNI_DISPATCH(device, qkv_norm_rope_store(qkv, q_norm, k_norm, eps, positions_here, theta, slots_here, q_out, k_cache,
+                                            v_cache));
 }
 
 namespace {

@@ -88,6 +88,18 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec);
 void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
                   float theta);
 
+// The attention-input step of a decoder layer in one pass, on the output of one fused q/k/v
+// product: each row of qkv [T, heads + 2 * kv_heads, D] holds a token's query heads, then its key
+// heads, then its value heads. The query heads go to q_out [T, heads, D] and the key heads to
+// k_cache, each normalised and rotated as qk_norm_rope does (the same arithmetic, each element
+// rounded once); the value heads go to v_cache unchanged. K and V are written as store_kv writes
+// them (caches [num_blocks, block_size, kv_heads, D], slots [T] i32 with its rules: a negative
+// device-resident slot writes no K/V for that padding row, whose q_out row is still written). qkv
+// is not modified; q_out must not overlap it. Undefined q_norm and k_norm: rotation only.
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache);
+
 // One sequence of a paged attention batch: its `query_len` queries are rows
 // [query_start, query_start + query_len) of q and sit at KV positions
 // [context_len, context_len + query_len); block_table[i] holds KV positions

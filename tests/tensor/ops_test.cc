@@ -396,6 +396,33 @@ TEST_P(OpsTest, RotaryEmbeddingMatchesReferenceForNeoxAndBothMrope) {
   }
 }
 
+// Each of the nh heads of x [tokens, nh, hd] normalised with w (when with_norm), then rotated (NeoX)
+// at pos[t], in float64; scale is each element's magnitude before the rotation, its angle's error
+// allowance folded in.
+void norm_rope_reference(const std::vector<double>& x, const std::vector<double>& w, int tokens, int nh, int hd,
+                         bool with_norm, double eps, float theta, const std::vector<int32_t>& pos,
+                         std::vector<double>& want, std::vector<double>& scale) {
+  const int half = hd / 2;
+  want.assign(x.size(), 0.0);
+  scale.assign(x.size(), 0.0);
+  for (int t = 0; t < tokens; ++t) {
+    for (int h = 0; h < nh; ++h) {
+      const size_t row = (static_cast<size_t>(t) * nh + h) * hd;
+      double ms = 0.0;
+      for (int i = 0; i < hd; ++i) ms += x[row + i] * x[row + i];
+      const double inv = with_norm ? 1.0 / std::sqrt(ms / hd + eps) : 1.0;
+      for (int i = 0; i < half; ++i) {
+        const double x1 = x[row + i] * inv * (with_norm ? w[i] : 1.0);
+        const double x2 = x[row + i + half] * inv * (with_norm ? w[i + half] : 1.0);
+        const double angle = pos[t] * std::pow(static_cast<double>(theta), -2.0 * i / hd);
+        want[row + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
+        want[row + i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+        scale[row + i] = scale[row + i + half] = std::hypot(x1, x2) * (1.0 + angle * 1e-2);
+      }
+    }
+  }
+}
+
 // Each head of q and of k normalised with its weight, then rotated (NeoX); without weights only rotated.
 TEST_P(OpsTest, QkNormRopeMatchesNormThenRotation) {
   for (bool with_norm : {true, false}) {
@@ -407,36 +434,97 @@ TEST_P(OpsTest, QkNormRopeMatchesNormThenRotation) {
     Tensor qwt = random({hd}, qw), kwt = random({hd}, kw);
     std::vector<int32_t> pos(tokens);
     for (auto& p : pos) p = size(0, 4000);
-    auto reference = [&](const std::vector<double>& x, const std::vector<double>& w, int nh, std::vector<double>& want,
-                         std::vector<double>& scale) {
-      want.assign(x.size(), 0.0);
-      scale.assign(x.size(), 0.0);
-      for (int t = 0; t < tokens; ++t) {
-        for (int h = 0; h < nh; ++h) {
-          const size_t row = (static_cast<size_t>(t) * nh + h) * hd;
-          double ms = 0.0;
-          for (int i = 0; i < hd; ++i) ms += x[row + i] * x[row + i];
-          const double inv = with_norm ? 1.0 / std::sqrt(ms / hd + eps) : 1.0;
-          for (int i = 0; i < half; ++i) {
-            const double x1 = x[row + i] * inv * (with_norm ? w[i] : 1.0);
-            const double x2 = x[row + i + half] * inv * (with_norm ? w[i + half] : 1.0);
-            const double angle = pos[t] * std::pow(static_cast<double>(theta), -2.0 * i / hd);
-            want[row + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
-            want[row + i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
-            scale[row + i] = scale[row + i + half] = std::hypot(x1, x2) * (1.0 + angle * 1e-2);
-          }
-        }
-      }
-    };
     std::vector<double> want_q, scale_q, want_k, scale_k;
-    reference(q, qw, heads, want_q, scale_q);
-    reference(k, kw, kv_heads, want_k, scale_k);
+    norm_rope_reference(q, qw, tokens, heads, hd, with_norm, eps, theta, pos, want_q, scale_q);
+    norm_rope_reference(k, kw, tokens, kv_heads, hd, with_norm, eps, theta, pos, want_k, scale_k);
     Tensor qd = dev(qt), kd = dev(kt);
     ops::qk_norm_rope(qd, kd, with_norm ? dev(qwt) : Tensor(), with_norm ? dev(kwt) : Tensor(), static_cast<float>(eps),
                       ints({tokens}, pos), theta);
     SCOPED_TRACE(with_norm ? "with q/k norm" : "rotation only");
     expect_close(qd, want_q, 1e-6, 2e-5, scale_q);
     expect_close(kd, want_k, 1e-6, 2e-5, scale_k);
+  }
+}
+
+// The fused attention-input step against the same reference: q_out holds the normalised, rotated
+// query heads; the caches hold, at each token's slot, its normalised, rotated key heads and its value
+// heads as they were; slots no token names keep their zeros, and so does the slot a padding row (a
+// negative device-resident slot) would have taken.
+TEST_P(OpsTest, QkvNormRopeStoreWritesQueriesAndTheCaches) {
+  const bool device_slots = GetParam().device.type != DeviceType::kCpu;
+  for (bool with_norm : {true, false}) {
+    const int tokens = size(1, 13), kv_heads = size(1, 4), heads = kv_heads * size(1, 3);
+    const int hd = 2 * size(1, 70), all = heads + 2 * kv_heads, block = size(1, 5);
+    const int num_blocks = (tokens + block - 1) / block + size(0, 2);
+    const double eps = 1e-6;
+    const float theta = std::uniform_real_distribution<float>(1e3f, 1e6f)(rng_);
+    std::vector<double> qkv, qw, kw;
+    Tensor qkvt = random({tokens, all, hd}, qkv, 2.0);
+    Tensor qwt = random({hd}, qw), kwt = random({hd}, kw);
+    std::vector<int32_t> pos(tokens), slots(static_cast<size_t>(num_blocks) * block);
+    for (auto& p : pos) p = size(0, 4000);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng_);
+    slots.resize(tokens);
+    if (device_slots && tokens > 1) slots.back() = -1;
+    // The heads of qkv split into q [tokens, heads, hd], k and v [tokens, kv_heads, hd].
+    const int64_t q_width = static_cast<int64_t>(heads) * hd, kv_width = static_cast<int64_t>(kv_heads) * hd;
+    std::vector<double> q, k, v;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const auto row = qkv.begin() + t * (q_width + 2 * kv_width);
+      q.insert(q.end(), row, row + q_width);
+      k.insert(k.end(), row + q_width, row + q_width + kv_width);
+      v.insert(v.end(), row + q_width + kv_width, row + q_width + 2 * kv_width);
+    }
+    std::vector<double> want_q, scale_q, rotated_k, scale_rotated_k;
+    norm_rope_reference(q, qw, tokens, heads, hd, with_norm, eps, theta, pos, want_q, scale_q);
+    norm_rope_reference(k, kw, tokens, kv_heads, hd, with_norm, eps, theta, pos, rotated_k, scale_rotated_k);
+    std::vector<double> want_k(static_cast<size_t>(static_cast<int64_t>(num_blocks) * block * kv_width), 0.0);
+    std::vector<double> scale_k(want_k.size(), 0.0), want_v(want_k.size(), 0.0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (slots[t] < 0) continue;
+      const int64_t from = t * kv_width, to = slots[t] * kv_width;
+      std::copy_n(rotated_k.begin() + from, kv_width, want_k.begin() + to);
+      std::copy_n(scale_rotated_k.begin() + from, kv_width, scale_k.begin() + to);
+      std::copy_n(v.begin() + from, kv_width, want_v.begin() + to);
+    }
+    Tensor q_out = out({tokens, heads, hd});
+    Tensor k_cache = out({num_blocks, block, kv_heads, hd}), v_cache = out({num_blocks, block, kv_heads, hd});
+    ops::qkv_norm_rope_store(dev(qkvt), with_norm ? dev(qwt) : Tensor(), with_norm ? dev(kwt) : Tensor(),
+                             static_cast<float>(eps), ints({tokens}, pos), theta, dev(ints({tokens}, slots)), q_out,
+                             k_cache, v_cache);
+    SCOPED_TRACE(with_norm ? "with q/k norm" : "rotation only");
+    expect_close(q_out, want_q, 1e-6, 2e-5, scale_q);
+    expect_close(k_cache, want_k, 1e-6, 2e-5, scale_k);
+    expect_close(v_cache, want_v, 0.0, 0.0);
+  }
+}
+
+// Host slots fail at once, device slots at the next synchronisation (writing no K/V).
+TEST_P(OpsTest, QkvNormRopeStoreRejectsMismatchedShapesAndSlotsNamingThem) {
+  std::vector<double> unused;
+  Tensor q_out = out({2, 4, 8}), k_cache = out({2, 3, 2, 8}), v_cache = out({2, 3, 2, 8});
+  const Tensor positions = ints({2}, {0, 1});
+  auto message = [&](const Tensor& qkv, const Tensor& slots) -> std::string {
+    try {
+      ops::qkv_norm_rope_store(qkv, Tensor(), Tensor(), 1e-6f, positions, 1e4f, slots, q_out, k_cache, v_cache);
+      download(k_cache);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return e.what();
+    }
+    return "no error";
+  };
+  // 4 query heads and 2 KV heads need 8 heads per row.
+  EXPECT_NE(message(dev(random({2, 7, 8}, unused)), ints({2}, {0, 1}))
+                .find("qkv_norm_rope_store: qkv [2, 7, 8] must be [tokens, heads + 2 * kv_heads, head_dim]"),
+            std::string::npos);
+  for (bool slots_on_host : {true, false}) {
+    SCOPED_TRACE(slots_on_host ? "slots on the host" : "slots on the device");
+    const Tensor slots = ints({2}, {0, 6});
+    EXPECT_NE(message(dev(random({2, 8, 8}, unused)), slots_on_host ? slots : dev(slots))
+                  .find("qkv_norm_rope_store: slot 6 of token 1 is outside the cache (6 slots)"),
+              std::string::npos);
   }
 }
 

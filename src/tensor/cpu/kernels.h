@@ -16,6 +16,9 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
 void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
                   float theta);
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -74,6 +75,26 @@ void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_no
   spec.theta = theta;
   cpu::rotary_embedding(q, positions, spec);
   cpu::rotary_embedding(k, positions, spec);
+}
+
+// The heads are copied out of qkv into contiguous q, k and v and run through the unfused ops: on
+// the CPU the copy costs nothing next to the products, and the results are the unfused ones exactly.
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache) {
+  const int64_t tokens = qkv.dim(0), head_dim = qkv.dim(2), heads = q_out.dim(1), kv_heads = k_cache.dim(2);
+  const int64_t q_row = heads * head_dim, kv_row = kv_heads * head_dim, row = q_row + 2 * kv_row;
+  Tensor k = Tensor::empty({tokens, kv_heads, head_dim}, DType::kF32);
+  Tensor v = Tensor::empty({tokens, kv_heads, head_dim}, DType::kF32);
+  const float* src = qkv.data<float>();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* r = src + t * row;
+    std::copy_n(r, q_row, q_out.data<float>() + t * q_row);
+    std::copy_n(r + q_row, kv_row, k.data<float>() + t * kv_row);
+    std::copy_n(r + q_row + kv_row, kv_row, v.data<float>() + t * kv_row);
+  }
+  qk_norm_rope(q_out, k, q_norm, k_norm, eps, positions, theta);
+  store_kv(k, v, slots, k_cache, v_cache);
 }
 
 }  // namespace omni::tensor::cpu

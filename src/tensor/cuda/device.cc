@@ -119,8 +119,8 @@ void raise_device_error(int index) {
                 at, value, limit, index);
   }
   throw_error(ErrorCode::kInvalidArgument,
-              "store_kv: slot {} of token {} is outside the cache ({} slots) (found by the kernel on cuda:{})", value,
-              at, limit, index);
+              "{}: slot {} of token {} is outside the cache ({} slots) (found by the kernel on cuda:{})",
+              kind == DeviceErrorKind::kFusedKvSlot ? "qkv_norm_rope_store" : "store_kv", value, at, limit, index);
 }
 
 }  // namespace omni::tensor::cuda

@@ -47,6 +47,7 @@ enum class DeviceErrorKind : int32_t {
   kKvBlock = 3,
   // paged_decode_attention: value = the context length, index = its row, limit = what the tables hold
   kDecodeContext = 4,
+  kFusedKvSlot = 5,  // qkv_norm_rope_store: as kKvSlot
 };
 
 // The first such error since the last report. It lives in host memory mapped into the device, so

@@ -1,5 +1,6 @@
 // Row-wise and elementwise kernels: embedding, RMSNorm (plain and fused with the residual add),
-// rotary embedding, SiLU-and-multiply, GELU, add, bias, softmax, argmax, top-k and store_kv.
+// rotary embedding, SiLU-and-multiply, GELU, add, bias, softmax, argmax, top-k, store_kv and
+// qkv_norm_rope_store (q/k norm, RoPE and store_kv in one kernel).
 #include <algorithm>
 #include <cstdint>
 
@@ -186,6 +187,58 @@ __global__ void qk_norm_rope_kernel(T* q, T* k, const T* q_norm, const T* k_norm
       sincosf(position * inv_freq, &sin_a, &cos_a);
       v[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
       v[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
+    }
+  }
+}
+
+// qk_norm_rope_kernel and store_kv_kernel in one pass over the fused projection: one block per
+// token, one warp per head (query, key, then value heads). A query or key head is normalised and
+// rotated in registers and written once, to q_out or the key cache; a value head is copied. A
+// padding row (negative slot) writes only q_out; a slot outside the cache is recorded and writes
+// no K/V.
+template <typename T>
+__global__ void qkv_norm_rope_store_kernel(const T* qkv, const T* q_norm, const T* k_norm, float eps,
+                                           const int32_t* positions, float theta, const int32_t* slots, T* q_out,
+                                           T* k_cache, T* v_cache, int heads, int kv_heads, int head_dim,
+                                           int64_t capacity, DeviceErrorRecord* errors) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int half = head_dim / 2, all_heads = heads + 2 * kv_heads;
+  const int64_t token = blockIdx.x, slot = slots[token];
+  if (slot >= capacity && threadIdx.x == 0) record_error(errors, DeviceErrorKind::kFusedKvSlot, token, slot, capacity);
+  const bool store = slot >= 0 && slot < capacity;
+  const float position = static_cast<float>(positions[token]);
+  const T* row = qkv + token * all_heads * head_dim;
+  // Each warp takes whole heads, so the branches below are uniform across its lanes.
+  for (int h = warp; h < (store ? all_heads : heads); h += blockDim.x / 32) {
+    const T* src = row + static_cast<int64_t>(h) * head_dim;
+    if (h >= heads + kv_heads) {
+      T* dst = v_cache + (slot * kv_heads + (h - heads - kv_heads)) * head_dim;
+      for (int i = lane; i < head_dim; i += 32) dst[i] = src[i];
+      continue;
+    }
+    const bool is_q = h < heads;
+    T* dst = is_q ? q_out + (token * heads + h) * head_dim : k_cache + (slot * kv_heads + (h - heads)) * head_dim;
+    const T* w = is_q ? q_norm : k_norm;
+    float inv = 1.0f;
+    if (w != nullptr) {
+      float sum = 0.0f;
+      for (int i = lane; i < head_dim; i += 32) {
+        const float x = to_float(src[i]);
+        sum += x * x;
+      }
+      inv = rsqrtf(warp_sum(sum) / static_cast<float>(head_dim) + eps);
+    }
+    for (int i = lane; i < half; i += 32) {
+      float x1 = to_float(src[i]) * inv, x2 = to_float(src[i + half]) * inv;
+      if (w != nullptr) {
+        x1 *= to_float(w[i]);
+        x2 *= to_float(w[i + half]);
+      }
+      const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+      float sin_a, cos_a;
+      sincosf(position * inv_freq, &sin_a, &cos_a);
+      dst[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
+      dst[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
     }
   }
 }
@@ -399,6 +452,23 @@ void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_no
         eps, ptr<int32_t>(positions), heads, kv_heads, static_cast<int>(q.dim(2)), theta);
   });
   check_launch("qk_norm_rope_kernel", q);
+}
+
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache) {
+  const int heads = static_cast<int>(q_out.dim(1)), kv_heads = static_cast<int>(k_cache.dim(2));
+  if (qkv.dim(0) == 0 || heads + 2 * kv_heads == 0) return;
+  const int threads = 32 * std::min(8, heads + 2 * kv_heads);
+  with_float_type(qkv.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    qkv_norm_rope_store_kernel<T><<<qkv.dim(0), threads, 0, stream_of(q_out)>>>(
+        ptr<T>(qkv), q_norm.defined() ? ptr<T>(q_norm) : nullptr, k_norm.defined() ? ptr<T>(k_norm) : nullptr, eps,
+        ptr<int32_t>(positions), theta, ptr<int32_t>(slots), ptr<T>(q_out), ptr<T>(k_cache), ptr<T>(v_cache), heads,
+        kv_heads, static_cast<int>(qkv.dim(2)), k_cache.dim(0) * k_cache.dim(1),
+        device_error_record(k_cache.device().index));
+  });
+  check_launch("qkv_norm_rope_store_kernel", q_out);
 }
 
 void silu_and_mul(const Tensor& x, Tensor& out) {

@@ -1,8 +1,9 @@
 // The CUDA implementations behind ops.h. Called only by the dispatchers in tensor/ops.cc, which
 // have already validated shapes, dtypes (float32, bfloat16 or float16, one per op), devices, block
 // tables and the values of index tensors that came from the host (and uploaded them); these
-// functions assume valid arguments, except that the kernels of embedding and store_kv check ids and
-// slots themselves, for those that were already on the GPU (cuda/device.h's DeviceErrorRecord).
+// functions assume valid arguments, except that the kernels of embedding, store_kv and
+// qkv_norm_rope_store check ids and slots themselves, for those that were already on the GPU
+// (cuda/device.h's DeviceErrorRecord).
 //
 // Every function queues its kernels on the device's stream (cuda/device.h) and returns without
 // waiting; a failed launch is omni::Error(kInternal) naming the kernel. Arithmetic is float32
@@ -23,6 +24,9 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
 void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
                   float theta);
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                         const Tensor& positions, float theta, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                         Tensor& v_cache);
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                      std::span<const ops::PagedSequence> seqs, float scale, int sliding_window, Tensor& out);
 void paged_decode_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& context_lens,
