@@ -7,15 +7,17 @@
 # side-by-side table last. Each part has a time limit so the whole run stays under ten minutes;
 # logs and JSON results go to $OUT (or ./out), packed into engine_results.tgz.
 #
-#   bash run_engine_on_gpu.sh [--quick] [--batches LIST] [--no-memcheck] [--no-peer] [--no-compile]
+#   bash run_engine_on_gpu.sh [--quick] [--batches LIST] [--no-memcheck] [--no-peer] [--no-compile] [--async]
 #     --quick: batch 1 and 8 only, no 8B, no torch.compile; --batches: the bench latency batch sizes
 #     (comma-separated); --no-memcheck, --no-peer: skip compute-sanitizer, the transformers peer;
-#     --no-compile: the peer runs eager only (torch.compile has not finished within its limit yet)
+#     --no-compile: the peer runs eager only (torch.compile has not finished within its limit yet);
+#     --async: a second bench latency and bench throughput of the 0.6B shape with --async-scheduling
+#     (rows "qwen3-0.6b-async" in the table)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
-quick=0 memcheck=1 peer=1 compile=1 batches="1,8,32,128,256"
+quick=0 memcheck=1 peer=1 compile=1 async=0 batches="1,8,32,128,256"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; batches="1,8" ;;
@@ -23,7 +25,8 @@ while [[ $# -gt 0 ]]; do
     --no-memcheck) memcheck=0 ;;
     --no-peer) peer=0 ;;
     --no-compile) compile=0 ;;
-    *) echo "run_engine_on_gpu.sh: unknown argument '$1' (--quick, --batches LIST, --no-memcheck, --no-peer, --no-compile)" >&2; exit 2 ;;
+    --async) async=1 ;;
+    *) echo "run_engine_on_gpu.sh: unknown argument '$1' (--quick, --batches LIST, --no-memcheck, --no-peer, --no-compile, --async)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -61,14 +64,18 @@ if [[ $memcheck == 1 ]]; then
   tail -4 "$logs/memcheck_generate.log"
 fi
 
-run_latency() {  # name shape limit iters
-  section "bench latency $1"
-  [[ -d "$work/$1" ]] || timeout 90 "$here/make_random_checkpoint" --shape "$2" --out "$work/$1" \
-      > "$logs/make_$1.log" 2>&1 || status=1
-  timeout "$3" "$omni" bench latency --model "$work/$1" --device cuda --input-len 128 --output-len 256 \
-      --batch-size "$batches" --num-iters-warmup 1 --num-iters "$4" --output-json "$logs/latency_$1.json" \
-      > "$logs/latency_$1.log" 2>&1 || status=1
-  cat "$logs/latency_$1.log" | grep -v "^\[" || true
+run_latency() {  # name shape limit iters [label engine-flags...]: the results are filed under label
+  local name="$1" shape="$2" limit="$3" iters="$4"
+  shift 4
+  local label="${1:-$name}"
+  [[ $# -gt 0 ]] && shift
+  section "bench latency $label"
+  [[ -d "$work/$name" ]] || timeout 90 "$here/make_random_checkpoint" --shape "$shape" --out "$work/$name" \
+      > "$logs/make_$name.log" 2>&1 || status=1
+  timeout "$limit" "$omni" bench latency --model "$work/$name" --device cuda --input-len 128 --output-len 256 \
+      --batch-size "$batches" --num-iters-warmup 1 --num-iters "$iters" --output-json "$logs/latency_$label.json" \
+      "$@" > "$logs/latency_$label.log" 2>&1 || status=1
+  cat "$logs/latency_$label.log" | grep -v "^\[" || true
 }
 
 run_latency qwen3-0.6b qwen3-0.6b 90 2
@@ -77,6 +84,14 @@ timeout 45 "$omni" bench throughput --model "$work/qwen3-0.6b" --device cuda --n
     --output-len 256 --max-num-seqs 256 --output-json "$logs/throughput_qwen3-0.6b.json" \
     > "$logs/throughput_qwen3-0.6b.log" 2>&1 || status=1
 grep -E "Throughput|Elapsed" "$logs/throughput_qwen3-0.6b.log"
+if [[ $async == 1 ]]; then
+  run_latency qwen3-0.6b qwen3-0.6b 90 2 qwen3-0.6b-async --async-scheduling
+  section "bench throughput qwen3-0.6b --async-scheduling"
+  timeout 45 "$omni" bench throughput --model "$work/qwen3-0.6b" --device cuda --num-prompts 1024 --input-len 128 \
+      --output-len 256 --max-num-seqs 256 --async-scheduling --output-json "$logs/throughput_qwen3-0.6b-async.json" \
+      > "$logs/throughput_qwen3-0.6b-async.log" 2>&1 || status=1
+  grep -E "Throughput|Elapsed" "$logs/throughput_qwen3-0.6b-async.log"
+fi
 [[ $quick == 0 ]] && run_latency qwen3-8b qwen3-8b 110 1
 
 if [[ $peer == 1 ]]; then

@@ -35,4 +35,12 @@ void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t ta
   }
 }
 
+void pack_decode_step_previous_rows(const ForwardBatch& batch, std::span<const int32_t> previous_rows,
+                                    std::span<int32_t> out) {
+  std::fill(out.begin(), out.end(), -1);
+  for (size_t b = 0; b < batch.seqs.size() && b < out.size(); ++b) {
+    out[b] = previous_rows[static_cast<size_t>(batch.seqs[b].query_start)];
+  }
+}
+
 }  // namespace omni::model

@@ -26,4 +26,11 @@ bool fits_decode_step(const ForwardBatch& batch, int64_t table_width);
 // decode_step_inputs_size(rows, table_width) values.
 void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t table_width, std::span<int32_t> out);
 
+// The rows of the previous asynchronous step that a fixed-size decode step's padded rows read
+// their token ids from (CausalLm::launch_step): out[b] = previous_rows[slice b's token] for the
+// batch's slices, -1 (keep the packed id) for the padding rows. previous_rows has one entry per
+// token of the batch; out holds `rows` values.
+void pack_decode_step_previous_rows(const ForwardBatch& batch, std::span<const int32_t> previous_rows,
+                                    std::span<int32_t> out);
+
 }  // namespace omni::model

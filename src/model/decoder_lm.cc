@@ -202,7 +202,8 @@ void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
   }
 }
 
-Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Tensor* hidden_out) {
+Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Tensor* hidden_out,
+                      const StepChaining* chaining) {
   const int64_t tokens =
       inputs_embeds != nullptr ? inputs_embeds->dim(0) : static_cast<int64_t>(batch.token_ids.size());
   check_batch(batch, static_cast<size_t>(tokens));
@@ -224,7 +225,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
 
   // The step's integers in one host buffer: ids into the vocabulary shard (ids of other shards
   // read its zero row), positions, KV slots, logits rows, logits order; on a GPU they travel in
-  // one copy (the device is idle here: the previous step's results were read back).
+  // one copy (the device is idle here: the previous step's results were read back; an asynchronous
+  // step's go through pinned staging instead, behind the step in flight).
   Tensor ints = Tensor::empty({3 * tokens + r + order}, DType::kI32);
   int32_t* host = ints.data<int32_t>();
   for (int64_t t = 0; inputs_embeds == nullptr && t < tokens; ++t) {
@@ -249,8 +251,17 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   // and each op stages its own without waiting for the device.
   const bool resident_embeds =
       inputs_embeds != nullptr && device_.type != DeviceType::kCpu && inputs_embeds->device() == device_;
-  if (device_.type != DeviceType::kCpu && !resident_embeds) ints = ints.to(device_);
-  const Tensor ids = ints.slice_rows(0, tokens);
+  if (device_.type != DeviceType::kCpu && !resident_embeds) {
+    if (chaining != nullptr) {
+      Tensor on_device = Tensor::empty(ints.shape(), DType::kI32, device_);
+      ops::upload(ints, on_device);
+      ints = on_device;
+    } else {
+      ints = ints.to(device_);
+    }
+  }
+  Tensor ids = ints.slice_rows(0, tokens);
+  if (chaining != nullptr && chaining->rows.defined()) ops::substitute_ids(chaining->previous_ids, chaining->rows, ids);
   const Tensor positions = ints.slice_rows(tokens, 2 * tokens);
   const Tensor slots = ints.slice_rows(2 * tokens, 3 * tokens);
   const Tensor row_ids = ints.slice_rows(3 * tokens, 3 * tokens + r);
@@ -388,6 +399,7 @@ void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& 
     pack_decode_step_inputs(batch, step->rows, decode_table_width_,
                             std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
     ops::upload(host, step->inputs);
+    previous_ids_stale_ = true;
     if (step->graph.defined()) {
       step->graph.replay();
     } else {
@@ -428,6 +440,110 @@ void DecoderLm::forward_sample(const ForwardBatch& batch, std::span<const ops::S
   ops::sample(logits, params, ids);
 }
 
+bool DecoderLm::steps_run_async() const {
+  return device_.type == DeviceType::kCuda && shard_.size == 1 && has_embedding_and_head_;
+}
+
+void DecoderLm::launch_step(const ForwardBatch& batch, std::span<const ops::SamplingParams> params,
+                            std::span<const int32_t> previous_rows) {
+  if (!steps_run_async()) {
+    CausalLm::launch_step(batch, params, previous_rows);
+    return;
+  }
+  if (launched_steps_ - waited_steps_ >= 2) {
+    throw_error(ErrorCode::kInternal, "launch_step: two steps are outstanding; wait for the older one first");
+  }
+  if (!previous_rows.empty() && previous_rows.size() != batch.token_ids.size()) {
+    throw_error(ErrorCode::kInvalidArgument, "launch_step: {} previous rows for {} tokens", previous_rows.size(),
+                batch.token_ids.size());
+  }
+  const AsyncStep* previous = launched_steps_ > 0 ? &async_steps_[(launched_steps_ - 1) % 2] : nullptr;
+  // A synchronous fixed-size step since then may have rewritten the ids the previous one left on
+  // the device.
+  const int64_t previous_count = previous != nullptr && !previous_ids_stale_ ? previous->rows : 0;
+  bool reads_previous = false;
+  for (size_t i = 0; i < previous_rows.size(); ++i) {
+    if (previous_rows[i] < 0) continue;
+    if (previous_rows[i] >= previous_count) {
+      throw_error(ErrorCode::kInvalidArgument, "launch_step: token {} reads row {} of a previous step with {} rows", i,
+                  previous_rows[i], previous_count);
+    }
+    reads_previous = true;
+  }
+  AsyncStep& slot = async_steps_[launched_steps_ % 2];
+  // The slot's step was waited for (at most two outstanding), so its pinned buffer is free.
+  slot.ids = queue_async_step(batch, params, reads_previous ? previous_rows : std::span<const int32_t>(), previous);
+  slot.rows = slot.ids.defined() ? slot.ids.numel() : 0;
+  if (slot.rows > 0) slot.readback.start(slot.ids);
+  previous_ids_stale_ = false;
+  if (launched_steps_ > waited_steps_) ++overlapped_launches_;
+  ++launched_steps_;
+}
+
+Tensor DecoderLm::queue_async_step(const ForwardBatch& batch, std::span<const ops::SamplingParams> params,
+                                   std::span<const int32_t> previous_rows, const AsyncStep* previous) {
+  const char* caller = params.empty() ? "forward_greedy" : "forward_sample";
+  check_has_head(caller);
+  if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "{}: all_logits is not supported", caller);
+  if (params.empty()) {
+    if (DecodeStep* step = decode_step_for(batch)) {
+      check_batch(batch, batch.token_ids.size());
+      const Tensor host = decode_staging_.slice_rows(0, step->inputs.dim(0));
+      pack_decode_step_inputs(batch, step->rows, decode_table_width_,
+                              std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+      ops::upload(host, step->inputs);
+      if (!previous_rows.empty()) {
+        // Into the uploaded ids, on the stream before the replay: the recording reads them from there.
+        Tensor rows = Tensor::empty({step->rows}, DType::kI32);
+        pack_decode_step_previous_rows(batch, previous_rows,
+                                       std::span<int32_t>(rows.data<int32_t>(), static_cast<size_t>(step->rows)));
+        Tensor ids = step->inputs.slice_rows(0, step->rows);
+        ops::substitute_ids(previous->ids, rows, ids);
+      }
+      if (step->graph.defined()) {
+        step->graph.replay();
+      } else {
+        queue_decode_step(*step);
+      }
+      // A view: a later step of this size rewrites `best` only in ops queued after this step's
+      // readback and after the next step's substitution has read it.
+      return step->best.slice_rows(0, static_cast<int64_t>(batch.seqs.size()));
+    }
+  }
+  StepChaining chaining;
+  if (!previous_rows.empty()) {
+    chaining.previous_ids = previous->ids;
+    chaining.rows = Tensor::empty({static_cast<int64_t>(previous_rows.size())}, DType::kI32);
+    std::copy(previous_rows.begin(), previous_rows.end(), chaining.rows.data<int32_t>());
+  }
+  Tensor logits = run(batch, nullptr, nullptr, &chaining);
+  const int64_t rows = logits.dim(0);
+  if (rows == 0) return Tensor();
+  Tensor ids = Tensor::empty({rows}, DType::kI32, device_);
+  if (params.empty()) {
+    ops::argmax(logits, ids);
+  } else {
+    ops::sample(logits, params, ids);
+  }
+  return ids;
+}
+
+void DecoderLm::wait_step(std::vector<int32_t>& token_ids) {
+  if (!steps_run_async()) {
+    CausalLm::wait_step(token_ids);
+    return;
+  }
+  if (waited_steps_ == launched_steps_) {
+    throw_error(ErrorCode::kInternal, "wait_step: no launched step is outstanding");
+  }
+  AsyncStep& slot = async_steps_[waited_steps_ % 2];
+  ++waited_steps_;
+  token_ids.clear();
+  if (slot.rows == 0) return;
+  const Tensor host = slot.readback.wait();
+  token_ids.assign(host.data<int32_t>(), host.data<int32_t>() + host.numel());
+}
+
 DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
   if (decode_steps_.empty() || !fits_decode_step(batch, decode_table_width_)) return nullptr;
   for (DecodeStep& step : decode_steps_) {
@@ -460,6 +576,7 @@ void DecoderLm::queue_decode_step(DecodeStep& step) {
 
 bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
   decode_steps_.clear();
+  previous_ids_stale_ = true;
   if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || batch_sizes.empty() ||
       max_blocks_per_seq < 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
     return false;

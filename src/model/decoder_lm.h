@@ -23,6 +23,7 @@
 // every rank returns the full logits.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -34,6 +35,7 @@
 #include "model/tensor_parallel.h"
 #include "tensor/communicator.h"
 #include "tensor/device_graph.h"
+#include "tensor/host_readback.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -80,6 +82,21 @@ class DecoderLm : public CausalLm {
   // Accepted on a CUDA device with one rank, a decode attention kernel for the dtype and head size
   // (ops::paged_decode_attention) and an output head; declined otherwise (the CPU runs unpadded).
   bool prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) override;
+  // On a CUDA device with one rank and an output head, a step is queued on the device's stream
+  // (forward_greedy's path, the fixed-size one included, or forward_sample's device sampling) and
+  // its ids are copied back to pinned host memory behind it (tensor/host_readback.h); wait_step()
+  // waits for that copy alone. The ids of previous_rows are gathered from the previous step's
+  // device-resident ids into this step's inputs on the stream (ops::substitute_ids), before the
+  // step's ops or graph replay. Elsewhere the default (synchronous) steps. Errors as the base; a
+  // launch with two steps outstanding is kInternal; previous rows after a synchronous
+  // forward_greedy that came between the two launches are kInvalidArgument (its fixed-size step
+  // may have overwritten the ids on the device).
+  void launch_step(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                   std::span<const int32_t> previous_rows) override;
+  void wait_step(std::vector<int32_t>& token_ids) override;
+  // How many launch_step calls found the previous step still outstanding and queued behind it
+  // without waiting (the device-side overlap of async scheduling); 0 where steps run synchronously.
+  int64_t overlapped_launches() const { return overlapped_launches_; }
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
   // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is
@@ -140,12 +157,33 @@ class DecoderLm : public CausalLm {
   // The DecodeStep that runs `batch`, or nullptr when it must take the ordinary path.
   DecodeStep* decode_step_for(const ForwardBatch& batch);
   void check_has_head(const char* caller) const;
+  // What makes an asynchronous step's run differ: its integers go up without waiting for the device
+  // and token t's id becomes previous_ids[rows[t]] where rows[t] >= 0 (ops::substitute_ids; rows
+  // undefined: no substitution).
+  struct StepChaining {
+    tensor::Tensor previous_ids;  // i32 on the device
+    tensor::Tensor rows;          // i32 [tokens] on the host
+  };
+  // An asynchronous step (launch_step): its ids on the device and their copy to the host. Two slots
+  // alternate, as at most two steps are outstanding, so a slot's pinned buffer is rewritten only
+  // after its step was waited for.
+  struct AsyncStep {
+    tensor::Tensor ids;  // i32 [rows] on the device; undefined when the step had no rows
+    int64_t rows = 0;
+    tensor::HostReadback readback;  // started only when rows > 0
+  };
+  // Whether launch_step/wait_step run on the device (see launch_step).
+  bool steps_run_async() const;
+  // Queues a step of launch_step on the device and returns its device-resident ids.
+  tensor::Tensor queue_async_step(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
+                                  std::span<const int32_t> previous_rows, const AsyncStep* previous);
   // Runs the layers over the batch (its token ids, or `inputs_embeds` when given) and returns the
   // logits [rows, columns] (on the model's device, in its dtype) of the rows the batch asks for:
   // columns is vocab_size, or with several ranks vocab_rows * ranks, the last shard's padding past
   // vocab_size included; undefined without an output head. `hidden_out`, when given, receives
-  // those rows' post-norm hidden states.
-  tensor::Tensor run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, tensor::Tensor* hidden_out);
+  // those rows' post-norm hidden states; `chaining`, when given, makes it an asynchronous step's run.
+  tensor::Tensor run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, tensor::Tensor* hidden_out,
+                     const StepChaining* chaining = nullptr);
   // Sums a row-parallel product's partial results over the ranks.
   void reduce_partial_sums(tensor::Tensor& x);
   // The logits of `picked` [rows, hidden] over the whole vocabulary (see run()); `order` is the
@@ -173,6 +211,12 @@ class DecoderLm : public CausalLm {
   std::vector<DecodeStep> decode_steps_;  // ascending rows; empty: no fixed-size decode path
   int decode_table_width_ = 0;
   tensor::Tensor decode_staging_;  // host i32, the largest step's inputs
+  std::array<AsyncStep, 2> async_steps_;
+  int64_t launched_steps_ = 0, waited_steps_ = 0;  // step k uses async_steps_[k % 2]
+  int64_t overlapped_launches_ = 0;
+  // A synchronous fixed-size step ran after the latest launch: the ids a DecodeStep's `best` holds
+  // may no longer be that launch's, so the next launch may not read them.
+  bool previous_ids_stale_ = false;
 };
 
 }  // namespace omni::model

@@ -189,6 +189,29 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   OMNI_DISPATCH(device, embedding(table, ids_here, out));
 }
 
+void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids) {
+  const char* op = "substitute_ids";
+  const Device device = common_device(op, {{"source", &source}, {"ids", &ids}});
+  expect_dtype(op, "source", source, DType::kI32);
+  expect_dtype(op, "ids", ids, DType::kI32);
+  expect_rank(op, "source", source, 1);
+  expect_rank(op, "ids", ids, 1);
+  if (!rows.defined()) throw_error(ErrorCode::kInvalidArgument, "substitute_ids: rows is not defined");
+  expect_shape(op, "rows", rows, {ids.dim(0)});
+  if (rows.device().type == DeviceType::kCpu) {
+    const int32_t* row = rows.data<int32_t>();
+    for (int64_t t = 0; t < rows.numel(); ++t) {
+      if (row[t] >= source.dim(0)) {
+        throw_error(ErrorCode::kInvalidArgument, "substitute_ids: rows[{}] = {} is past the {} source ids", t, row[t],
+                    source.dim(0));
+      }
+    }
+  }
+  if (ids.numel() == 0) return;
+  const Tensor rows_here = index_tensor(op, "rows", rows, device);
+  OMNI_DISPATCH(device, substitute_ids(source, rows_here, ids));
+}
+
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) {
   const char* op = "rms_norm";
   const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});

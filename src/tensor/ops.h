@@ -43,6 +43,13 @@ void upload(const Tensor& host, Tensor& dst);
 // out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
 // kInvalidArgument naming the id; see above for ids on the GPU, whose row is zeroed), out [T, H].
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// ids[t] = source[rows[t]] where rows[t] >= 0; ids[t] is left as it is where rows[t] < 0. source [S]
+// i32 and ids [T] i32 on the op's device, rows [T] i32 (an index tensor, see above: host values must
+// be < S, else kInvalidArgument naming the row; a device-resident row >= S leaves ids[t] as it is).
+// How an asynchronous step takes the token ids the step before it picked on the device as its inputs
+// (CausalLm::launch_step) without a round trip through the host; ids may be a slice of a larger
+// buffer (a fixed-size decode step's inputs).
+void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids);
 
 // Per row of the last dimension: out = x * rsqrt(mean(x^2) + eps) * weight, computed in float32
 // in that order (Hugging Face's Qwen RMSNorm). x [..., D], weight [D], out like x; out may be x.

@@ -17,6 +17,7 @@
 
 #include "base/json.h"
 #include "engine/ar_engine.h"
+#include "model/decoder_lm.h"
 #include "model/model_registry.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
@@ -454,7 +455,12 @@ TEST_P(CudaModelTest, AsyncSchedulingGivesTheSynchronousTokens) {
   for (bool seeded : {false, true}) {
     SCOPED_TRACE(seeded ? "seeded" : "greedy");
     const EngineRunResult sync = run_staggered(*model, false, requests, false, seeded);
+    auto* decoder = dynamic_cast<DecoderLm*>(model.get());
+    ASSERT_NE(decoder, nullptr);
+    const int64_t overlapped_before = decoder->overlapped_launches();
     const EngineRunResult async = run_staggered(*model, false, requests, true, seeded);
+    // The steps ran on the device's stream behind one another, not through the synchronous default.
+    EXPECT_GT(decoder->overlapped_launches(), overlapped_before);
     ASSERT_EQ(async.tokens.size(), requests.size());
     for (size_t i = 0; i < requests.size(); ++i) {
       const std::string id = "r" + std::to_string(i);

@@ -57,5 +57,15 @@ TEST(DecodeStepInputsTest, FitsOnlyOneTokenSlicesThatWantLogitsWithinTheTableWid
   EXPECT_FALSE(fits_decode_step(ForwardBatch{}, 4));
 }
 
+// Row b of the padded step is slice b, wherever its token sits in the batch; padding keeps its id.
+TEST(DecodeStepInputsTest, PreviousRowsFollowTheSlicesAndSkipPadding) {
+  ForwardBatch batch = two_decodes();
+  std::swap(batch.seqs[0].query_start, batch.seqs[1].query_start);
+  const std::vector<int32_t> previous_rows = {5, -1};  // token 0 (slice 1) reads row 5
+  std::vector<int32_t> out(4, 99);
+  pack_decode_step_previous_rows(batch, previous_rows, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{-1, 5, -1, -1}));
+}
+
 }  // namespace
 }  // namespace omni::model

@@ -1340,6 +1340,34 @@ TEST_P(OpsTest, PrependHistoryLaysOutEachStreamAndKeepsItsLastRows) {
   if (h > 0) EXPECT_THROW(ops::prepend_history(dev(xt).slice_rows(0, 0), two, same, none), Error) << trace();
 }
 
+// Rows >= 0 take the source id, the others keep theirs; the ids may be a slice of a larger buffer.
+TEST_P(OpsTest, SubstituteIdsTakesTheSourceIdsOfTheRowsGiven) {
+  for (bool rows_on_host : {true, false}) {
+    SCOPED_TRACE(rows_on_host ? "rows on the host" : "rows on the device");
+    const Tensor source = dev(ints({3}, {70, 71, 72}));
+    Tensor buffer = dev(ints({6}, {10, 11, 12, 13, 14, 15}));
+    Tensor ids = buffer.slice_rows(0, 4);
+    const Tensor rows = ints({4}, {2, -1, 0, 2});
+    ops::substitute_ids(source, rows_on_host ? rows : dev(rows), ids);
+    const Tensor got = download(buffer);
+    EXPECT_EQ(std::vector<int32_t>(got.data<int32_t>(), got.data<int32_t>() + 6),
+              (std::vector<int32_t>{72, 11, 70, 72, 14, 15}));
+  }
+}
+
+TEST_P(OpsTest, SubstituteIdsRejectsHostRowsPastTheSource) {
+  const Tensor source = dev(ints({2}, {5, 6}));
+  Tensor ids = dev(ints({2}, {0, 0}));
+  try {
+    ops::substitute_ids(source, ints({2}, {1, 2}), ids);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("rows[1] = 2 is past the 2 source ids"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::substitute_ids(source, ints({3}, {0, 0, 0}), ids), Error) << "one row per id";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, OpsTest, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
 

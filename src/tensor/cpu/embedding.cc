@@ -17,4 +17,13 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   });
 }
 
+void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids) {
+  const int32_t* src = source.data<int32_t>();
+  const int32_t* row = rows.data<int32_t>();
+  int32_t* out = ids.data<int32_t>();
+  for (int64_t t = 0; t < ids.numel(); ++t) {
+    if (row[t] >= 0) out[t] = src[row[t]];
+  }
+}
+
 }  // namespace omni::tensor::cpu

@@ -47,6 +47,14 @@ __global__ void embedding_kernel(const char* table, const int32_t* ids, char* ou
   copy_row(table + static_cast<int64_t>(id) * row_bytes, dst, row_bytes, vector);
 }
 
+__global__ void substitute_ids_kernel(const int32_t* source, int64_t sources, const int32_t* rows, int32_t* ids,
+                                      int64_t n) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n) return;
+  const int32_t row = rows[t];
+  if (row >= 0 && row < sources) ids[t] = source[row];
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // With `residual`: residual = x + residual (rounded to T), then out = rms_norm(residual). The
@@ -426,6 +434,14 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
                                                             row_bytes, table.dim(0), vector,
                                                             device_error_record(out.device().index));
   check_launch("embedding_kernel", out);
+}
+
+void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids) {
+  const int64_t n = ids.numel();
+  if (n == 0) return;
+  substitute_ids_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream_of(ids)>>>(
+      ptr<int32_t>(source), source.numel(), ptr<int32_t>(rows), ptr<int32_t>(ids), n);
+  check_launch("substitute_ids_kernel", ids);
 }
 
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec) {

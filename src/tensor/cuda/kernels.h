@@ -36,6 +36,7 @@ void gelu(const Tensor& x, ops::GeluApproximation approximation, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void softmax(const Tensor& x, Tensor& out);
 void argmax(const Tensor& x, Tensor& out);
+void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids);
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 // penalties: (row, token, output count, in prompt) of every distinct penalised token, sorted by row.
 void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
