@@ -388,6 +388,17 @@ void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_e
   run(batch, &inputs_embeds, &hidden);
 }
 
+void DecoderLm::decode_embeds(Tensor& h, const Tensor& positions, const Tensor& slots, const Tensor& context_lens,
+                              const Tensor& block_tables) {
+  if (device_.type != DeviceType::kCuda || shard_.size > 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
+    throw_error(ErrorCode::kUnsupported, "decode_embeds: needs one rank on a CUDA device with a KV cache (model on {})",
+                tensor::device_name(device_));
+  }
+  const Tensor last = run_layers(h, positions, slots, AttentionBatch{{}, context_lens, block_tables});
+  if (last.defined()) ops::add(h, last, h);
+  ops::rms_norm(h, final_norm_, config_.rms_norm_eps, h);
+}
+
 Tensor DecoderLm::place(const Tensor& host_f32) const { return placed(host_copy_as(host_f32, dtype_)); }
 
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {

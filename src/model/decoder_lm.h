@@ -109,6 +109,14 @@ class DecoderLm : public CausalLm {
   // would give logits for, [rows, hidden_size] on the model's device in its dtype. Errors as
   // forward().
   void forward_embeds(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, tensor::Tensor& hidden);
+  // One decode step of caller-built rows with all of its metadata on the device, so that it may be
+  // recorded into a DeviceGraph (the Qwen3-TTS code predictor's sub-steps): `h` [B, hidden_size] on
+  // the model's device in dtype() is the residual stream and ends as the post-final-norm hidden
+  // states; positions, KV slots and context lengths are [B] i32 and block_tables [B, W] i32, all on
+  // the device, with the meaning and padding rows of decode_step_inputs.h. Queues work only.
+  // kUnsupported off CUDA, with several ranks or without a KV cache.
+  void decode_embeds(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
+                     const tensor::Tensor& context_lens, const tensor::Tensor& block_tables);
 
   // The dtype of weights and activations on the model's device (float32 on the CPU, else bfloat16).
   tensor::DType dtype() const { return dtype_; }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/decode_batch_sizes.h"
 #include "engine/engine_config.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/sampler.h"
@@ -169,6 +170,16 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     talker_->init_kv_cache(resolved.num_blocks);
     blocks_ = std::make_unique<engine::BlockPool>(resolved.num_blocks);
     talker_->init_predictor_cache(max_num_seqs_);
+    // Not yet verified on a GPU, so off unless asked for; enforce_eager keeps the fixed-size frame
+    // steps but records no graphs.
+    if (optional_arg<bool>(engine_args, "code_predictor_frame_steps", stage_id_).value_or(false)) {
+      const bool graphs = !optional_arg<bool>(engine_args, "enforce_eager", stage_id_).value_or(false);
+      const bool prepared = talker_->prepare_frame_steps(engine::decode_batch_sizes(max_num_seqs_), graphs);
+      spdlog::info("stage {}: code predictor frame steps {}", stage_id_,
+                   !prepared ? "unavailable on this device"
+                   : graphs  ? "with CUDA graphs"
+                             : "eager (enforce_eager)");
+    }
     for (int slot = max_num_seqs_ - 1; slot >= 0; --slot) free_slots_.push_back(slot);
     seed_source_ = engine::SamplingRng(optional_arg<uint64_t>(engine_args, "seed", stage_id_).value_or(0));
     spdlog::info("stage {}: Qwen3-TTS talker on {}, {} KV blocks, max_num_seqs {}, max_model_len {}", stage_id_,

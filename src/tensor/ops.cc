@@ -4,11 +4,15 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "tensor/cpu/kernels.h"
+#include "tensor/packed_sampling_params.h"
+#include "tensor/sample_packed.h"
+#include "tensor/upload.h"
 
 #ifdef OMNI_HAVE_CUDA
 #include "tensor/cuda/device.h"
@@ -667,6 +671,40 @@ void sample(Tensor& logits, std::span<const SamplingParams> params, Tensor& ids)
   OMNI_DISPATCH(device, sample(logits, params, penalties, on_device));
   const Tensor back = on_device.to(Device::cpu());
   std::copy_n(back.data<int32_t>(), back.numel(), ids.data<int32_t>());
+}
+
+void write_sampling_params(std::span<const SamplingParams> params, Tensor& packed) {
+  const char* op = "write_sampling_params";
+  common_device(op, {{"packed", &packed}});
+  expect_dtype(op, "packed", packed, DType::kI32);
+  expect_shape(op, "packed", packed, {static_cast<int64_t>(params.size()), kPackedSamplingParamsWords});
+  std::vector<PackedSamplingParams> rows(params.size());
+  for (size_t r = 0; r < params.size(); ++r) {
+    if (has_penalty(params[r])) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "write_sampling_params: row {} has a repetition, presence or frequency penalty, which sample_packed "
+                  "cannot apply (use sample)",
+                  r);
+    }
+    // Without a penalty the token spans are never read, so no vocabulary bounds them.
+    check_sampling_params(params[r], r, std::numeric_limits<int64_t>::max());
+    rows[r] = pack(params[r]);
+  }
+  if (rows.empty()) return;
+  copy_from_host({.memory = rows.data()}, DType::kI32, rows.size() * kPackedSamplingParamsWords, packed, 0);
+}
+
+void sample_packed(const Tensor& logits, const Tensor& packed, uint64_t step_offset, Tensor& ids) {
+  const char* op = "sample_packed";
+  const Device device = common_device(op, {{"logits", &logits}, {"packed", &packed}, {"ids", &ids}});
+  expect_float(op, "logits", logits);
+  expect_rank(op, "logits", logits, 2);
+  expect_dtype(op, "packed", packed, DType::kI32);
+  expect_shape(op, "packed", packed, {logits.dim(0), kPackedSamplingParamsWords});
+  expect_dtype(op, "ids", ids, DType::kI32);
+  expect_shape(op, "ids", ids, {logits.dim(0)});
+  if (logits.dim(1) == 0) throw_error(ErrorCode::kInvalidArgument, "sample_packed: rows are empty");
+  OMNI_DISPATCH(device, sample_packed(logits, packed, step_offset, ids));
 }
 
 void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out,

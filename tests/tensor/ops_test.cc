@@ -25,6 +25,7 @@
 
 #include "base/error.h"
 #include "tensor/backend.h"
+#include "tensor/sample_packed.h"
 
 namespace omni::tensor {
 namespace {
@@ -1366,6 +1367,64 @@ TEST_P(OpsTest, SubstituteIdsRejectsHostRowsPastTheSource) {
     EXPECT_NE(std::string(e.what()).find("rows[1] = 2 is past the 2 source ids"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ops::substitute_ids(source, ints({3}, {0, 0, 0}), ids), Error) << "one row per id";
+}
+
+// sample_packed draws what sample() draws with the same params at step + step_offset, greedy rows
+// included, reading the params from the device buffer that write_sampling_params fills.
+TEST_P(OpsTest, SamplePackedMatchesSampleAtTheOffsetStep) {
+  const int rows = size(2, 9), vocab = size(50, 3000);
+  std::vector<double> x;
+  Tensor xt = random({rows, vocab}, x, 3.0);
+  std::vector<ops::SamplingParams> params(rows);
+  for (int r = 0; r < rows; ++r) {
+    auto& p = params[r];
+    p.temperature = r % 4 == 0 ? 0.0f : std::uniform_real_distribution<float>(0.5f, 1.5f)(rng_);
+    p.top_k = r % 3 == 0 ? 0 : size(1, 60);
+    p.top_p = r % 2 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.3f, 1.0f)(rng_);
+    p.min_p = r % 4 == 1 ? 0.05f : 0.0f;
+    p.seed = rng_();
+    p.step = static_cast<uint64_t>(size(0, 1000)) + (r % 2 == 0 ? 0 : uint64_t{1} << 33);  // the high half too
+  }
+  Tensor packed = out({rows, ops::kPackedSamplingParamsWords}, DType::kI32);
+  ops::write_sampling_params(params, packed);
+  for (uint64_t offset : {uint64_t{0}, uint64_t{7}}) {
+    std::vector<ops::SamplingParams> shifted = params;
+    for (auto& p : shifted) p.step += offset;
+    Tensor want_logits = dev(xt), want_ids = out({rows}, DType::kI32), got_ids = out({rows}, DType::kI32);
+    ops::sample(want_logits, shifted, want_ids);
+    ops::sample_packed(dev(xt), packed, offset, got_ids);
+    const Tensor want = download(want_ids), got = download(got_ids);
+    for (int r = 0; r < rows; ++r) {
+      EXPECT_EQ(got.data<int32_t>()[r], want.data<int32_t>()[r])
+          << "row " << r << ", offset " << offset << ", " << trace();
+    }
+  }
+}
+
+TEST_P(OpsTest, WriteSamplingParamsRefusesPenaltiesAndBadFields) {
+  Tensor packed = out({2, ops::kPackedSamplingParamsWords}, DType::kI32);
+  std::vector<ops::SamplingParams> params(2);
+  params[1].presence_penalty = 0.5f;
+  try {
+    ops::write_sampling_params(params, packed);
+    ADD_FAILURE() << "a penalty was accepted, " << trace();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1 has a repetition, presence or frequency penalty"), std::string::npos)
+        << e.what();
+  }
+  params[1].presence_penalty = 0.0f;
+  params[0].top_p = 0.0f;
+  try {
+    ops::write_sampling_params(params, packed);
+    ADD_FAILURE() << "top_p = 0 was accepted, " << trace();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 0: top_p = 0 must be in (0, 1]"), std::string::npos) << e.what();
+  }
+  Tensor short_buffer = out({1, ops::kPackedSamplingParamsWords}, DType::kI32);
+  params[0].top_p = 1.0f;
+  EXPECT_THROW(ops::write_sampling_params(params, short_buffer), Error) << trace();
+  Tensor logits = out({2, 10}), ids = out({3}, DType::kI32);
+  EXPECT_THROW(ops::sample_packed(logits, packed, 0, ids), Error) << trace();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OpsTest, ::testing::ValuesIn(backends()),

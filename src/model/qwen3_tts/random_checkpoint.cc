@@ -257,7 +257,7 @@ void write_random_talker_checkpoint(const fs::path& dir, const RandomTalkerShape
                                                          {"subtalker_top_p", 1.0},
                                                          {"subtalker_top_k", 50},
                                                          {"max_new_tokens", 8192}});
-  write_qwen3_tts_tokenizer_files(dir, qwen3_tokenizer_dir);
+  if (!qwen3_tokenizer_dir.empty()) write_qwen3_tts_tokenizer_files(dir, qwen3_tokenizer_dir);
 }
 
 }  // namespace omni::model::qwen3_tts

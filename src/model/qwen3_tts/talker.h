@@ -21,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "model/decoder_lm.h"
 #include "model/qwen3_tts/config.h"
+#include "tensor/device_graph.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -73,6 +74,22 @@ class Talker {
   void predict_frames(std::span<const int32_t> slots, const tensor::Tensor& hidden, std::span<const int32_t> code0s,
                       std::span<const tensor::ops::SamplingParams> params, std::vector<int32_t>& codes);
 
+  // Prepares fixed-size frame steps for `batch_sizes` (positive, ascending; after
+  // init_predictor_cache): per size, device buffers for every per-frame input (one upload of codes,
+  // positions, KV slots and tables, one of the packed sampling parameters) and, with
+  // `capture_graphs`, one DeviceGraph recording all G-1 sub-steps: the predictor's decode steps
+  // (DecoderLm::decode_embeds; the frame's two prefill rows run as the first two of G one-row
+  // steps), its heads, ops::sample_packed and the gathers of the next inputs. predict_frames then
+  // pads a batch to the smallest size that holds it and replays (or queues the same ops eagerly),
+  // so codes with and without graphs are identical; they may differ from the ordinary path's by
+  // bfloat16 rounding (decode attention for the prefill rows). Returns false, keeping the ordinary
+  // path, off CUDA or where the predictor has no decode attention kernel. kInvalidArgument for bad
+  // sizes.
+  bool prepare_frame_steps(const std::vector<int>& batch_sizes, bool capture_graphs);
+  // Drops the frame steps (predict_frames takes the ordinary path again).
+  void clear_frame_steps() { frame_steps_.clear(); }
+  bool has_frame_steps() const { return !frame_steps_.empty(); }
+
   // The predictor one step at a time with host inputs and logits (the reference comparisons):
   // step 0 of a frame for each slot in `slots` (distinct, < predictor_slots()): prefill
   // [proj(hidden[i]), proj(codec_embedding[code0s[i]])] from scratch (the slot's previous frame is
@@ -95,6 +112,25 @@ class Talker {
   // Device logits [rows, n] to host float32.
   static void logits_to_host(const tensor::Tensor& device_logits, std::vector<float>& logits);
 
+  // One batch size of the fixed-size frame path (prepare_frame_steps).
+  struct FrameStep {
+    int64_t rows = 0;
+    // i32: [code0s: rows][positions: G x rows][KV slots: G x rows][context lengths: G x rows]
+    // [block tables: rows x blocks per slot], padding rows as in model/decode_step_inputs.h.
+    tensor::Tensor inputs;
+    tensor::Tensor params;  // i32 [rows, ops::kPackedSamplingParamsWords]
+    tensor::Tensor hidden;  // [rows, H] the talker's hidden states, the first predictor row
+    tensor::Tensor drawn;   // i32 [G-1, rows]: codebook g's codes in row g-1
+    tensor::DeviceGraph graph;
+  };
+  // Queues the G sub-steps of `step`, reading its inputs and writing step.drawn.
+  void queue_frame_step(FrameStep& step);
+  // The frame inputs of `slots` / `code0s` padded to step.rows, into `out`.
+  void pack_frame_inputs(std::span<const int32_t> slots, std::span<const int32_t> code0s, int64_t rows,
+                         std::span<int32_t> out) const;
+  // The smallest frame step that holds `n` rows and can draw with `params`, or nullptr.
+  FrameStep* frame_step_for(int64_t n, std::span<const tensor::ops::SamplingParams> params);
+
   TalkerConfig config_;
   DecoderLm talker_;
   DecoderLm predictor_;
@@ -113,6 +149,8 @@ class Talker {
   std::vector<tensor::Tensor> predictor_heads_;              // num_code_groups-1 x [codebook, H_cp]
   int predictor_slots_ = 0;
   int predictor_blocks_per_slot_ = 1;
+  std::vector<FrameStep> frame_steps_;
+  tensor::Tensor frame_staging_;  // host i32, the largest step's inputs
 };
 
 }  // namespace omni::model::qwen3_tts

@@ -33,6 +33,8 @@ void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices);
 // penalties: (row, token, output count, in prompt) of every distinct penalised token, sorted by row.
 void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::span<const PenalisedToken> penalties,
             Tensor& ids);
+// packed: [R, ops::kPackedSamplingParamsWords] i32 on the logits' device (tensor/packed_sampling_params.h).
+void sample_packed(const Tensor& logits, const Tensor& packed, uint64_t step_offset, Tensor& ids);
 
 // One sequence each (the dispatcher splits packed segments).
 void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilation, int groups, Tensor& out);

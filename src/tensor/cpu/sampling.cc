@@ -10,6 +10,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/thread_pool.h"
+#include "tensor/packed_sampling_params.h"
 #include "tensor/philox.h"
 #include "tensor/sample_row.h"
 
@@ -113,6 +114,20 @@ void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::sp
   int32_t* out = ids.data<int32_t>();
   parallel_for(logits.dim(0), 1, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) out[r] = sample_row({x + r * n, static_cast<size_t>(n)}, params[r]);
+  });
+}
+
+void sample_packed(const Tensor& logits, const Tensor& packed, uint64_t step_offset, Tensor& ids) {
+  const int64_t n = logits.dim(1);
+  const float* x = logits.data<float>();
+  const auto* rows = reinterpret_cast<const PackedSamplingParams*>(packed.data<int32_t>());
+  int32_t* out = ids.data<int32_t>();
+  parallel_for(logits.dim(0), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      ops::SamplingParams p = unpack(rows[r]);
+      p.step += step_offset;
+      out[r] = sample_row({x + r * n, static_cast<size_t>(n)}, p);
+    }
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/kernels.h"
+#include "tensor/packed_sampling_params.h"
 #include "tensor/philox.h"
 
 namespace omni::tensor::cuda {
@@ -26,13 +27,8 @@ constexpr int kCandidates = 2048;  // shared-memory capacity of the sorted candi
 constexpr int kFloors = 4;
 __constant__ float kFloorLogRatios[kFloors] = {9.2103404f, 18.420681f, 36.841362f, 73.682724f};
 
-struct RowParams {
-  float temperature, top_p, min_p;
-  int32_t top_k;
-  float repetition_penalty, presence_penalty, frequency_penalty;
-  uint32_t seed_lo, seed_hi, step_lo, step_hi;
-  int32_t unused;
-};
+// The packed layout (tensor/packed_sampling_params.h) is what both entries upload or read.
+using RowParams = PackedSamplingParams;
 
 template <typename T>
 __global__ void penalty_kernel(T* logits, int64_t n, const PenalisedToken* tokens, int count, const RowParams* params) {
@@ -253,7 +249,7 @@ __device__ uint32_t select_by_bisection(const T* row, int64_t n, const RowParams
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sample_kernel(const T* logits, int64_t n, const RowParams* params, int32_t* ids) {
+    sample_kernel(const T* logits, int64_t n, const RowParams* params, uint64_t step_offset, int32_t* ids) {
   __shared__ float scratch[32];
   __shared__ Best best_scratch[32];
   __shared__ int pick, last_kept;
@@ -343,7 +339,7 @@ __global__ void __launch_bounds__(kThreads)
   float total;
   const float prefix = block_exclusive_scan(local, scratch, total);
   const float u = philox_uniform((static_cast<uint64_t>(p.seed_hi) << 32) | p.seed_lo,
-                                 (static_cast<uint64_t>(p.step_hi) << 32) | p.step_lo);
+                                 ((static_cast<uint64_t>(p.step_hi) << 32) | p.step_lo) + step_offset);
   const float target = u * total;
   if (local_last >= 0) atomicMax(&last_kept, local_last);
   if (local > 0.0f && prefix <= target && target < prefix + local) {
@@ -373,21 +369,7 @@ void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::sp
   if (rows == 0) return;
   const int device = logits.device().index;
   std::vector<RowParams> rows_params(params.size());
-  for (size_t r = 0; r < params.size(); ++r) {
-    const auto& p = params[r];
-    rows_params[r] = {p.temperature,
-                      p.top_p,
-                      p.min_p,
-                      p.top_k,
-                      p.repetition_penalty,
-                      p.presence_penalty,
-                      p.frequency_penalty,
-                      static_cast<uint32_t>(p.seed),
-                      static_cast<uint32_t>(p.seed >> 32),
-                      static_cast<uint32_t>(p.step),
-                      static_cast<uint32_t>(p.step >> 32),
-                      0};
-  }
+  for (size_t r = 0; r < params.size(); ++r) rows_params[r] = pack(params[r]);
   static_assert(sizeof(RowParams) % 4 == 0 && sizeof(PenalisedToken) % 4 == 0);
   const size_t params_bytes = rows_params.size() * sizeof(RowParams);
   const size_t penalty_bytes = penalties.size() * sizeof(PenalisedToken);
@@ -408,7 +390,20 @@ void sample(Tensor& logits, std::span<const ops::SamplingParams> params, std::sp
           <<<(count + 255) / 256, 256, 0, stream>>>(ptr<T>(logits), logits.dim(1), tokens, count, row_params);
       check_launch("penalty_kernel", logits);
     }
-    sample_kernel<T><<<rows, kThreads, 0, stream>>>(ptr<T>(logits), logits.dim(1), row_params, ptr<int32_t>(ids));
+    sample_kernel<T><<<rows, kThreads, 0, stream>>>(ptr<T>(logits), logits.dim(1), row_params, 0, ptr<int32_t>(ids));
+    check_launch("sample_kernel", logits);
+  });
+}
+
+void sample_packed(const Tensor& logits, const Tensor& packed, uint64_t step_offset, Tensor& ids) {
+  const int rows = static_cast<int>(logits.dim(0));
+  if (rows == 0) return;
+  const auto* row_params = reinterpret_cast<const RowParams*>(packed.raw());
+  cudaStream_t stream = stream_for(logits.device().index);
+  with_float_type(logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    sample_kernel<T>
+        <<<rows, kThreads, 0, stream>>>(ptr<T>(logits), logits.dim(1), row_params, step_offset, ptr<int32_t>(ids));
     check_launch("sample_kernel", logits);
   });
 }

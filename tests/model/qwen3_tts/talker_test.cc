@@ -182,6 +182,13 @@ TEST(TinyTalker, CodePredictorMatchesTransformers) {
   EXPECT_LT(relative_error(logits.data(), want.data<float>(), 64), 1e-4);
 }
 
+// The fixed-size frame steps need CUDA's decode attention; on the CPU the ordinary path stays.
+TEST(TinyTalker, FrameStepsAreDeclinedOnTheCpu) {
+  tiny().talker.init_predictor_cache(3);
+  EXPECT_FALSE(tiny().talker.prepare_frame_steps({1, 2, 4}, true));
+  EXPECT_FALSE(tiny().talker.has_frame_steps());
+}
+
 void expect_prompt(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request, const Json& entry) {
   const TalkerPrompt prompt = build_talker_prompt(request, talker, tokenizer);
   EXPECT_EQ(prompt.text_ids, entry["text_ids"].get<std::vector<int32_t>>());
