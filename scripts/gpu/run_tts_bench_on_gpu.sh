@@ -10,10 +10,14 @@
 #
 #   bash run_tts_bench_on_gpu.sh [--shape 1.7b|0.6b] [--codec-shape released|small]
 #       [--decode-batch N] [--concurrency "1 8 16 64"] [--frames 100]
+#       [--stage ID:KEY=VALUE ...] [--label NAME]
+# --stage adds a field of stage ID to the overlay (e.g. 0:code_predictor_frame_steps=true, or
+# 1:devices=\"1\" for code2wav on the second GPU); --label names the results folder (default the
+# shape).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
-shape=1.7b codec_shape=released decode_batch=16 concurrency="1 8 16 64" frames=100
+shape=1.7b codec_shape=released decode_batch=16 concurrency="1 8 16 64" frames=100 label="" stage_fields=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --shape) shape="$2"; shift ;;
@@ -21,25 +25,28 @@ while [[ $# -gt 0 ]]; do
     --decode-batch) decode_batch="$2"; shift ;;
     --concurrency) concurrency="$2"; shift ;;
     --frames) frames="$2"; shift ;;
-    *) echo "run_tts_bench_on_gpu.sh: unknown argument '$1' (--shape, --codec-shape, --decode-batch, --concurrency, --frames)" >&2; exit 2 ;;
+    --stage) stage_fields+=("$2"); shift ;;
+    --label) label="$2"; shift ;;
+    *) echo "run_tts_bench_on_gpu.sh: unknown argument '$1' (--shape, --codec-shape, --decode-batch, --concurrency, --frames, --stage, --label)" >&2; exit 2 ;;
   esac
   shift
 done
 mkdir -p "$out"
 source "$here/gpu_env.sh"
-logs="$out/tts_$shape"
+label="${label:-$shape}"
+logs="$out/tts_$label"
 mkdir -p "$logs"
 work="${WORK_DIR:-/tmp/omnistage-tts}"
 mkdir -p "$work"
 omni="$here/omnistage"
 export OMNISTAGE_DEPLOY_DIR="$here/deploy"
 section() {
-  tar czf "$out/tts_results_$shape.tgz" -C "$out" "tts_$shape"
+  tar czf "$out/tts_results_$label.tgz" -C "$out" "tts_$label"
   echo "=== $1 ($(date -u +%T), ${SECONDS}s)"
 }
 
 section "demo-model --shape $shape"
-timeout 120 "$omni" demo-model --arch qwen3_tts --shape "$shape" --codec-shape "$codec_shape" \
+[[ -d "$work/model_$shape" ]] || timeout 120 "$omni" demo-model --arch qwen3_tts --shape "$shape" --codec-shape "$codec_shape" \
     --out "$work/model_$shape" --tokenizer-from "$here/tokenizer" > "$logs/demo_model.log" 2>&1 || { tail -5 "$logs/demo_model.log"; section failed; exit 1; }
 du -sh "$work/model_$shape" | tee -a "$logs/demo_model.log"
 
@@ -51,6 +58,17 @@ connectors:
     extra:
       decode_batch_max_size: $decode_batch
 EOF
+if [[ ${#stage_fields[@]} -gt 0 ]]; then
+  echo "stages:" >> "$logs/deploy.yaml"
+  for id in 0 1; do
+    fields=()
+    for f in "${stage_fields[@]}"; do [[ "${f%%:*}" == "$id" ]] && fields+=("${f#*:}"); done
+    [[ ${#fields[@]} -gt 0 ]] || continue
+    printf '  - stage_id: %s\n' "$id" >> "$logs/deploy.yaml"
+    for kv in "${fields[@]}"; do printf '    %s: %s\n' "${kv%%=*}" "${kv#*=}" >> "$logs/deploy.yaml"; done
+  done
+fi
+cat "$logs/deploy.yaml"
 port=8391
 "$omni" serve "$work/model_$shape" --host 127.0.0.1 --port "$port" --served-model-name tts \
     --deploy-config "$logs/deploy.yaml" > "$logs/serve.log" 2>&1 &
