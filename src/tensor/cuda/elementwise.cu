@@ -162,62 +162,87 @@ __global__ void rotary_kernel(T* x, const int32_t* positions, int64_t tokens, in
   }
 }
 
-// One block per token, one warp per head (q heads, then k heads): the sum of squares over the head,
-// then each lane normalises and rotates pairs (i, i + D/2) in registers and writes them once.
+// One warp normalises (when `w` is given: RMS over the head, times w) and rotates (NeoX pairs
+// (i, i + D/2) at `position`) one head of `head_dim` values from `src` into `dst` (which may be
+// `src`: each lane reads its pairs before writing them). The sum of squares is a warp reduction, so
+// every lane of the warp must call it.
 template <typename T>
-__global__ void qk_norm_rope_kernel(T* q, T* k, const T* q_norm, const T* k_norm, float eps, const int32_t* positions,
-                                    int heads, int kv_heads, int head_dim, float theta) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+__device__ void norm_rope_head(const T* src, T* dst, const T* w, float eps, float position, float theta, int head_dim,
+                               int lane) {
   const int half = head_dim / 2;
-  const float position = static_cast<float>(positions[blockIdx.x]);
-  for (int h = warp; h < heads + kv_heads; h += blockDim.x / 32) {
-    const bool is_q = h < heads;
-    T* v = is_q ? q + (static_cast<int64_t>(blockIdx.x) * heads + h) * head_dim
-                : k + (static_cast<int64_t>(blockIdx.x) * kv_heads + (h - heads)) * head_dim;
-    const T* w = is_q ? q_norm : k_norm;
-    float inv = 1.0f;
+  float inv = 1.0f;
+  if (w != nullptr) {
+    float sum = 0.0f;
+    for (int i = lane; i < head_dim; i += 32) {
+      const float x = to_float(src[i]);
+      sum += x * x;
+    }
+    inv = rsqrtf(warp_sum(sum) / static_cast<float>(head_dim) + eps);
+  }
+  for (int i = lane; i < half; i += 32) {
+    float x1 = to_float(src[i]) * inv, x2 = to_float(src[i + half]) * inv;
     if (w != nullptr) {
-      float sum = 0.0f;
-      for (int i = lane; i < head_dim; i += 32) {
-        const float x = to_float(v[i]);
-        sum += x * x;
-      }
-      inv = rsqrtf(warp_sum(sum) / static_cast<float>(head_dim) + eps);
+      x1 *= to_float(w[i]);
+      x2 *= to_float(w[i + half]);
     }
-    for (int i = lane; i < half; i += 32) {
-      float x1 = to_float(v[i]) * inv, x2 = to_float(v[i + half]) * inv;
-      if (w != nullptr) {
-        x1 *= to_float(w[i]);
-        x2 *= to_float(w[i + half]);
-      }
-      const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-      float sin_a, cos_a;
-      sincosf(position * inv_freq, &sin_a, &cos_a);
-      v[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
-      v[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
-    }
+    const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    float sin_a, cos_a;
+    sincosf(position * inv_freq, &sin_a, &cos_a);
+    dst[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
+    dst[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
   }
 }
 
-// qk_norm_rope_kernel and store_kv_kernel in one pass over the fused projection: one block per
-// token, one warp per head (query, key, then value heads). A query or key head is normalised and
-// rotated in registers and written once, to q_out or the key cache; a value head is copied. A
-// padding row (negative slot) writes only q_out; a slot outside the cache is recorded and writes
-// no K/V.
+// The heads of a token are spread over blockIdx.y as well as over the warps of a block, so that a
+// step of one token still fills many multiprocessors: head h of token blockIdx.x is taken by warp
+// h % warps of block h / warps (warps = blockDim.x / 32).
+__device__ inline int first_head() { return blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32; }
+__device__ inline int head_stride() { return gridDim.y * (blockDim.x / 32); }
+
+// The launch shape of a per-head kernel over `tokens` tokens of `heads` heads each.
+struct HeadGrid {
+  dim3 blocks;
+  int threads;
+};
+HeadGrid head_grid(int64_t tokens, int heads) {
+  const int warps = std::min(4, heads);
+  return {dim3(static_cast<unsigned>(tokens), static_cast<unsigned>((heads + warps - 1) / warps)), 32 * warps};
+}
+
+// q/k norm and RoPE in place: one warp per head (q heads, then k heads), as norm_rope_head.
+template <typename T>
+__global__ void qk_norm_rope_kernel(T* q, T* k, const T* q_norm, const T* k_norm, float eps, const int32_t* positions,
+                                    int heads, int kv_heads, int head_dim, float theta) {
+  const int lane = threadIdx.x % 32;
+  const float position = static_cast<float>(positions[blockIdx.x]);
+  for (int h = first_head(); h < heads + kv_heads; h += head_stride()) {
+    const bool is_q = h < heads;
+    T* v = is_q ? q + (static_cast<int64_t>(blockIdx.x) * heads + h) * head_dim
+                : k + (static_cast<int64_t>(blockIdx.x) * kv_heads + (h - heads)) * head_dim;
+    norm_rope_head(v, v, is_q ? q_norm : k_norm, eps, position, theta, head_dim, lane);
+  }
+}
+
+// qk_norm_rope_kernel and store_kv_kernel in one pass over the fused projection: one warp per head
+// (query, key, then value heads). A query or key head is normalised and rotated in registers and
+// written once, to q_out or the key cache; a value head is copied. A padding row (negative slot)
+// writes only q_out; a slot outside the cache is recorded and writes no K/V.
 template <typename T>
 __global__ void qkv_norm_rope_store_kernel(const T* qkv, const T* q_norm, const T* k_norm, float eps,
                                            const int32_t* positions, float theta, const int32_t* slots, T* q_out,
                                            T* k_cache, T* v_cache, int heads, int kv_heads, int head_dim,
                                            int64_t capacity, DeviceErrorRecord* errors) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int half = head_dim / 2, all_heads = heads + 2 * kv_heads;
+  const int lane = threadIdx.x % 32;
+  const int all_heads = heads + 2 * kv_heads;
   const int64_t token = blockIdx.x, slot = slots[token];
-  if (slot >= capacity && threadIdx.x == 0) record_error(errors, DeviceErrorKind::kFusedKvSlot, token, slot, capacity);
+  if (slot >= capacity && blockIdx.y == 0 && threadIdx.x == 0) {
+    record_error(errors, DeviceErrorKind::kFusedKvSlot, token, slot, capacity);
+  }
   const bool store = slot >= 0 && slot < capacity;
   const float position = static_cast<float>(positions[token]);
   const T* row = qkv + token * all_heads * head_dim;
   // Each warp takes whole heads, so the branches below are uniform across its lanes.
-  for (int h = warp; h < (store ? all_heads : heads); h += blockDim.x / 32) {
+  for (int h = first_head(); h < (store ? all_heads : heads); h += head_stride()) {
     const T* src = row + static_cast<int64_t>(h) * head_dim;
     if (h >= heads + kv_heads) {
       T* dst = v_cache + (slot * kv_heads + (h - heads - kv_heads)) * head_dim;
@@ -226,28 +251,7 @@ __global__ void qkv_norm_rope_store_kernel(const T* qkv, const T* q_norm, const 
     }
     const bool is_q = h < heads;
     T* dst = is_q ? q_out + (token * heads + h) * head_dim : k_cache + (slot * kv_heads + (h - heads)) * head_dim;
-    const T* w = is_q ? q_norm : k_norm;
-    float inv = 1.0f;
-    if (w != nullptr) {
-      float sum = 0.0f;
-      for (int i = lane; i < head_dim; i += 32) {
-        const float x = to_float(src[i]);
-        sum += x * x;
-      }
-      inv = rsqrtf(warp_sum(sum) / static_cast<float>(head_dim) + eps);
-    }
-    for (int i = lane; i < half; i += 32) {
-      float x1 = to_float(src[i]) * inv, x2 = to_float(src[i + half]) * inv;
-      if (w != nullptr) {
-        x1 *= to_float(w[i]);
-        x2 *= to_float(w[i + half]);
-      }
-      const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-      float sin_a, cos_a;
-      sincosf(position * inv_freq, &sin_a, &cos_a);
-      dst[i] = from_float<T>(x1 * cos_a - x2 * sin_a);
-      dst[i + half] = from_float<T>(x2 * cos_a + x1 * sin_a);
-    }
+    norm_rope_head(src, dst, is_q ? q_norm : k_norm, eps, position, theta, head_dim, lane);
   }
 }
 
@@ -460,10 +464,10 @@ void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_no
                   float theta) {
   const int heads = static_cast<int>(q.dim(1)), kv_heads = static_cast<int>(k.dim(1));
   if (q.dim(0) == 0 || heads + kv_heads == 0) return;
-  const int threads = 32 * std::min(8, heads + kv_heads);
+  const HeadGrid grid = head_grid(q.dim(0), heads + kv_heads);
   with_float_type(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    qk_norm_rope_kernel<T><<<q.dim(0), threads, 0, stream_of(q)>>>(
+    qk_norm_rope_kernel<T><<<grid.blocks, grid.threads, 0, stream_of(q)>>>(
         ptr<T>(q), ptr<T>(k), q_norm.defined() ? ptr<T>(q_norm) : nullptr, k_norm.defined() ? ptr<T>(k_norm) : nullptr,
         eps, ptr<int32_t>(positions), heads, kv_heads, static_cast<int>(q.dim(2)), theta);
   });
@@ -475,10 +479,10 @@ void qkv_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& 
                          Tensor& v_cache) {
   const int heads = static_cast<int>(q_out.dim(1)), kv_heads = static_cast<int>(k_cache.dim(2));
   if (qkv.dim(0) == 0 || heads + 2 * kv_heads == 0) return;
-  const int threads = 32 * std::min(8, heads + 2 * kv_heads);
+  const HeadGrid grid = head_grid(qkv.dim(0), heads + 2 * kv_heads);
   with_float_type(qkv.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    qkv_norm_rope_store_kernel<T><<<qkv.dim(0), threads, 0, stream_of(q_out)>>>(
+    qkv_norm_rope_store_kernel<T><<<grid.blocks, grid.threads, 0, stream_of(q_out)>>>(
         ptr<T>(qkv), q_norm.defined() ? ptr<T>(q_norm) : nullptr, k_norm.defined() ? ptr<T>(k_norm) : nullptr, eps,
         ptr<int32_t>(positions), theta, ptr<int32_t>(slots), ptr<T>(q_out), ptr<T>(k_cache), ptr<T>(v_cache), heads,
         kv_heads, static_cast<int>(qkv.dim(2)), k_cache.dim(0) * k_cache.dim(1),
