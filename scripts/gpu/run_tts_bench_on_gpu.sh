@@ -6,7 +6,7 @@
 # default 16: code2wav decodes that many streams per call), and runs
 # `omnistage bench serve --endpoint /v1/audio/speech` at each concurrency with fixed-length outputs
 # (max_new_tokens + ignore_eos). Every part has a time limit; logs and JSON results go to $OUT
-# (or ./out), packed into tts_results_<shape>.tgz after every part.
+# (or ./out) as tts_results_<label>.tgz, packed after every part.
 #
 #   bash run_tts_bench_on_gpu.sh [--shape 1.7b|0.6b] [--codec-shape released|small]
 #       [--decode-batch N] [--concurrency "1 8 16 64"] [--frames 100]
@@ -34,14 +34,14 @@ done
 mkdir -p "$out"
 source "$here/gpu_env.sh"
 label="${label:-$shape}"
-logs="$out/tts_$label"
-mkdir -p "$logs"
 work="${WORK_DIR:-/tmp/omnistage-tts}"
-mkdir -p "$work"
+# The logs stay on the machine; $OUT gets one archive of them (the run tool returns few files).
+logs="$work/logs/tts_$label"
+mkdir -p "$logs"
 omni="$here/omnistage"
 export OMNISTAGE_DEPLOY_DIR="$here/deploy"
 section() {
-  tar czf "$out/tts_results_$label.tgz" -C "$out" "tts_$label"
+  tar czf "$out/tts_results_$label.tgz" -C "$work/logs" "tts_$label"
   echo "=== $1 ($(date -u +%T), ${SECONDS}s)"
 }
 
