@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "base/error.h"
 #include "engine_test_util.h"
@@ -20,12 +19,7 @@ using testing::run_to_completion;
 constexpr int kVocab = 97;
 constexpr int32_t kEos = 96;
 
-std::vector<int32_t> prompt_of(int length, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> tokens(length);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(gen() % (kVocab - 1));
-  return tokens;
-}
+std::vector<int32_t> prompt_of(int length, uint64_t seed) { return testing::random_prompt(length, seed, kVocab - 1); }
 
 // A mix of prompt lengths (inside one block, across several, exact multiples), greedy and seeded
 // sampling with every kind of processing, two prompts sharing a 48-token prefix.

@@ -4,7 +4,6 @@
 // read from the previous step's rows, tokens discarded after a stop) runs exactly as on a GPU.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "base/error.h"
 #include "engine/ar_engine.h"
@@ -45,12 +44,7 @@ class CountingLm : public FakeCausalLm {
   int num_chained_launches = 0;
 };
 
-std::vector<int32_t> prompt_of(int length, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> tokens(length);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(gen() % (kVocab - 1));
-  return tokens;
-}
+std::vector<int32_t> prompt_of(int length, uint64_t seed) { return testing::random_prompt(length, seed, kVocab - 1); }
 
 // Requests that the engine pipelines: greedy and seeded with filters, n > 1, EOS, max_tokens.
 std::vector<EngineRequest> pipelined_requests() {

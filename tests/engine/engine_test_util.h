@@ -2,7 +2,9 @@
 // whole output from the streamed deltas.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +25,14 @@ struct Completed {
            stop_reason == o.stop_reason;
   }
 };
+
+// A prompt of `length` ids in [0, below), the same for the same seed.
+inline std::vector<int32_t> random_prompt(int length, uint64_t seed, int below) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> tokens(length);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(gen() % static_cast<uint64_t>(below));
+  return tokens;
+}
 
 // (request id, completion index) -> its collected output.
 using Results = std::map<std::pair<std::string, int>, Completed>;

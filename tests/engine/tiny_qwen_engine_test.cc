@@ -3,7 +3,6 @@
 // lengths, under KV pressure that forces preemption, with chunked prefill and with prefix caching.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "engine/ar_engine.h"
 #include "engine_test_util.h"
@@ -17,11 +16,9 @@ using testing::run_to_completion;
 
 const std::string kDataDir = std::string(OMNI_SOURCE_DIR) + "/tests/data/tiny_qwen/";
 
+// Below the special tokens.
 std::vector<int32_t> prompt_of(int length, uint64_t seed, int vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> tokens(length);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(gen() % (vocab - 4));  // below the special tokens
-  return tokens;
+  return testing::random_prompt(length, seed, vocab - 4);
 }
 
 // Prompts of 5 to 60 tokens; greedy ones, seeded ones with the checkpoint-style sampling

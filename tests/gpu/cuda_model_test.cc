@@ -107,6 +107,29 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
     for (const auto& file : reference.at("logits")) logits_.push_back(tensor::load_npy(dir_ / file.get<std::string>()));
   }
 
+  // Prefills every prompt on `gpu` and checks each position's logits against transformers'. With
+  // `scattered_blocks` the block table is the pool's last blocks in reverse, else 0, 1, 2, ...
+  void expect_prompt_logits_match(CausalLm& gpu, bool scattered_blocks) {
+    const int vocab = gpu.info().vocab_size;
+    for (size_t p = 0; p < prompts_.size(); ++p) {
+      SCOPED_TRACE("prompt " + std::to_string(p));
+      const int n = static_cast<int>(prompts_[p].size());
+      const int blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
+      gpu.init_kv_cache(scattered_blocks ? blocks + 3 : blocks);
+      std::vector<int32_t> table(blocks);
+      for (int b = 0; b < blocks; ++b) table[b] = scattered_blocks ? blocks + 2 - b : b;
+      std::vector<float> logits;
+      gpu.forward(prefill_batch(prompts_[p], table, true), logits);
+      ASSERT_EQ(logits.size(), static_cast<size_t>(n) * static_cast<size_t>(vocab));
+      for (int t = 0; t < n; ++t) {
+        const int64_t row = static_cast<int64_t>(t) * vocab;
+        const float* want = logits_[p].data<float>() + row;
+        EXPECT_LE(relative_error(logits.data() + row, want, vocab), kMaxRelativeError) << "position " << t;
+        EXPECT_LE(max_element_error(logits.data() + row, want, vocab), kMaxElementError) << "position " << t;
+      }
+    }
+  }
+
   fs::path dir_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<tensor::Tensor> logits_;  // Hugging Face's, [prompt_len, vocab] per prompt
@@ -115,25 +138,7 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
 TEST_P(CudaModelTest, PromptLogitsMatchTransformersWithinBf16Tolerance) {
   auto gpu = builtin_model_registry().create_causal_lm(dir_, {tensor::Device::cuda(0)});
   ASSERT_EQ(gpu->device(), tensor::Device::cuda(0));
-  const int vocab = gpu->info().vocab_size;
-  for (size_t p = 0; p < prompts_.size(); ++p) {
-    SCOPED_TRACE("prompt " + std::to_string(p));
-    const int n = static_cast<int>(prompts_[p].size());
-    const int blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
-    gpu->init_kv_cache(blocks + 3);
-    // A scattered block table: the last blocks of the pool, in reverse.
-    std::vector<int32_t> table(blocks);
-    for (int b = 0; b < blocks; ++b) table[b] = blocks + 2 - b;
-    std::vector<float> logits;
-    gpu->forward(prefill_batch(prompts_[p], table, true), logits);
-    ASSERT_EQ(logits.size(), static_cast<size_t>(n) * static_cast<size_t>(vocab));
-    for (int t = 0; t < n; ++t) {
-      const int64_t row = static_cast<int64_t>(t) * vocab;
-      const float* want = logits_[p].data<float>() + row;
-      EXPECT_LE(relative_error(logits.data() + row, want, vocab), kMaxRelativeError) << "position " << t;
-      EXPECT_LE(max_element_error(logits.data() + row, want, vocab), kMaxElementError) << "position " << t;
-    }
-  }
+  expect_prompt_logits_match(*gpu, /*scattered_blocks=*/true);
 }
 
 // Decodes 24 tokens one at a time on both backends, feeding both the CPU's token. Where the CPU's
@@ -240,24 +245,7 @@ TEST_P(CudaModelTest, EngineSizesItsCacheFromGpuMemoryAndDecodesGreedily) {
 TEST_P(CudaModelTest, Float16PromptLogitsMatchTransformers) {
   auto gpu = builtin_model_registry().create_causal_lm(
       dir_, {.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF16});
-  const int vocab = gpu->info().vocab_size;
-  for (size_t p = 0; p < prompts_.size(); ++p) {
-    SCOPED_TRACE("prompt " + std::to_string(p));
-    const int n = static_cast<int>(prompts_[p].size());
-    const int blocks = (n + kKvBlockSize - 1) / kKvBlockSize;
-    gpu->init_kv_cache(blocks);
-    std::vector<int32_t> table(blocks);
-    std::iota(table.begin(), table.end(), 0);
-    std::vector<float> logits;
-    gpu->forward(prefill_batch(prompts_[p], table, true), logits);
-    ASSERT_EQ(logits.size(), static_cast<size_t>(n) * static_cast<size_t>(vocab));
-    for (int t = 0; t < n; ++t) {
-      const int64_t row = static_cast<int64_t>(t) * vocab;
-      const float* want = logits_[p].data<float>() + row;
-      EXPECT_LE(relative_error(logits.data() + row, want, vocab), kMaxRelativeError) << "position " << t;
-      EXPECT_LE(max_element_error(logits.data() + row, want, vocab), kMaxElementError) << "position " << t;
-    }
-  }
+  expect_prompt_logits_match(*gpu, /*scattered_blocks=*/false);
 }
 
 // Seeded sampling on the GPU (forward_sample: ops::sample where the logits are) against the CPU's

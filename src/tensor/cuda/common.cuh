@@ -65,6 +65,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return v;
 }
 
+// Claims the device's error record for the first invalid input value (cuda/device.h): the first
+// kernel to report wins, later reports are dropped.
+__device__ inline void record_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
+                                    int64_t limit) {
+  if (atomicCAS(&record->kind, 0, static_cast<int32_t>(kind)) == 0) {
+    record->index = index;
+    record->value = value;
+    record->limit = limit;
+    __threadfence_system();
+  }
+}
+
 // Throws omni::Error(kInternal) naming the kernel when its launch failed.
 inline void check_launch(const char* kernel, const Tensor& on) { check(cudaGetLastError(), kernel, on.device().index); }
 

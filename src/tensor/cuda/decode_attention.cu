@@ -47,17 +47,6 @@ struct DecodeParams {
   DeviceErrorRecord* errors;
 };
 
-// Claims the device's error record for the first invalid metadata value (cuda/device.h).
-__device__ void record_decode_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
-                                    int64_t limit) {
-  if (atomicCAS(&record->kind, 0, static_cast<int32_t>(kind)) == 0) {
-    record->index = index;
-    record->value = value;
-    record->limit = limit;
-    __threadfence_system();
-  }
-}
-
 // Sequence `b` of a fixed-work launch: its keys, table and partial results. A padding row (negative
 // context length) has no keys; a context the table cannot hold is recorded and cut to the table.
 __device__ __forceinline__ DecodeSeq fixed_seq(const DecodeParams& p, int b, bool report) {
@@ -65,7 +54,7 @@ __device__ __forceinline__ DecodeSeq fixed_seq(const DecodeParams& p, int b, boo
   const int capacity = p.table_width * p.block_size;
   int length = context < 0 ? 0 : context + 1;
   if (length > capacity) {
-    if (report) record_decode_error(p.errors, DeviceErrorKind::kDecodeContext, b, context, capacity);
+    if (report) record_error(p.errors, DeviceErrorKind::kDecodeContext, b, context, capacity);
     length = capacity;
   }
   const int first = p.window > 0 ? max(0, length - p.window) : 0;
@@ -163,7 +152,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int32_t block = table[key / p.block_size];
         // Device-resident tables are checked here: a block outside the cache is masked and recorded.
         if (kFixed && (block < 0 || block >= p.num_blocks)) {
-          if (sub == 0) record_decode_error(p.errors, DeviceErrorKind::kKvBlock, seq.q_row, block, p.num_blocks);
+          if (sub == 0) record_error(p.errors, DeviceErrorKind::kKvBlock, seq.q_row, block, p.num_blocks);
           continue;
         }
         const int64_t at = (static_cast<int64_t>(block) * p.block_size + key % p.block_size) * token_stride;
@@ -285,6 +274,28 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Heads per block: the smallest of 1, 2, 4, 8 that holds the group (larger groups take chunks of 8).
 int heads_per_block(int group) { return group <= 1 ? 1 : group <= 2 ? 2 : group <= 4 ? 4 : 8; }
 
+// What decode and decode_fixed share: the head grouping of `g` into blocks and the keys a block
+// takes per step of its loop (slots of D / 8 lanes, each loading U keys ahead).
+struct DecodeLayout {
+  DecodeParams params;  // heads, kv_heads, group, chunks, block_size, scale_log2 set
+  int per_block;        // query heads per block
+  int key_step;         // keys per block per loop step
+};
+DecodeLayout decode_layout(const Geometry& g) {
+  DecodeLayout layout{};
+  DecodeParams& p = layout.params;
+  p.heads = g.heads;
+  p.kv_heads = g.kv_heads;
+  p.group = g.heads / g.kv_heads;
+  layout.per_block = heads_per_block(p.group);
+  p.chunks = static_cast<int>(ceil_div(p.group, layout.per_block));
+  p.block_size = g.block_size;
+  p.scale_log2 = g.scale * kLog2e;
+  const int slots = kWarps * 32 / (g.head_dim / 8);
+  layout.key_step = slots * (layout.per_block >= 8 ? 2 : 4);
+  return layout;
+}
+
 template <typename T, int D, int G, bool kFixed>
 void launch(dim3 grid, cudaStream_t stream, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, Tensor& out,
             const DecodeParams& p) {
@@ -362,16 +373,9 @@ void decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::
             const Geometry& g, Tensor& out) {
   if (seqs.empty()) return;
   const int device = q.device().index;
-  DecodeParams p{};
-  p.heads = g.heads;
-  p.kv_heads = g.kv_heads;
-  p.group = g.heads / g.kv_heads;
-  const int per_block = heads_per_block(p.group);
-  p.chunks = static_cast<int>(ceil_div(p.group, per_block));
-  p.block_size = g.block_size;
-  p.scale_log2 = g.scale * kLog2e;
-  const int slots = kWarps * 32 / (g.head_dim / 8);
-  const int step = slots * (per_block >= 8 ? 2 : 4);
+  const DecodeLayout layout = decode_layout(g);
+  DecodeParams p = layout.params;
+  const int per_block = layout.per_block, step = layout.key_step;
 
   // Split the keys only as far as needed to give every multiprocessor a few blocks.
   std::vector<DecodeSeq> infos(seqs.size());
@@ -441,22 +445,15 @@ void decode_fixed(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   const int64_t rows = q.dim(0);
   if (rows == 0) return;
   const int device = q.device().index;
-  DecodeParams p{};
-  p.heads = g.heads;
-  p.kv_heads = g.kv_heads;
-  p.group = g.heads / g.kv_heads;
-  const int per_block = heads_per_block(p.group);
-  p.chunks = static_cast<int>(ceil_div(p.group, per_block));
-  p.block_size = g.block_size;
-  p.scale_log2 = g.scale * kLog2e;
+  const DecodeLayout layout = decode_layout(g);
+  DecodeParams p = layout.params;
+  const int per_block = layout.per_block, step = layout.key_step;
   p.context_lens = static_cast<const int32_t*>(context_lens.raw());
   p.tables = static_cast<const int32_t*>(block_tables.raw());
   p.table_width = static_cast<int>(block_tables.dim(1));
   p.window = g.window;
   p.num_blocks = static_cast<int>(k_cache.dim(0));
   p.errors = device_error_record(device);
-  const int slots = kWarps * 32 / (g.head_dim / 8);
-  const int step = slots * (per_block >= 8 ? 2 : 4);
   p.partition = static_cast<int>(ceil_div(kMinPartition, step) * step);
 
   // The split count depends only on the shapes (so a recorded launch fits every step of this batch

@@ -12,17 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Claims the device's error record for the first invalid input value (cuda/device.h).
-__device__ void record_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
-                             int64_t limit) {
-  if (atomicCAS(&record->kind, 0, static_cast<int32_t>(kind)) == 0) {
-    record->index = index;
-    record->value = value;
-    record->limit = limit;
-    __threadfence_system();
-  }
-}
-
 // Copies `bytes` (a multiple of 16 when both rows are 16-byte aligned) with 16-byte accesses.
 __device__ __forceinline__ void copy_row(const char* src, char* dst, int64_t bytes, bool vector) {
   if (vector) {
