@@ -1,4 +1,6 @@
-// Matrix products through cuBLASLt. Row-major C[M, N] = A[M, K] @ B is computed as the
+// Matrix products: few-row products of a weight in the [N, K] layout go to the matrix-vector
+// kernel (cuda/gemv.cu), which reads the weight at close to the memory bandwidth where cuBLASLt
+// reaches a quarter of it; the rest go through cuBLASLt. Row-major C[M, N] = A[M, K] @ B is computed as the
 // column-major C^T[N, M] = B^T A^T, so the weight is cuBLASLt's "A" operand. The heuristic's
 // best algorithm is cached per (device, shape, dtype, layout, bias, pointer alignment): the
 // lookup costs tens of microseconds, a decode step issues hundreds of products of a few shapes.
@@ -163,10 +165,25 @@ void gemm(const Tensor& a, const Tensor& b, bool b_is_nk, const Tensor& bias, Te
              "cublasLtMatmul", device);
 }
 
+// Up to how many rows gemv beats cuBLASLt (bench/cuda_op_bench, docs/performance.md).
+constexpr int64_t kGemvRowsPreferred = kGemvMaxRows;
+
+bool prefer_gemv(const Tensor& x, const Tensor& w, const Tensor& out) {
+  return out.numel() > 0 && x.dim(0) <= kGemvRowsPreferred && gemv_supports(x, w);
+}
+
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) { gemm(a, b, transpose_b, Tensor(), out); }
+void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
+  if (transpose_b && prefer_gemv(a, b, out)) return gemv(a, b, Tensor(), out);
+  gemm(a, b, transpose_b, Tensor(), out);
+}
 
-void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) { gemm(x, w, true, bias, out); }
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  if (prefer_gemv(x, w, out)) return gemv(x, w, bias, out);
+  gemm(x, w, true, bias, out);
+}
+
+void linear_cublas(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) { gemm(x, w, true, bias, out); }
 
 }  // namespace omni::tensor::cuda
