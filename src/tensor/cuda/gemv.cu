@@ -1,7 +1,7 @@
 // The few-row product out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) of a decode step, where
 // the weight is read once and the rows of x ride along: a product of one to kGemvMaxRows rows
 // is bound by reading the weight, which cuBLASLt's tile kernels do at a quarter of the memory
-// bandwidth for such shapes (docs/performance.md, "CUDA op micro-benchmarks").
+// bandwidth for some such shapes (docs/performance.md, "Few-row products: gemv against cuBLASLt").
 //
 // Work split: a block of kThreads threads owns kCols * (kThreads / group) consecutive weight rows
 // (output columns); each `group` of threads (a multiple of a warp) owns kCols of them and strides

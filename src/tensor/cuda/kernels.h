@@ -21,9 +21,10 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 
-// The products behind linear and matmul (cuda/linear.cc, cuda/gemv.cu). linear/matmul take
-// gemv whenever gemv_supports says it may and the product has at most kGemvMaxRows rows, else
-// cuBLASLt; linear_cublas always takes cuBLASLt (for benchmarks and tests that compare the two).
+// The products behind linear and matmul (cuda/linear.cc, cuda/gemv.cu). linear and matmul (with
+// transpose_b) take gemv where gemv_supports says it may and the measured rule of cuda/linear.cc
+// says it is faster (few rows, weights up to 16 Mi elements), else cuBLASLt; linear_cublas always
+// takes cuBLASLt (for benchmarks and tests that compare the two).
 //
 // gemv: out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with the weight read once for all rows,
 // float32 accumulation, reduced in a fixed order (the same inputs give the same bits, in a graph

@@ -165,11 +165,19 @@ void gemm(const Tensor& a, const Tensor& b, bool b_is_nk, const Tensor& bias, Te
              "cublasLtMatmul", device);
 }
 
-// Up to how many rows gemv beats cuBLASLt (bench/cuda_op_bench, docs/performance.md).
-constexpr int64_t kGemvRowsPreferred = kGemvMaxRows;
+// Where gemv beat cuBLASLt on an H200 (bf16, graph-replayed, docs/performance.md "Few-row products:
+// gemv against cuBLASLt"): weights of up to 3 Mi elements for up to kGemvMaxRows rows (cuBLASLt has
+// too few tiles for N <= 2048: 1.2-4x), and of up to 16 Mi elements for one or two rows (1.1-1.9x
+// from 2048 x 6144 down). Larger weights and more rows are within 7% of the bandwidth through
+// cuBLASLt, which is as fast or faster there.
+constexpr int64_t kGemvAnyRowsMaxWeight = int64_t{3} << 20;
+constexpr int64_t kGemvFewRowsMaxWeight = int64_t{16} << 20;
+constexpr int64_t kGemvFewRows = 2;
 
 bool prefer_gemv(const Tensor& x, const Tensor& w, const Tensor& out) {
-  return out.numel() > 0 && x.dim(0) <= kGemvRowsPreferred && gemv_supports(x, w);
+  const int64_t weight = w.dim(0) * w.dim(1);
+  const bool faster = weight <= kGemvAnyRowsMaxWeight || (x.dim(0) <= kGemvFewRows && weight <= kGemvFewRowsMaxWeight);
+  return out.numel() > 0 && faster && gemv_supports(x, w);
 }
 
 }  // namespace
