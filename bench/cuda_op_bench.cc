@@ -203,6 +203,7 @@ void bench_gemv(std::mt19937& rng) {
     const int64_t weight_elems = (shape.n * shape.k + 127) / 128 * 128;
     const int copies = static_cast<int>(std::clamp<int64_t>(pool_elems / weight_elems, 1, 64));
     std::vector<Tensor> weights;
+    weights.reserve(copies);
     for (int i = 0; i < copies; ++i) {
       weights.push_back(Tensor::borrow(static_cast<uint16_t*>(pool.raw()) + i * weight_elems, {shape.n, shape.k},
                                        DType::kBF16, Device::cuda(0)));
@@ -210,7 +211,7 @@ void bench_gemv(std::mt19937& rng) {
     for (int m : {1, 2, 3, 4, 6, 8}) {
       Tensor x = random_bf16({m, shape.k}, rng);
       Tensor out = Tensor::empty({m, shape.n}, DType::kBF16, Device::cuda(0));
-      const double bytes = 2.0 * (shape.n * shape.k + m * shape.k + m * shape.n);
+      const double bytes = 2.0 * static_cast<double>(shape.n * shape.k + m * shape.k + m * shape.n);
       const double gemv = seconds_per_graphed_call([&](int i) { cuda::gemv(x, weights[i % copies], Tensor(), out); });
       const double blas =
           seconds_per_graphed_call([&](int i) { cuda::linear_cublas(x, weights[i % copies], Tensor(), out); });

@@ -132,7 +132,7 @@ TEST_P(GemvCudaTest, MatchesTheReferenceForEveryRowCountWithAndWithoutBias) {
 
 TEST_P(GemvCudaTest, LeavesUnchunkedKMisalignedRowsAndTooManyRowsToCublas) {
   const DType dtype = GetParam();
-  const int chunk = 16 / static_cast<int>(dtype_size(dtype));
+  const int64_t chunk = 16 / static_cast<int64_t>(dtype_size(dtype));
   const Tensor w_odd_k = Tensor::zeros({5, 8 * chunk + 1}, dtype, Device::cuda(0));
   EXPECT_FALSE(cuda::gemv_supports(Tensor::zeros({1, 8 * chunk + 1}, dtype, Device::cuda(0)), w_odd_k));
   const Tensor w = Tensor::zeros({5, 8 * chunk}, dtype, Device::cuda(0));
@@ -144,14 +144,11 @@ TEST_P(GemvCudaTest, LeavesUnchunkedKMisalignedRowsAndTooManyRowsToCublas) {
   EXPECT_FALSE(cuda::gemv_supports(Tensor::zeros({cuda::kGemvMaxRows + 1, 8 * chunk}, dtype, Device::cuda(0)), w));
   EXPECT_TRUE(cuda::gemv_supports(Tensor::zeros({cuda::kGemvMaxRows, 8 * chunk}, dtype, Device::cuda(0)), w));
   // ops::linear still computes those through cuBLASLt.
-  for (int m : {1, 3}) {
-    expect_matches_reference(
-        m, 9, 8 * chunk + 1, true,
-        [](const Tensor& x, const Tensor& w_, const Tensor& b, Tensor& out) { ops::linear(x, w_, b, out); });
-  }
-  expect_matches_reference(
-      cuda::kGemvMaxRows + 3, 33, 16 * chunk, true,
-      [](const Tensor& x, const Tensor& w_, const Tensor& b, Tensor& out) { ops::linear(x, w_, b, out); });
+  const auto through_linear = [](const Tensor& x, const Tensor& weight, const Tensor& b, Tensor& out) {
+    ops::linear(x, weight, b, out);
+  };
+  for (int m : {1, 3}) expect_matches_reference(m, 9, static_cast<int>(8 * chunk + 1), true, through_linear);
+  expect_matches_reference(cuda::kGemvMaxRows + 3, 33, static_cast<int>(16 * chunk), true, through_linear);
 }
 
 TEST_P(GemvCudaTest, LinearAndMatmulTakeTheKernelForOneRow) {
