@@ -3,13 +3,17 @@
 // each output written once), that over the time, and that as a fraction of the copy bandwidth;
 // prefill attention also prints its matrix rate.
 //
-//   cuda_op_bench [iterations]
+//   cuda_op_bench [iterations [section]]
 //
-// Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up calls, so they
-// include the host's launch overhead whenever that is longer than the kernel (no CUDA graphs).
-// Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936); inputs
-// are random, and working sets of the bandwidth cases exceed the 50 MB L2 where the case is large
-// enough to be bandwidth-bound at all.
+// section: one of elementwise, linear, gemv, decode_attention, prefill_attention, sample (default:
+// all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up
+// calls, so they include the host's launch overhead whenever that is longer than the kernel (no
+// CUDA graphs), except the gemv section's, which replays calls recorded in a DeviceGraph as the
+// decode step does, so that they show the kernels of products that take a few microseconds.
+// Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936; the gemv
+// section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B); inputs are random, and
+// working sets of the bandwidth cases exceed the 50 MB L2 where the case is large enough to be
+// bandwidth-bound at all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,10 +21,13 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/device_graph.h"
 #include "tensor/ops.h"
 
 namespace {
@@ -148,6 +155,74 @@ void bench_linear(std::mt19937& rng) {
   }
 }
 
+// Seconds per call of record(i), i = 0 .. kCalls - 1 recorded in one graph and replayed.
+template <typename F>
+double seconds_per_graphed_call(F&& record) {
+  constexpr int kCalls = 64;
+  const omni::tensor::DeviceGraph graph = omni::tensor::DeviceGraph::capture(Device::cuda(0), [&] {
+    for (int i = 0; i < kCalls; ++i) record(i);
+  });
+  const int saved = g_iterations;
+  g_iterations = std::max(4, g_iterations / 10);
+  const double s = seconds_per_call([&] { graph.replay(); });
+  g_iterations = saved;
+  return s / kCalls;
+}
+
+// Few-row bfloat16 products of the shapes decode steps issue (fused qkv and gate_up as
+// DecoderLm loads them), through the matrix-vector kernel and through cuBLASLt in the same run.
+// Consecutive calls cycle through copies of the weight that together exceed the 50 MB L2, as a
+// decode step's layers do; bytes are the weight's plus x's and out's.
+void bench_gemv(std::mt19937& rng) {
+  struct Product {
+    const char* what;
+    int64_t n, k;
+  };
+  const Product products[] = {
+      {"1024x1024", 1024, 1024},
+      {"code predictor / 0.6B qkv", 4096, 1024},
+      {"code predictor / 0.6B o", 1024, 2048},
+      {"code predictor / 0.6B gate_up", 6144, 1024},
+      {"code predictor / 0.6B down", 1024, 3072},
+      {"code predictor lm_head", 2048, 1024},
+      {"talker qkv", 4096, 2048},
+      {"talker o", 2048, 2048},
+      {"talker gate_up", 12288, 2048},
+      {"talker down", 2048, 6144},
+      {"talker codec_head", 3072, 2048},
+      {"Qwen3-8B qkv", 6144, 4096},
+      {"Qwen3-8B o", 4096, 4096},
+      {"Qwen3-8B gate_up", 24576, 4096},
+      {"Qwen3-8B down", 4096, 12288},
+      {"Qwen3-0.6B lm_head", 151936, 1024},
+  };
+  const int64_t pool_elems = int64_t{256} << 20;  // 512 MiB of bfloat16
+  Tensor pool = random_bf16({pool_elems}, rng, 0.05f);
+  std::printf("%-44s %2s %22s %22s %8s\n", "linear bf16 N x K", "M", "gemv", "cuBLASLt", "speedup");
+  for (const Product& shape : products) {
+    const int64_t weight_elems = (shape.n * shape.k + 127) / 128 * 128;
+    const int copies = static_cast<int>(std::clamp<int64_t>(pool_elems / weight_elems, 1, 64));
+    std::vector<Tensor> weights;
+    weights.reserve(copies);
+    for (int i = 0; i < copies; ++i) {
+      weights.push_back(Tensor::borrow(static_cast<uint16_t*>(pool.raw()) + i * weight_elems, {shape.n, shape.k},
+                                       DType::kBF16, Device::cuda(0)));
+    }
+    for (int m : {1, 2, 3, 4, 6, 8}) {
+      Tensor x = random_bf16({m, shape.k}, rng);
+      Tensor out = Tensor::empty({m, shape.n}, DType::kBF16, Device::cuda(0));
+      const double bytes = 2.0 * static_cast<double>(shape.n * shape.k + m * shape.k + m * shape.n);
+      const double gemv = seconds_per_graphed_call([&](int i) { cuda::gemv(x, weights[i % copies], Tensor(), out); });
+      const double blas =
+          seconds_per_graphed_call([&](int i) { cuda::linear_cublas(x, weights[i % copies], Tensor(), out); });
+      const std::string name =
+          std::string(shape.what) + " " + std::to_string(shape.n) + " x " + std::to_string(shape.k);
+      std::printf("%-44s %2d %8.2f us %6.2f TB/s %8.2f us %6.2f TB/s %7.2fx\n", name.c_str(), m, gemv * 1e6,
+                  bytes / gemv / 1e12, blas * 1e6, bytes / blas / 1e12, blas / gemv);
+    }
+  }
+}
+
 void bench_decode_attention(std::mt19937& rng) {
   const int heads = 32, kv_heads = 8, head_dim = 128, block = 16;
   struct Case {
@@ -226,12 +301,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_iterations = argc > 1 ? std::atoi(argv[1]) : 200;
+  const std::string only = argc > 2 ? argv[2] : "";
+  const std::pair<const char*, void (*)(std::mt19937&)> sections[] = {
+      {"elementwise", bench_elementwise},
+      {"linear", bench_linear},
+      {"gemv", bench_gemv},
+      {"decode_attention", bench_decode_attention},
+      {"prefill_attention", bench_prefill_attention},
+      {"sample", bench_sample},
+  };
+  if (!only.empty() &&
+      std::none_of(std::begin(sections), std::end(sections), [&](const auto& s) { return only == s.first; })) {
+    std::fprintf(stderr,
+                 "cuda_op_bench: unknown section '%s' (elementwise, linear, gemv, decode_attention, "
+                 "prefill_attention, sample)\n",
+                 only.c_str());
+    return 2;
+  }
   std::mt19937 rng(7);
   measure_copy_bandwidth();
-  bench_elementwise(rng);
-  bench_linear(rng);
-  bench_decode_attention(rng);
-  bench_prefill_attention(rng);
-  bench_sample(rng);
+  for (const auto& [name, run] : sections) {
+    if (only.empty() || only == name) run(rng);
+  }
   return 0;
 }

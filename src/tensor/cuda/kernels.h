@@ -20,6 +20,20 @@ void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
+
+// The products behind linear and matmul (cuda/linear.cc, cuda/gemv.cu). linear and matmul (with
+// transpose_b) take gemv where gemv_supports says it may and the measured rule of cuda/linear.cc
+// says it is faster (few rows, weights up to 16 Mi elements), else cuBLASLt; linear_cublas always
+// takes cuBLASLt (for benchmarks and tests that compare the two).
+//
+// gemv: out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) with the weight read once for all rows,
+// float32 accumulation, reduced in a fixed order (the same inputs give the same bits, in a graph
+// or not). It needs 1 <= M <= kGemvMaxRows, K a multiple of a 16-byte chunk (8 bfloat16/float16,
+// 4 float32 elements) and x and w starting at 16-byte aligned addresses: gemv_supports.
+inline constexpr int kGemvMaxRows = 8;
+bool gemv_supports(const Tensor& x, const Tensor& w);
+void gemv(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+void linear_cublas(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
 void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,
                   float theta);

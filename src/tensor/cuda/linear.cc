@@ -1,4 +1,6 @@
-// Matrix products through cuBLASLt. Row-major C[M, N] = A[M, K] @ B is computed as the
+// Matrix products: few-row products of a weight in the [N, K] layout go to the matrix-vector
+// kernel (cuda/gemv.cu), which reads the weight at close to the memory bandwidth where cuBLASLt
+// reaches a quarter of it; the rest go through cuBLASLt. Row-major C[M, N] = A[M, K] @ B is computed as the
 // column-major C^T[N, M] = B^T A^T, so the weight is cuBLASLt's "A" operand. The heuristic's
 // best algorithm is cached per (device, shape, dtype, layout, bias, pointer alignment): the
 // lookup costs tens of microseconds, a decode step issues hundreds of products of a few shapes.
@@ -163,10 +165,33 @@ void gemm(const Tensor& a, const Tensor& b, bool b_is_nk, const Tensor& bias, Te
              "cublasLtMatmul", device);
 }
 
+// Where gemv beat cuBLASLt on an H200 (bf16, graph-replayed, docs/performance.md "Few-row products:
+// gemv against cuBLASLt"): weights of up to 3 Mi elements for up to kGemvMaxRows rows (cuBLASLt has
+// too few tiles for N <= 2048: 1.2-4x), and of up to 16 Mi elements for one or two rows (1.1-1.9x
+// from 2048 x 6144 down). Larger weights and more rows are within 7% of the bandwidth through
+// cuBLASLt, which is as fast or faster there.
+constexpr int64_t kGemvAnyRowsMaxWeight = int64_t{3} << 20;
+constexpr int64_t kGemvFewRowsMaxWeight = int64_t{16} << 20;
+constexpr int64_t kGemvFewRows = 2;
+
+bool prefer_gemv(const Tensor& x, const Tensor& w, const Tensor& out) {
+  const int64_t weight = w.dim(0) * w.dim(1);
+  const bool faster = weight <= kGemvAnyRowsMaxWeight || (x.dim(0) <= kGemvFewRows && weight <= kGemvFewRowsMaxWeight);
+  return out.numel() > 0 && faster && gemv_supports(x, w);
+}
+
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) { gemm(a, b, transpose_b, Tensor(), out); }
+void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
+  if (transpose_b && prefer_gemv(a, b, out)) return gemv(a, b, Tensor(), out);
+  gemm(a, b, transpose_b, Tensor(), out);
+}
 
-void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) { gemm(x, w, true, bias, out); }
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  if (prefer_gemv(x, w, out)) return gemv(x, w, bias, out);
+  gemm(x, w, true, bias, out);
+}
+
+void linear_cublas(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) { gemm(x, w, true, bias, out); }
 
 }  // namespace omni::tensor::cuda

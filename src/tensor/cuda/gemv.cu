@@ -1,0 +1,210 @@
+// The few-row product out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) of a decode step, where
+// the weight is read once and the rows of x ride along: a product of one to kGemvMaxRows rows
+// is bound by reading the weight, which cuBLASLt's tile kernels do at a quarter of the memory
+// bandwidth for some such shapes (docs/performance.md, "Few-row products: gemv against cuBLASLt").
+//
+// Work split: a block of kThreads threads owns kCols * (kThreads / group) consecutive weight rows
+// (output columns); each `group` of threads (a multiple of a warp) owns kCols of them and strides
+// over K in 16-byte chunks, so every weight byte is loaded once, with one vector load, and each x
+// chunk it pairs with is loaded and widened once for the kCols rows. K is split inside the block
+// only (the group size grows while the grid is too small to fill the device), so the sums are
+// reduced in a fixed order through shared memory: deterministic, no workspace, nothing to
+// synchronise with the host, hence graph-capturable.
+#include <cstdint>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/kernels.h"
+
+namespace omni::tensor::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// Eight bfloat16/float16 or four float32 values as float32.
+template <typename T>
+struct Chunk {
+  static constexpr int kElems = 16 / sizeof(T);
+};
+
+__device__ __forceinline__ void widen(const uint4& v, float (&f)[8], __nv_bfloat16) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ void widen(const uint4& v, float (&f)[8], __half) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+    f[2 * i] = pair.x;
+    f[2 * i + 1] = pair.y;
+  }
+}
+
+__device__ __forceinline__ void widen(const uint4& v, float (&f)[4], float) {
+  f[0] = __uint_as_float(v.x);
+  f[1] = __uint_as_float(v.y);
+  f[2] = __uint_as_float(v.z);
+  f[3] = __uint_as_float(v.w);
+}
+
+// The weight streams through once: bypass L1 so the x rows, read by every group, stay there.
+// Predicated inside the instruction (zeros where `valid` is false) so that the loads of several
+// chunks can all be issued before the first is used, without a branch between them.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p, bool valid) {
+  uint4 v;
+  asm("{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %5, 0;\n"
+      "  mov.b32 %0, 0;\n"
+      "  mov.b32 %1, 0;\n"
+      "  mov.b32 %2, 0;\n"
+      "  mov.b32 %3, 0;\n"
+      "  @p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      "}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(valid)));
+  return v;
+}
+
+// Columns per thread: more rows of x make each widened x chunk worth sharing among more columns.
+template <int M>
+constexpr int kColsPerThread = M > 4 ? 4 : 2;
+
+// Chunks per thread whose loads are issued before the first of them is used (registers allow
+// fewer as the accumulators grow).
+template <int M>
+constexpr int kLoadsAhead = M > 4 ? 2 : 4;
+
+template <typename T, int M>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ out,
+                int n, int chunks, int group) {
+  constexpr int kCols = kColsPerThread<M>;
+  constexpr int kAhead = kLoadsAhead<M>;
+  constexpr int kElems = Chunk<T>::kElems;
+  __shared__ float partial[kWarps][M][kCols];
+
+  const int groups = kThreads / group;
+  const int g = threadIdx.x / group, lane = threadIdx.x % group;
+  const int64_t first_col = (static_cast<int64_t>(blockIdx.x) * groups + g) * kCols;
+  const uint4* rows[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    // Columns past n read the last row (valid memory) and are never written.
+    const int64_t col = first_col + j < n ? first_col + j : n - 1;
+    rows[j] = reinterpret_cast<const uint4*>(w) + col * chunks;
+  }
+  const uint4* xs = reinterpret_cast<const uint4*>(x);
+
+  float acc[M][kCols];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc[m][j] = 0.0f;
+
+  if (first_col < n) {
+    for (int base = lane; base < chunks; base += kAhead * group) {
+      uint4 wv[kAhead][kCols];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u)
+#pragma unroll
+        for (int j = 0; j < kCols; ++j)
+          wv[u][j] = load_streaming(rows[j] + base + u * group, base + u * group < chunks);
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        const int c = base + u * group;
+        if (c >= chunks) break;
+        float wf[kCols][kElems];
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) widen(wv[u][j], wf[j], T{});
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xf[kElems];
+          widen(__ldg(xs + static_cast<int64_t>(m) * chunks + c), xf, T{});
+#pragma unroll
+          for (int j = 0; j < kCols; ++j)
+#pragma unroll
+            for (int e = 0; e < kElems; ++e) acc[m][j] = fmaf(xf[e], wf[j][e], acc[m][j]);
+        }
+      }
+    }
+  }
+
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const float sum = warp_sum(acc[m][j]);
+      if (threadIdx.x % 32 == 0) partial[warp][m][j] = sum;
+    }
+  __syncthreads();
+
+  // One thread per (local column, row): the group's warps in order, then the bias.
+  const int block_cols = groups * kCols;
+  if (threadIdx.x < block_cols * M) {
+    const int local = threadIdx.x % block_cols, m = threadIdx.x / block_cols;
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * block_cols + local;
+    if (col < n) {
+      const int warps_per_group = group / 32, first_warp = (local / kCols) * warps_per_group;
+      float sum = 0.0f;
+      for (int i = 0; i < warps_per_group; ++i) sum += partial[first_warp + i][m][local % kCols];
+      if (bias != nullptr) sum += to_float(bias[col]);
+      out[static_cast<int64_t>(m) * n + col] = from_float<T>(sum);
+    }
+  }
+}
+
+// Threads per group of columns: the smallest warp multiple that gives the device about two
+// blocks per multiprocessor, without leaving a thread fewer than two chunks of its row.
+int group_size(int64_t n, int64_t chunks, int cols, int multiprocessors) {
+  int group = 32;
+  const auto blocks = [&](int g) { return (n + int64_t{kThreads / g} * cols - 1) / (int64_t{kThreads / g} * cols); };
+  while (group < kThreads && blocks(group) < 2 * multiprocessors && int64_t{group} * 4 <= chunks) group *= 2;
+  return group;
+}
+
+template <typename T, int M>
+void launch(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  constexpr int kCols = kColsPerThread<M>;
+  const int device = out.device().index;
+  const int64_t n = w.dim(0), chunks = w.dim(1) / Chunk<T>::kElems;
+  const int group = group_size(n, chunks, kCols, multiprocessor_count(device));
+  const int64_t block_cols = int64_t{kThreads / group} * kCols;
+  const auto blocks = static_cast<unsigned>((n + block_cols - 1) / block_cols);
+  gemv_kernel<T, M><<<blocks, kThreads, 0, stream_for(device)>>>(ptr<T>(x), ptr<T>(w),
+                                                                 bias.defined() ? ptr<T>(bias) : nullptr, ptr<T>(out),
+                                                                 static_cast<int>(n), static_cast<int>(chunks), group);
+}
+
+template <typename T, int M = 1>
+void launch_rows(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  if constexpr (M < kGemvMaxRows) {
+    if (x.dim(0) != M) return launch_rows<T, M + 1>(x, w, bias, out);
+  }
+  launch<T, M>(x, w, bias, out);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool gemv_supports(const Tensor& x, const Tensor& w) {
+  const int64_t elems_per_chunk = 16 / static_cast<int64_t>(dtype_size(w.dtype()));
+  const int64_t m = x.dim(0), n = w.dim(0), k = w.dim(1);
+  return m >= 1 && m <= kGemvMaxRows && n >= 1 && k >= 1 && k % elems_per_chunk == 0 &&
+         k / elems_per_chunk <= INT32_MAX && n <= INT32_MAX && aligned16(x.raw()) && aligned16(w.raw());
+}
+
+void gemv(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  with_float_type(x.dtype(), [&](auto tag) { launch_rows<decltype(tag)>(x, w, bias, out); });
+  check_launch("gemv_kernel", out);
+}
+
+}  // namespace omni::tensor::cuda
