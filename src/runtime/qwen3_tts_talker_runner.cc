@@ -170,10 +170,11 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     talker_->init_kv_cache(resolved.num_blocks);
     blocks_ = std::make_unique<engine::BlockPool>(resolved.num_blocks);
     talker_->init_predictor_cache(max_num_seqs_);
-    // Not yet verified on a GPU, so off unless asked for; enforce_eager keeps the fixed-size frame
-    // steps but records no graphs.
-    if (optional_arg<bool>(engine_args, "code_predictor_frame_steps", stage_id_).value_or(false)) {
-      const bool graphs = !optional_arg<bool>(engine_args, "enforce_eager", stage_id_).value_or(false);
+    // enforce_eager keeps the fixed-size frame steps but records no graphs; off the GPU the
+    // ordinary path runs either way.
+    const bool graphs = !optional_arg<bool>(engine_args, "enforce_eager", stage_id_).value_or(false);
+    if (optional_arg<bool>(engine_args, "code_predictor_frame_steps", stage_id_).value_or(true) &&
+        device.type == tensor::DeviceType::kCuda) {
       const bool prepared = talker_->prepare_frame_steps(engine::decode_batch_sizes(max_num_seqs_), graphs);
       spdlog::info("stage {}: code predictor frame steps {}", stage_id_,
                    !prepared ? "unavailable on this device"

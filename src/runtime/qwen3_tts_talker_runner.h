@@ -21,9 +21,10 @@
 //   subtalker_sampling_params: {do_sample, temperature, top_k, top_p} over generation_config.json's
 //     subtalker_* (do_sample false = greedy)
 //   tts_max_instructions_length (default 500 characters)
-//   code_predictor_frame_steps (default false): the code predictor as fixed-size frame steps per
-//     batch size, each one CUDA graph (Talker::prepare_frame_steps); enforce_eager (default false)
-//     runs those steps without graphs. On the CPU the ordinary path runs either way.
+//   code_predictor_frame_steps (default true; false turns them off): on a GPU, the code predictor
+//     as fixed-size frame steps per batch size (engine::decode_batch_sizes(max_num_seqs)), each one
+//     CUDA graph (Talker::prepare_frame_steps); enforce_eager (default false) runs those steps
+//     without graphs. On the CPU the ordinary path runs either way.
 // Request fields: sampling_params (vLLM names; temperature, top_k, top_p, repetition_penalty,
 // min_tokens, max_tokens, seed, ignore_eos) over generation_config.json's defaults; additional_information:
 // text (required), voice, language, instructions, task_type, max_new_tokens (over max_tokens),
