@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -184,7 +185,8 @@ void run(Talker& talker, std::vector<Request>& requests, bool sampled, DecodeAgr
     for (size_t i = 0; i < running.size(); ++i) {
       Request* r = running[i];
       r->frame.assign(1, code0s[i]);
-      r->frame.insert(r->frame.end(), codes.begin() + i * (kGroups - 1), codes.begin() + (i + 1) * (kGroups - 1));
+      const auto first = codes.begin() + static_cast<std::ptrdiff_t>(i) * (kGroups - 1);
+      r->frame.insert(r->frame.end(), first, first + (kGroups - 1));
       r->codes.insert(r->codes.end(), r->frame.begin(), r->frame.end());
       if (++r->frames < r->max_frames) {
         still_running.push_back(r);

@@ -71,8 +71,11 @@ class Talker {
   // forward(). With a decode step (prepare_decode_steps) that holds the batch, the rows are built on
   // the device and the step is one upload of integers (and of the text rows that changed since the
   // slot's last step), a replay (or the same ops queued eagerly) and one copy of the logits back;
-  // otherwise the rows are built on the host in float32 and go through forward(). kInvalidArgument
-  // for mismatched sizes, a slot out of range or a code outside its vocabulary.
+  // otherwise the rows are built on the host in float32 and go through forward(). On the decode-step
+  // path `hidden` is a view of the step's buffer, valid until the next forward_frames. The codes
+  // come from the host (the caller has them: they went out with the frame), as part of the step's
+  // one upload. kInvalidArgument for mismatched sizes, a slot out of range or a code outside its
+  // vocabulary.
   void forward_frames(const ForwardBatch& batch, std::span<const int32_t> slots, std::span<const int32_t> frames,
                       std::span<const float* const> text, std::vector<float>& logits, tensor::Tensor& hidden);
 

@@ -207,14 +207,15 @@ TEST(TinyTalker, ForwardFramesOnTheCpuIsForwardOfTheFrameRows) {
     batch.seqs.push_back({1, 1, 20, {1, 6}, true});
     return batch;
   };
-  std::vector<int32_t> frames;
-  for (int i = 0; i < 32; ++i) frames.push_back(i == 16 ? kVocab - 1 : (i * 7) % kCodebook);
+  std::vector<int32_t> frames(32);
+  for (int32_t i = 0; i < 32; ++i)
+    frames[i] = i == 16 ? static_cast<int32_t>(kVocab - 1) : static_cast<int32_t>((i * 7) % kCodebook);
   std::vector<float> text(2 * kHidden);
   for (size_t i = 0; i < text.size(); ++i) text[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
   const std::vector<const float*> text_rows{text.data(), text.data() + kHidden};
 
   Tensor rows = Tensor::zeros({2, kHidden}, tensor::DType::kF32);
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 2; ++i) {
     std::copy_n(text_rows[i], kHidden, rows.data<float>() + i * kHidden);
     talker.add_frame_embedding(std::span(frames).subspan(i * 16, 16), rows.data<float>() + i * kHidden);
   }
