@@ -170,12 +170,23 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     talker_->init_kv_cache(resolved.num_blocks);
     blocks_ = std::make_unique<engine::BlockPool>(resolved.num_blocks);
     talker_->init_predictor_cache(max_num_seqs_);
-    // Not yet verified on a GPU, so off unless asked for; enforce_eager keeps the fixed-size frame
-    // steps but records no graphs.
-    if (optional_arg<bool>(engine_args, "code_predictor_frame_steps", stage_id_).value_or(false)) {
-      const bool graphs = !optional_arg<bool>(engine_args, "enforce_eager", stage_id_).value_or(false);
+    // enforce_eager keeps the fixed-size frame steps but records no graphs; off the GPU the
+    // ordinary path runs either way.
+    const bool graphs = !optional_arg<bool>(engine_args, "enforce_eager", stage_id_).value_or(false);
+    if (optional_arg<bool>(engine_args, "code_predictor_frame_steps", stage_id_).value_or(true) &&
+        device.type == tensor::DeviceType::kCuda) {
       const bool prepared = talker_->prepare_frame_steps(engine::decode_batch_sizes(max_num_seqs_), graphs);
       spdlog::info("stage {}: code predictor frame steps {}", stage_id_,
+                   !prepared ? "unavailable on this device"
+                   : graphs  ? "with CUDA graphs"
+                             : "eager (enforce_eager)");
+    }
+    if (optional_arg<bool>(engine_args, "talker_decode_steps", stage_id_).value_or(true) &&
+        device.type == tensor::DeviceType::kCuda) {
+      const int blocks_per_seq = (max_model_len_ + model::kKvBlockSize - 1) / model::kKvBlockSize;
+      const bool prepared =
+          talker_->prepare_decode_steps(engine::decode_batch_sizes(max_num_seqs_), blocks_per_seq, graphs);
+      spdlog::info("stage {}: talker decode steps {}", stage_id_,
                    !prepared ? "unavailable on this device"
                    : graphs  ? "with CUDA graphs"
                              : "eager (enforce_eager)");
@@ -381,9 +392,50 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     r.slot = -1;
   }
 
+  // The text-track vector decode step k of `r` adds: the prompt's trailing rows, then tts_pad.
+  static const float* text_track(const Running& r, int64_t k) {
+    const Tensor& trailing = r.prompt.trailing;
+    return k < trailing.shape()[0] ? trailing.data<float>() + k * trailing.shape()[1] : r.prompt.tts_pad.data<float>();
+  }
+
   // One talker forward over every running request (the prompt for new ones, the last frame's row
   // for the others), then code0 for each.
   void talker_step() {
+    const bool decode_only =
+        std::all_of(running_.begin(), running_.end(), [](const Running* r) { return r->context_len > 0; });
+    if (decode_only) {
+      feed_frames();
+    } else {
+      forward_rows();
+    }
+    sample_code0s();
+  }
+
+  // A step of decode rows alone: the talker builds them from the last frames (on the device where it
+  // has decode steps).
+  void feed_frames() {
+    model::ForwardBatch batch;
+    std::vector<int32_t> slots, frames;
+    std::vector<const float*> text;
+    for (Running* r : running_) {
+      model::SequenceSlice seq;
+      seq.query_start = static_cast<int32_t>(batch.seqs.size());
+      seq.query_len = 1;
+      seq.context_len = r->context_len;
+      seq.block_table = r->block_table;
+      batch.positions.push_back(r->context_len);
+      batch.seqs.push_back(std::move(seq));
+      slots.push_back(r->slot);
+      frames.insert(frames.end(), r->frame.begin(), r->frame.end());
+      // Decode step k feeds frame k.
+      text.push_back(text_track(*r, r->frames - 1));
+      ++r->context_len;
+    }
+    talker_->forward_frames(batch, slots, frames, text, logits_, hidden_);
+  }
+
+  // A step with prompts in it: every row built on the host.
+  void forward_rows() {
     const int64_t h = talker_->hidden_size();
     model::ForwardBatch batch;
     int64_t rows = 0;
@@ -401,11 +453,7 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
         std::copy_n(r->prompt.rows.data<float>(), seq.query_len * h, out);
       } else {
         seq.query_len = 1;
-        // Decode step k feeds frame k with the text track's k-th vector (tts_pad past its end).
-        const int64_t k = r->frames - 1;
-        const Tensor& trailing = r->prompt.trailing;
-        const float* text = k < trailing.shape()[0] ? trailing.data<float>() + k * h : r->prompt.tts_pad.data<float>();
-        std::copy_n(text, h, out);
+        std::copy_n(text_track(*r, r->frames - 1), h, out);
         talker_->add_frame_embedding(r->frame, out);
       }
       for (int32_t p = 0; p < seq.query_len; ++p) batch.positions.push_back(r->context_len + p);
@@ -414,7 +462,10 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
       batch.seqs.push_back(std::move(seq));
     }
     talker_->forward(batch, inputs, logits_, hidden_);
+  }
 
+  // code0 of every running request from the step's logits, on the host.
+  void sample_code0s() {
     const int vocab = talker_->codec_vocab_size();
     const tts::TalkerConfig& config = talker_->config();
     const int32_t eos = config.codec_eos_id;

@@ -1,7 +1,8 @@
 // The "qwen3_tts_talker" stage runner: stage 0 of the qwen3_tts pipeline. For each request it
 // builds the talker prompt (model/qwen3_tts/prompt.h) from the request's additional_information,
 // then every step generates one codec frame for every running request in one batch: a talker
-// step (prefill for new requests, one row for the others) samples codebook 0 on the host
+// step (prefill for new requests, one row for the others, built from the request's last frame and
+// text track) samples codebook 0 on the host
 // (repetition penalty over earlier code0s, min_tokens, suppression of the control ids except codec
 // EOS, and of EOS too with ignore_eos), and the code predictor fills codebooks 1..15 in 15 batched
 // steps with the sub-talker sampling parameters, drawn on the talker's device (Talker::
@@ -21,9 +22,15 @@
 //   subtalker_sampling_params: {do_sample, temperature, top_k, top_p} over generation_config.json's
 //     subtalker_* (do_sample false = greedy)
 //   tts_max_instructions_length (default 500 characters)
-//   code_predictor_frame_steps (default false): the code predictor as fixed-size frame steps per
-//     batch size, each one CUDA graph (Talker::prepare_frame_steps); enforce_eager (default false)
-//     runs those steps without graphs. On the CPU the ordinary path runs either way.
+//   code_predictor_frame_steps (default true; false turns them off): on a GPU, the code predictor
+//     as fixed-size frame steps per batch size (engine::decode_batch_sizes(max_num_seqs)), each one
+//     CUDA graph (Talker::prepare_frame_steps); enforce_eager (default false) runs those steps
+//     without graphs. On the CPU the ordinary path runs either way.
+//   talker_decode_steps (default true; false turns them off): on a GPU, the talker's steps without
+//     a prompt in them as fixed-size steps per batch size, each one CUDA graph that builds the
+//     input rows from the last frames' codes on the device (Talker::prepare_decode_steps);
+//     enforce_eager runs them without graphs. Steps with a prompt in them, and every step on the
+//     CPU, build the rows on the host.
 // Request fields: sampling_params (vLLM names; temperature, top_k, top_p, repetition_penalty,
 // min_tokens, max_tokens, seed, ignore_eos) over generation_config.json's defaults; additional_information:
 // text (required), voice, language, instructions, task_type, max_new_tokens (over max_tokens),

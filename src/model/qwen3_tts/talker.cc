@@ -5,7 +5,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "model/decode_step_inputs.h"
 #include "model/safetensors.h"
+#include "tensor/dtype.h"
 #include "tensor/ops.h"
 #include "tensor/sample_packed.h"
 
@@ -126,9 +128,216 @@ void Talker::forward(const ForwardBatch& batch, const Tensor& inputs_embeds, std
   logits_to_host(out, logits);
 }
 
+void Talker::init_kv_cache(int num_blocks) {
+  decode_steps_.clear();
+  talker_.init_kv_cache(num_blocks);
+  talker_blocks_ = num_blocks;
+}
+
+void Talker::forward_frames(const ForwardBatch& batch, std::span<const int32_t> slots, std::span<const int32_t> frames,
+                            std::span<const float* const> text, std::vector<float>& logits, Tensor& hidden) {
+  const size_t n = batch.seqs.size(), groups = static_cast<size_t>(num_code_groups());
+  if (slots.size() != n || text.size() != n || frames.size() != n * groups || !batch.token_ids.empty() ||
+      batch.positions.size() != n) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "forward_frames: {} slices, {} positions, {} slots, {} text rows, {} codes ({} per frame) and {} token "
+                "ids",
+                n, batch.positions.size(), slots.size(), text.size(), frames.size(), groups, batch.token_ids.size());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const SequenceSlice& seq = batch.seqs[i];
+    if (seq.query_start != static_cast<int32_t>(i) || seq.query_len != 1 || !seq.wants_logits || text[i] == nullptr) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "forward_frames: slice {} must be one decode row at {} that wants logits, with a text row", i, i);
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      const int32_t code = frames[i * groups + g];
+      const int32_t limit = g == 0 ? codec_vocab_size() : codebook_size();
+      if (code < 0 || code >= limit) {
+        throw_error(ErrorCode::kInvalidArgument, "forward_frames: code {} of codebook {} in row {} is outside [0, {})",
+                    code, g, i, limit);
+      }
+    }
+  }
+  DecodeStep* step = decode_step_for(batch);
+  if (step == nullptr) {
+    forward_frames_on_host(batch, frames, text, logits, hidden);
+    return;
+  }
+  upload_decode_inputs(batch, slots, frames, text, *step);
+  if (step->graph.defined()) {
+    step->graph.replay();
+  } else {
+    queue_decode_step(*step);
+  }
+  hidden = step->hidden.slice_rows(0, static_cast<int64_t>(n));
+  logits_to_host(step->logits.slice_rows(0, static_cast<int64_t>(n)), logits);
+}
+
+void Talker::forward_frames_on_host(const ForwardBatch& batch, std::span<const int32_t> frames,
+                                    std::span<const float* const> text, std::vector<float>& logits, Tensor& hidden) {
+  const int64_t n = static_cast<int64_t>(batch.seqs.size()), h = hidden_size();
+  const size_t groups = static_cast<size_t>(num_code_groups());
+  Tensor rows = Tensor::empty({n, h}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = rows.data<float>() + i * h;
+    std::copy_n(text[i], h, row);
+    add_frame_embedding(frames.subspan(static_cast<size_t>(i) * groups, groups), row);
+  }
+  forward(batch, rows, logits, hidden);
+}
+
+Talker::DecodeStep* Talker::decode_step_for(const ForwardBatch& batch) {
+  if (decode_steps_.empty()) return nullptr;
+  // fits_decode_step reads one token id per slice; a decode row's code0 stands in for it.
+  for (const SequenceSlice& seq : batch.seqs) {
+    const int64_t blocks = (static_cast<int64_t>(seq.context_len) + kKvBlockSize) / kKvBlockSize;
+    if (blocks > decode_table_width_ || static_cast<int64_t>(seq.block_table.size()) < blocks) return nullptr;
+    // The kernels would read and write any block the table names; forward() checks the same.
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (seq.block_table[b] < 0 || seq.block_table[b] >= talker_blocks_) {
+        throw_error(ErrorCode::kInvalidArgument, "forward_frames: a slice names KV block {}, the cache has {}",
+                    seq.block_table[b], talker_blocks_);
+      }
+    }
+  }
+  for (DecodeStep& step : decode_steps_) {
+    if (step.rows >= static_cast<int64_t>(batch.seqs.size())) return &step;
+  }
+  return nullptr;
+}
+
+void Talker::upload_decode_inputs(const ForwardBatch& batch, std::span<const int32_t> slots,
+                                  std::span<const int32_t> frames, std::span<const float* const> text,
+                                  DecodeStep& step) {
+  const int64_t n = static_cast<int64_t>(batch.seqs.size()), rows = step.rows, h = hidden_size();
+  const int64_t groups = num_code_groups(), width = decode_table_width_;
+  const Tensor host = decode_staging_.slice_rows(0, step.inputs.dim(0));
+  int32_t* ints = host.data<int32_t>();
+  ForwardBatch with_ids = batch;
+  for (int64_t i = 0; i < n; ++i) with_ids.token_ids.push_back(frames[i * groups]);
+  const int64_t packed = decode_step_inputs_size(rows, width);
+  pack_decode_step_inputs(with_ids, rows, width, std::span<int32_t>(ints, static_cast<size_t>(packed)));
+  int32_t* codes = ints + packed;
+  int32_t* text_slots = codes + (groups - 1) * rows;
+  std::fill(codes, text_slots + rows, 0);
+  // The text rows that changed since their slot's last step go up in one copy of the span of
+  // slots they cover (most steps: none, as the text track ends in tts_pad).
+  int64_t first = -1, last = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t slot = slots[i];
+    if (slot < 0 || slot >= predictor_slots_) {
+      throw_error(ErrorCode::kInvalidArgument, "forward_frames: slot {} of row {} is outside the {} slots", slot, i,
+                  predictor_slots_);
+    }
+    for (int64_t g = 1; g < groups; ++g) codes[(g - 1) * rows + i] = frames[i * groups + g];
+    text_slots[i] = slot;
+    float* known = slot_text_f32_.data<float>() + slot * h;
+    if (slot_text_set_[slot] && std::equal(text[i], text[i] + h, known)) continue;
+    std::copy_n(text[i], h, known);
+    auto* staged = static_cast<uint16_t*>(slot_text_staged_.raw()) + slot * h;
+    const bool bf16 = slot_text_staged_.dtype() == DType::kBF16;
+    for (int64_t k = 0; k < h; ++k) staged[k] = bf16 ? tensor::f32_to_bf16(known[k]) : tensor::f32_to_f16(known[k]);
+    slot_text_set_[slot] = true;
+    first = first < 0 ? slot : std::min<int64_t>(first, slot);
+    last = std::max<int64_t>(last, slot);
+  }
+  if (first >= 0) {
+    Tensor span = slot_text_.slice_rows(first, last + 1);
+    ops::upload(slot_text_staged_.slice_rows(first, last + 1), span);
+  }
+  ops::upload(host, step.inputs);
+}
+
+bool Talker::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
+  decode_steps_.clear();
+  const DType dtype = talker_.dtype();
+  if (device().type != tensor::DeviceType::kCuda || predictor_slots_ == 0 || batch_sizes.empty() ||
+      max_blocks_per_seq < 1 || (dtype != DType::kBF16 && dtype != DType::kF16)) {
+    return false;
+  }
+  const int64_t h = hidden_size(), groups = num_code_groups();
+  decode_table_width_ = max_blocks_per_seq;
+  auto inputs_size = [&](int64_t rows) { return decode_step_inputs_size(rows, decode_table_width_) + groups * rows; };
+  decode_staging_ = Tensor::empty({inputs_size(batch_sizes.back())}, DType::kI32);
+  slot_text_ = Tensor::zeros({predictor_slots_, h}, dtype, device());
+  slot_text_f32_ = Tensor::zeros({predictor_slots_, h}, DType::kF32);
+  slot_text_staged_ = Tensor::zeros({predictor_slots_, h}, dtype);
+  slot_text_set_.assign(static_cast<size_t>(predictor_slots_), false);
+  int previous = 0;
+  for (int size : batch_sizes) {
+    if (size <= previous) {
+      decode_steps_.clear();
+      throw_error(ErrorCode::kInvalidArgument,
+                  "prepare_decode_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
+    }
+    previous = size;
+    DecodeStep step;
+    step.rows = size;
+    step.inputs = Tensor::empty({inputs_size(size)}, DType::kI32, device());
+    step.hidden = Tensor::zeros({size, h}, dtype, device());
+    step.logits = Tensor::zeros({size, static_cast<int64_t>(codec_vocab_size())}, dtype, device());
+    decode_steps_.push_back(std::move(step));
+  }
+  // Every row padding: the warm-up runs and the recordings write no KV slot.
+  for (DecodeStep& step : decode_steps_) {
+    const Tensor host = decode_staging_.slice_rows(0, step.inputs.dim(0));
+    int32_t* ints = host.data<int32_t>();
+    const int64_t packed = decode_step_inputs_size(step.rows, decode_table_width_);
+    pack_decode_step_inputs(ForwardBatch{}, step.rows, decode_table_width_,
+                            std::span<int32_t>(ints, static_cast<size_t>(packed)));
+    std::fill(ints + packed, ints + host.numel(), 0);
+    ops::upload(host, step.inputs);
+    try {
+      if (capture_graphs) {
+        step.graph = tensor::DeviceGraph::capture(device(), [&] { queue_decode_step(step); });
+      } else {
+        queue_decode_step(step);
+      }
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnsupported) throw;
+      decode_steps_.clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Talker::queue_decode_step(DecodeStep& step) {
+  const int64_t rows = step.rows, width = decode_table_width_, groups = num_code_groups(), h = hidden_size();
+  const DType dtype = talker_.dtype();
+  auto part = [&](int64_t index) { return step.inputs.slice_rows(index * rows, (index + 1) * rows); };
+  const Tensor tables = step.inputs.slice_rows(4 * rows, 4 * rows + rows * width).reshape({rows, width});
+  const int64_t extra = decode_step_inputs_size(rows, width);
+  auto extra_part = [&](int64_t index) {
+    return step.inputs.slice_rows(extra + index * rows, extra + (index + 1) * rows);
+  };
+  // The G codebook embeddings of each row side by side ([G * rows, H]: codebook g in rows
+  // [g * rows, (g + 1) * rows)), summed pairwise: half the blocks onto the other half per add.
+  Tensor embedded = Tensor::empty({groups * rows, h}, dtype, device());
+  Tensor code0_rows = embedded.slice_rows(0, rows);
+  ops::embedding(padded_codec_embedding_, part(0), code0_rows);
+  for (int64_t g = 1; g < groups; ++g) {
+    Tensor out = embedded.slice_rows(g * rows, (g + 1) * rows);
+    ops::embedding(device_predictor_embeddings_[g - 1], extra_part(g - 1), out);
+  }
+  for (int64_t count = groups; count > 1;) {
+    const int64_t half = count / 2;
+    Tensor low = embedded.slice_rows(0, half * rows);
+    ops::add(low, embedded.slice_rows((count - half) * rows, count * rows), low);
+    count -= half;
+  }
+  Tensor text = Tensor::empty({rows, h}, dtype, device());
+  ops::embedding(slot_text_, extra_part(groups - 1), text);
+  ops::add(embedded.slice_rows(0, rows), text, step.hidden);
+  talker_.decode_embeds(step.hidden, part(1), part(2), part(3), tables);
+  ops::linear(step.hidden, codec_head_, Tensor(), step.logits);
+}
+
 void Talker::init_predictor_cache(int num_slots) {
-  // The recordings hold the old cache's addresses.
+  // The recordings hold the old cache's addresses (and the decode steps the old slot count).
   frame_steps_.clear();
+  decode_steps_.clear();
   predictor_.init_kv_cache(num_slots * predictor_blocks_per_slot_);
   predictor_slots_ = num_slots;
 }

@@ -7,7 +7,9 @@
 //
 // The stacks, the output heads and the predictor's input tables live on the Talker's device (a
 // CUDA device: bfloat16, as DecoderLm); the tables that build the talker's input rows on the host
-// (text, codec and predictor embeddings) are float32 host copies. One thread (the stage loop) uses
+// (text, codec and predictor embeddings) are float32 host copies. On CUDA the talker's decode steps
+// (prepare_decode_steps) build their rows on the device instead, from the device copies of the
+// codec and predictor embeddings. One thread (the stage loop) uses
 // a Talker; not thread-safe. Loading throws omni::Error(kLoadFailed / kNotFound) naming the file
 // and the tensor, kUnavailable for a device that is not visible.
 #pragma once
@@ -52,7 +54,8 @@ class Talker {
 
   // --- talker stack ---
   size_t kv_bytes_per_block() const { return talker_.kv_bytes_per_block(); }
-  void init_kv_cache(int num_blocks) { talker_.init_kv_cache(num_blocks); }
+  // Drops the decode steps (their recordings hold the old cache's addresses).
+  void init_kv_cache(int num_blocks);
   // Runs the talker on `inputs_embeds` [positions, H] (host float32; batch.token_ids empty) and
   // returns, for each slice that wants logits, the codec logits of its last row ([rows,
   // codec_vocab_size()] float32 into `logits`, copied back from the device) and its post-norm
@@ -60,8 +63,41 @@ class Talker {
   void forward(const ForwardBatch& batch, const tensor::Tensor& inputs_embeds, std::vector<float>& logits,
                tensor::Tensor& hidden);
 
+  // One talker step in which every slice of `batch` (query_len 1, wants_logits; batch.token_ids
+  // empty) is a decode row fed back the previous frame of its request: row i's input is text[i]
+  // (hidden_size() host floats, the text track) + the frame embedding of frames[i * G, (i + 1) * G)
+  // (add_frame_embedding; G = num_code_groups()). slots[i] is the request's predictor slot
+  // (distinct, < predictor_slots()), which keys its text row on the device. Logits and hidden as
+  // forward(). With a decode step (prepare_decode_steps) that holds the batch, the rows are built on
+  // the device and the step is one upload of integers (and of the text rows that changed since the
+  // slot's last step), a replay (or the same ops queued eagerly) and one copy of the logits back;
+  // otherwise the rows are built on the host in float32 and go through forward(). On the decode-step
+  // path `hidden` is a view of the step's buffer, valid until the next forward_frames. The codes
+  // come from the host (the caller has them: they went out with the frame), as part of the step's
+  // one upload. kInvalidArgument for mismatched sizes, a slot out of range or a code outside its
+  // vocabulary.
+  void forward_frames(const ForwardBatch& batch, std::span<const int32_t> slots, std::span<const int32_t> frames,
+                      std::span<const float* const> text, std::vector<float>& logits, tensor::Tensor& hidden);
+
+  // Prepares fixed-size talker decode steps for `batch_sizes` (positive, ascending; after
+  // init_kv_cache and init_predictor_cache) for sequences of up to `max_blocks_per_seq` KV blocks:
+  // per size, device buffers for every per-step input (one upload of the codes of the previous
+  // frames, the text slots, positions, KV slots, context lengths and block tables, padding rows as in
+  // model/decode_step_inputs.h) and, with `capture_graphs`, one DeviceGraph recording the step: the
+  // input rows gathered and summed on the device (codec_embedding[code0] + the predictor embeddings
+  // of codes 1..G-1, summed pairwise, + the slot's text row, each sum rounded to the stacks' dtype),
+  // the stack (DecoderLm::decode_embeds) and the codec head. forward_frames then pads a batch to the
+  // smallest size that holds it and replays (or queues the same ops eagerly), so codes with and
+  // without graphs are identical; they may differ from forward()'s (host float32 sums rounded once,
+  // prefill attention) by bfloat16 rounding. Returns false, keeping the host path, off CUDA or where
+  // the talker has no decode attention kernel. kInvalidArgument for bad sizes.
+  bool prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs);
+  void clear_decode_steps() { decode_steps_.clear(); }
+  bool has_decode_steps() const { return !decode_steps_.empty(); }
+
   // --- code predictor ---
-  // Sizes the predictor's KV cache for `num_slots` frames in flight (one per running request).
+  // Sizes the predictor's KV cache for `num_slots` frames in flight (one per running request). Drops
+  // the frame and decode steps.
   void init_predictor_cache(int num_slots);
   int predictor_slots() const { return predictor_slots_; }
   // The code predictor for one frame of each slot in `slots` (distinct, < predictor_slots()), all
@@ -131,6 +167,28 @@ class Talker {
   // The smallest frame step that holds `n` rows and can draw with `params`, or nullptr.
   FrameStep* frame_step_for(int64_t n, std::span<const tensor::ops::SamplingParams> params);
 
+  // One batch size of the fixed-size talker decode path (prepare_decode_steps).
+  struct DecodeStep {
+    int64_t rows = 0;
+    // i32: the decode step inputs of model/decode_step_inputs.h with code0 as the token ids, then
+    // [codes of codebooks 1..G-1: (G-1) x rows][text slots: rows].
+    tensor::Tensor inputs;
+    tensor::Tensor hidden;  // [rows, H]: the input rows, then the post-norm hidden states
+    tensor::Tensor logits;  // [rows, codec_vocab]
+    tensor::DeviceGraph graph;
+  };
+  // Queues the ops of `step`, reading its inputs and slot_text_, writing step.hidden and step.logits.
+  void queue_decode_step(DecodeStep& step);
+  // The smallest decode step that runs `batch`, or nullptr.
+  DecodeStep* decode_step_for(const ForwardBatch& batch);
+  // Packs `batch`'s integers into decode_staging_ for `step` and uploads them, with the text rows of
+  // the slots whose text changed.
+  void upload_decode_inputs(const ForwardBatch& batch, std::span<const int32_t> slots, std::span<const int32_t> frames,
+                            std::span<const float* const> text, DecodeStep& step);
+  // The host path of forward_frames: rows summed in float32, then forward().
+  void forward_frames_on_host(const ForwardBatch& batch, std::span<const int32_t> frames,
+                              std::span<const float* const> text, std::vector<float>& logits, tensor::Tensor& hidden);
+
   TalkerConfig config_;
   DecoderLm talker_;
   DecoderLm predictor_;
@@ -150,7 +208,16 @@ class Talker {
   int predictor_slots_ = 0;
   int predictor_blocks_per_slot_ = 1;
   std::vector<FrameStep> frame_steps_;
-  tensor::Tensor frame_staging_;  // host i32, the largest step's inputs
+  tensor::Tensor frame_staging_;          // host i32, the largest step's inputs
+  std::vector<DecodeStep> decode_steps_;  // ascending rows; empty: the host path
+  int decode_table_width_ = 0;
+  int talker_blocks_ = 0;          // of the talker's KV cache
+  tensor::Tensor decode_staging_;  // host i32, the largest decode step's inputs
+  // The text row each predictor slot's decode rows add, on the device [slots, H] in the stacks'
+  // dtype, and its host copies: float32 (to see whether a step's text changed) and in that dtype
+  // (what the upload sends). slot_text_set_[s]: slot s's row has been uploaded.
+  tensor::Tensor slot_text_, slot_text_f32_, slot_text_staged_;
+  std::vector<bool> slot_text_set_;
 };
 
 }  // namespace omni::model::qwen3_tts

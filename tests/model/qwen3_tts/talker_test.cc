@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -187,6 +188,56 @@ TEST(TinyTalker, FrameStepsAreDeclinedOnTheCpu) {
   tiny().talker.init_predictor_cache(3);
   EXPECT_FALSE(tiny().talker.prepare_frame_steps({1, 2, 4}, true));
   EXPECT_FALSE(tiny().talker.has_frame_steps());
+}
+
+// forward_frames off the GPU builds each decode row on the host: text + the frame's embedding, the
+// same rows forward() gets, so the same logits and hidden states bit for bit. Its decode steps need
+// CUDA and are declined on the CPU; bad frames are refused naming the row.
+TEST(TinyTalker, ForwardFramesOnTheCpuIsForwardOfTheFrameRows) {
+  Talker& talker = tiny().talker;
+  talker.init_kv_cache(8);
+  talker.init_predictor_cache(3);
+  EXPECT_FALSE(talker.prepare_decode_steps({1, 2, 4}, 4, true));
+  EXPECT_FALSE(talker.has_decode_steps());
+  // Two sequences with 3 and 20 cached positions (whatever the cache holds there).
+  auto decode_batch = [] {
+    ForwardBatch batch;
+    batch.positions = {3, 20};
+    batch.seqs.push_back({0, 1, 3, {4}, true});
+    batch.seqs.push_back({1, 1, 20, {1, 6}, true});
+    return batch;
+  };
+  std::vector<int32_t> frames(32);
+  for (int32_t i = 0; i < 32; ++i)
+    frames[i] = i == 16 ? static_cast<int32_t>(kVocab - 1) : static_cast<int32_t>((i * 7) % kCodebook);
+  std::vector<float> text(2 * kHidden);
+  for (size_t i = 0; i < text.size(); ++i) text[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  const std::vector<const float*> text_rows{text.data(), text.data() + kHidden};
+
+  Tensor rows = Tensor::zeros({2, kHidden}, tensor::DType::kF32);
+  for (size_t i = 0; i < 2; ++i) {
+    std::copy_n(text_rows[i], kHidden, rows.data<float>() + i * kHidden);
+    talker.add_frame_embedding(std::span(frames).subspan(i * 16, 16), rows.data<float>() + i * kHidden);
+  }
+  std::vector<float> want_logits, logits;
+  Tensor want_hidden, hidden;
+  talker.forward(decode_batch(), rows, want_logits, want_hidden);
+  talker.forward_frames(decode_batch(), std::vector<int32_t>{2, 0}, frames, text_rows, logits, hidden);
+  EXPECT_EQ(logits, want_logits);
+  ASSERT_EQ(hidden.shape(), want_hidden.shape());
+  EXPECT_TRUE(std::equal(hidden.data<float>(), hidden.data<float>() + hidden.numel(), want_hidden.data<float>()));
+
+  std::vector<int32_t> bad = frames;
+  bad[16 + 5] = kCodebook;
+  try {
+    talker.forward_frames(decode_batch(), std::vector<int32_t>{2, 0}, bad, text_rows, logits, hidden);
+    FAIL() << "a code outside its codebook was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("codebook 5 in row 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(talker.forward_frames(decode_batch(), std::vector<int32_t>{2}, frames, text_rows, logits, hidden),
+               Error);
 }
 
 void expect_prompt(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request, const Json& entry) {
