@@ -42,11 +42,23 @@ Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::De
   Tensor padded = Tensor::zeros({vocab + 1, h}, DType::kF32);
   std::copy_n(codec_embedding_.data<float>(), vocab * h, padded.data<float>());
   padded_codec_embedding_ = on_device(padded);
-  text_embedding_ = ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden});
-  text_fc1_w_ = ckpt.load_f32("talker.text_projection.linear_fc1.weight", {text_hidden, text_hidden});
-  text_fc1_b_ = ckpt.load_f32("talker.text_projection.linear_fc1.bias", {text_hidden});
-  text_fc2_w_ = ckpt.load_f32("talker.text_projection.linear_fc2.weight", {h, text_hidden});
-  text_fc2_b_ = ckpt.load_f32("talker.text_projection.linear_fc2.bias", {h});
+  // The text projection runs where the stacks do: on the host it was milliseconds of float32
+  // products per prompt in the stage's loop, which every request queued behind it waited for.
+  // fc1 gets a second half that is constantly one (zero weights, bias one), so that SiLU(fc1(x))
+  // is the silu_and_mul the stacks use: SiLU(fc1(x)) * 1.
+  text_embedding_ =
+      on_device(ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden}));
+  Tensor fc1_w = Tensor::zeros({2 * text_hidden, text_hidden}, DType::kF32);
+  Tensor fc1_b = Tensor::zeros({2 * text_hidden}, DType::kF32);
+  const Tensor w1 = ckpt.load_f32("talker.text_projection.linear_fc1.weight", {text_hidden, text_hidden});
+  const Tensor b1 = ckpt.load_f32("talker.text_projection.linear_fc1.bias", {text_hidden});
+  std::copy_n(w1.data<float>(), text_hidden * text_hidden, fc1_w.data<float>());
+  std::copy_n(b1.data<float>(), text_hidden, fc1_b.data<float>());
+  std::fill_n(fc1_b.data<float>() + text_hidden, text_hidden, 1.0f);
+  text_fc1_w_ = on_device(fc1_w);
+  text_fc1_b_ = on_device(fc1_b);
+  text_fc2_w_ = on_device(ckpt.load_f32("talker.text_projection.linear_fc2.weight", {h, text_hidden}));
+  text_fc2_b_ = on_device(ckpt.load_f32("talker.text_projection.linear_fc2.bias", {h}));
   // 1.7B: the predictor is narrower than the talker and every predictor input goes through this
   // projection; 0.6B has equal widths and no tensor (an identity).
   if (ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight") || h != h_cp) {
@@ -78,18 +90,25 @@ void Talker::logits_to_host(const Tensor& device_logits, std::vector<float>& log
 
 Tensor Talker::project_text(std::span<const int32_t> ids) const {
   const int64_t n = static_cast<int64_t>(ids.size()), text_hidden = config_.text_hidden_size;
+  const int64_t h = hidden_size();
+  if (n == 0) return Tensor::empty({0, h}, DType::kF32);
   Tensor id_tensor = Tensor::empty({n}, DType::kI32);
   std::copy(ids.begin(), ids.end(), id_tensor.data<int32_t>());
-  Tensor embedded = Tensor::empty({n, text_hidden}, DType::kF32);
-  Tensor out = Tensor::empty({n, static_cast<int64_t>(hidden_size())}, DType::kF32);
-  if (n == 0) return out;
+  const DType dtype = text_embedding_.dtype();
+  Tensor embedded = Tensor::empty({n, text_hidden}, dtype, device());
   ops::embedding(text_embedding_, id_tensor, embedded);
-  Tensor inner = Tensor::empty({n, text_hidden}, DType::kF32);
+  Tensor inner = Tensor::empty({n, 2 * text_hidden}, dtype, device());
   ops::linear(embedded, text_fc1_w_, text_fc1_b_, inner);
-  float* x = inner.data<float>();
-  for (int64_t i = 0; i < n * text_hidden; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));  // SiLU
-  ops::linear(inner, text_fc2_w_, text_fc2_b_, out);
-  return out;
+  Tensor activated = Tensor::empty({n, text_hidden}, dtype, device());
+  ops::silu_and_mul(inner, activated);
+  Tensor out = Tensor::empty({n, h}, dtype, device());
+  ops::linear(activated, text_fc2_w_, text_fc2_b_, out);
+  if (out.device().type == tensor::DeviceType::kCpu && out.dtype() == DType::kF32) return out;
+  std::vector<float> values;
+  logits_to_host(out, values);
+  Tensor host = Tensor::empty({n, h}, DType::kF32);
+  std::copy(values.begin(), values.end(), host.data<float>());
+  return host;
 }
 
 void Talker::add_codec_embedding(int32_t id, float* row) const {
