@@ -6,8 +6,9 @@
 // back codes); codebooks 1..G-1 are drawn here, on the device, by predict_frames().
 //
 // The stacks, the output heads and the predictor's input tables live on the Talker's device (a
-// CUDA device: bfloat16, as DecoderLm); the tables that build the talker's input rows on the host
-// (text, codec and predictor embeddings) are float32 host copies. On CUDA the talker's decode steps
+// CUDA device: bfloat16, as DecoderLm), and so do the text embedding and projection
+// (project_text computes there and returns host float32 rows); the codec and predictor embeddings
+// that build the talker's input rows on the host are float32 host copies as well. On CUDA the talker's decode steps
 // (prepare_decode_steps) build their rows on the device instead, from the device copies of the
 // codec and predictor embeddings. One thread (the stage loop) uses
 // a Talker; not thread-safe. Loading throws omni::Error(kLoadFailed / kNotFound) naming the file
@@ -43,7 +44,8 @@ class Talker {
   const DecoderLm& talker_stack() const { return talker_; }
 
   // --- input rows (each [H] float32, H = hidden_size()) ---
-  // The text track of text token ids: text_projection(text_embedding[ids]) -> [ids.size(), H].
+  // The text track of text token ids: text_projection(text_embedding[ids]) -> [ids.size(), H] host
+  // float32, computed on the Talker's device (one call for many prompts shares the products).
   // kInvalidArgument for an id outside the text vocabulary.
   tensor::Tensor project_text(std::span<const int32_t> ids) const;
   // Adds codec_embedding[id] to `row` (H floats); kInvalidArgument outside the codec vocabulary.
@@ -192,10 +194,11 @@ class Talker {
   TalkerConfig config_;
   DecoderLm talker_;
   DecoderLm predictor_;
-  // Host float32: the input rows of the talker are built on the host.
-  tensor::Tensor codec_embedding_;  // [codec_vocab, H]
-  tensor::Tensor text_embedding_;   // [text_vocab, text_hidden]
+  // On the device: the text projection, fc1 with its constant-one half ([2 * text_hidden, text_hidden]).
+  tensor::Tensor text_embedding_;  // [text_vocab, text_hidden]
   tensor::Tensor text_fc1_w_, text_fc1_b_, text_fc2_w_, text_fc2_b_;
+  // Host float32: the input rows of the talker are built on the host.
+  tensor::Tensor codec_embedding_;                    // [codec_vocab, H]
   std::vector<tensor::Tensor> predictor_embeddings_;  // num_code_groups-1 x [codebook, H]
   // On the device.
   tensor::Tensor codec_head_;  // [codec_vocab, H]
