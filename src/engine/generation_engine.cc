@@ -13,11 +13,11 @@ void expect_chunk_size(const char* what, int frames) {
   if (frames < 1) throw_error(ErrorCode::kInvalidArgument, "{} must be at least 1 frame, got {}", what, frames);
 }
 
-}  // namespace
-
 // The weight of the latest call in the running estimate of a call's cost: recent calls matter
 // most (batch sizes drift with the load), one outlier does not decide alone.
 constexpr double kEstimateWeight = 0.5;
+
+}  // namespace
 
 GenerationEngine::GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking, TimeSource now)
     : decoder_(decoder), chunking_(std::move(chunking)), now_(std::move(now)) {
