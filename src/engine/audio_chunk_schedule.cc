@@ -48,8 +48,12 @@ ChunkCall schedule_chunk_call(const std::vector<ChunkCandidate>& candidates, Aud
 
   ChunkCall call;
   if (later_goes_first) {
-    const size_t n = bucket_batch_size(std::min(laters.size(), stream_limit), limits.batch_sizes);
-    call.chosen.assign(laters.begin(), laters.begin() + static_cast<std::ptrdiff_t>(n));
+    // Streams the later chunks leave room for take first chunks along: one frame more each costs
+    // the call little, and saves them the wait for the next call.
+    std::vector<size_t> order = laters;
+    order.insert(order.end(), firsts.begin(), firsts.end());
+    const size_t n = bucket_batch_size(std::min(order.size(), stream_limit), limits.batch_sizes);
+    call.chosen.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
     return call;
   }
   // First chunks: as many streams as the frames of one full call of later chunks hold (at least

@@ -14,6 +14,8 @@
 //      frames of one full call of later chunks (max_batch × chunk_frames), so that a call of first
 //      chunks is never more work than a call of later chunks, even past max_batch streams.
 //   4. Otherwise later chunks, earliest deadline first, at most max_batch streams.
+//   In a call of later chunks (1, 2 and 4), streams left over up to max_batch take ready first
+//   chunks along, in arrival order (a first chunk is short; it need not wait for the next call).
 // Batch sizes: with `batch_sizes` (decode_cudagraph_batch_sizes: the captured buckets), a call
 // takes the largest bucket that the ready chunks fill, as vLLM-Omni's stateful graph path groups
 // requests; fewer ready chunks than the smallest bucket go together as they are. Without buckets a

@@ -66,7 +66,7 @@ TEST(AudioChunkScheduleTest, ALaterChunkAtRiskGoesBeforeFirstChunks) {
     std::vector<ChunkCandidate> ready = {first(0), later(1, milliseconds(5000)), later(2, milliseconds(due))};
     ChunkCall call = schedule_chunk_call(ready, kNow, limits(4), kEstimates);
     EXPECT_FALSE(call.first_chunks) << due;
-    EXPECT_EQ(call.chosen, (std::vector<size_t>{2, 1})) << due;
+    EXPECT_EQ(call.chosen, (std::vector<size_t>{2, 1, 0})) << due;  // the first chunk rides along
   }
   // Safe either way, or late either way: the first chunk goes.
   for (int due : {120, 500, 99, -300}) {
@@ -80,9 +80,19 @@ TEST(AudioChunkScheduleTest, ALaterChunkAtRiskGoesBeforeFirstChunks) {
 TEST(AudioChunkScheduleTest, ALaterChunkOvertakenOnceGoesBeforeFirstChunks) {
   std::vector<ChunkCandidate> ready = {first(0), later(1, milliseconds(-300), kMaxOvertakes),
                                        later(2, milliseconds(-400))};
-  ChunkCall call = schedule_chunk_call(ready, kNow, limits(4), kEstimates);
+  ChunkCall call = schedule_chunk_call(ready, kNow, limits(2), kEstimates);
   EXPECT_FALSE(call.first_chunks);
-  EXPECT_EQ(call.chosen, (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(call.chosen, (std::vector<size_t>{2, 1}));  // no room left for the first chunk
+}
+
+// A call of later chunks takes first chunks along in the streams it leaves free, within the
+// buckets; the later chunks always keep their places.
+TEST(AudioChunkScheduleTest, RoomLeftInALaterCallTakesFirstChunksAlong) {
+  std::vector<ChunkCandidate> ready = {first(5), later(0, milliseconds(-10), kMaxOvertakes), first(2),
+                                       later(1, milliseconds(-20))};
+  EXPECT_EQ(schedule_chunk_call(ready, kNow, limits(3), kEstimates).chosen, (std::vector<size_t>{3, 1, 2}));
+  EXPECT_EQ(schedule_chunk_call(ready, kNow, limits(8), kEstimates).chosen, (std::vector<size_t>{3, 1, 2, 0}));
+  EXPECT_EQ(schedule_chunk_call(ready, kNow, limits(8, {1, 2}), kEstimates).chosen, (std::vector<size_t>{3, 1}));
 }
 
 TEST(AudioChunkScheduleTest, CallsTakeTheLargestBucketTheReadyChunksFill) {

@@ -236,7 +236,8 @@ TEST(GenerationEngineTest, ALaterChunkAtRiskGoesBeforeFirstChunks) {
   decoder.batching = true;
   decoder.clock = &clock;
   decoder.call_cost = std::chrono::milliseconds(30);
-  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 4, .max_batch = 2}, clock.source());
+  // One stream per call of later chunks, so that no first chunk rides along.
+  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 4, .max_batch = 1}, clock.source());
   engine.add_request("a");
   engine.add_frames("a", frames(100, 1), false);
   engine.step();  // a plays from 30 ms; its 40 ms of audio run out at 70 ms
