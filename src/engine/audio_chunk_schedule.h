@@ -8,8 +8,10 @@
 // The policy, per call:
 //   1. A later chunk that is "at risk" — it can still meet its deadline if decoded now, but not if
 //      a call of first chunks goes ahead of it — makes this a call of later chunks.
-//   2. A later chunk that a call of first chunks has already overtaken `kMaxOvertakes` times does
-//      too, so that a steady stream of new requests cannot starve running ones.
+//   2. A later chunk that calls of first chunks have overtaken `kMaxOvertakes` times since the last
+//      call of later chunks does too: while both kinds wait, calls of each kind alternate, so that
+//      a steady stream of new requests cannot starve running ones (a later chunk waits at most one
+//      call of first chunks per call of later chunks ahead of it by deadline).
 //   3. Otherwise ready first chunks go first, all together in arrival order: as many as fit in the
 //      frames of one full call of later chunks (max_batch × chunk_frames), so that a call of first
 //      chunks is never more work than a call of later chunks, even past max_batch streams.
@@ -34,7 +36,7 @@ namespace omni::engine {
 
 using AudioClock = std::chrono::steady_clock;
 
-// A first chunk may go ahead of a ready later chunk this many times; then the later chunk goes.
+// Calls of first chunks that may go ahead of a ready later chunk before a call of later chunks.
 inline constexpr int kMaxOvertakes = 1;
 
 struct ChunkCandidate {
@@ -43,7 +45,7 @@ struct ChunkCandidate {
   uint64_t arrival = 0;  // the order the requests came in (smaller = earlier)
   // Later chunks: when the audio already sent for the stream runs out.
   AudioClock::time_point deadline{};
-  int overtaken = 0;  // calls of first chunks that went ahead of this later chunk while it was ready
+  int overtaken = 0;  // calls of first chunks that went ahead of it since the last call of later chunks
 };
 
 struct ChunkScheduleLimits {

@@ -118,11 +118,14 @@ std::vector<AudioOutput> GenerationEngine::step() {
   double& estimate = call.first_chunks ? estimates_.first_call_seconds : estimates_.later_call_seconds;
   const double seconds = std::chrono::duration<double>(done - started).count();
   estimate = estimate == 0 ? seconds : (1 - kEstimateWeight) * estimate + kEstimateWeight * seconds;
+  // A call of later chunks pays what the calls of first chunks before it owed: first chunks may go
+  // ahead again, so that the two kinds alternate while both wait.
+  if (!call.first_chunks) {
+    for (auto& [id, r] : requests_) r.overtaken = 0;
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (outputs[i].finished) continue;  // decode() dropped the request
-    Request& r = batch[i]->second;
-    r.overtaken = 0;
-    if (candidates[call.chosen[i]].first) r.playback_start = done;
+    if (candidates[call.chosen[i]].first) batch[i]->second.playback_start = done;
   }
   return outputs;
 }

@@ -88,7 +88,9 @@ class GenerationEngine {
     uint64_t arrival = 0;  // add_request order
     // When the stream's first audio left the engine: it plays from then on, in real time.
     AudioClock::time_point playback_start{};
-    int overtaken = 0;  // calls of first chunks that went ahead of this request's ready later chunk
+    // Calls of first chunks that went ahead of this request's ready later chunk since the last call
+    // of later chunks.
+    int overtaken = 0;
   };
 
   int64_t frames_needed(const Request& r) const;

@@ -228,6 +228,31 @@ TEST(GenerationEngineTest, FirstChunksGoFirstAndOvertakeALaterChunkOnlyOnce) {
   EXPECT_FALSE(engine.has_ready_work());
 }
 
+// More later chunks than one call takes, and new streams arriving: calls of first chunks and of
+// later chunks alternate, so neither kind waits for all of the other.
+TEST(GenerationEngineTest, FirstAndLaterCallsAlternateWhileBothWait) {
+  FakeClock clock;  // standing still: no chunk is ever at risk
+  FakeDecoder decoder;
+  decoder.batching = true;
+  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 4, .max_batch = 1}, clock.source());
+  for (int i = 1; i <= 3; ++i) {
+    const std::string id(1, static_cast<char>('a' + i - 1));
+    engine.add_request(id);
+    engine.add_frames(id, frames(100 * i, 1), false);
+  }
+  engine.step();  // the three first chunks: 3 frames, within one later call's 4
+  for (int i = 1; i <= 3; ++i)
+    engine.add_frames(std::string(1, static_cast<char>('a' + i - 1)), frames(100 * i + 1, 4), false);
+  decoder.calls.clear();
+  engine.add_request("d");
+  engine.add_frames("d", frames(400, 1), false);
+  engine.step();
+  engine.add_request("e");
+  engine.add_frames("e", frames(500, 1), false);
+  while (engine.has_ready_work()) engine.step();
+  EXPECT_EQ(decoder.calls, (std::vector<std::vector<int32_t>>{{400}, {101}, {500}, {201}, {301}}));
+}
+
 // A later chunk that can still make its deadline, but not after a call of first chunks, goes first;
 // one that is late anyway lets the first chunk go.
 TEST(GenerationEngineTest, ALaterChunkAtRiskGoesBeforeFirstChunks) {
