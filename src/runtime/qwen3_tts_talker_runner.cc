@@ -380,6 +380,7 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     }
     if (admitted.empty()) return;
     std::vector<tts::TalkerPromptPlan> plans;
+    plans.reserve(admitted.size());
     for (Running* r : admitted) plans.push_back(std::move(r->plan));
     std::vector<tts::TalkerPrompt> prompts = tts::build_talker_prompts(plans, *talker_);
     for (size_t i = 0; i < admitted.size(); ++i) admitted[i]->prompt = std::move(prompts[i]);

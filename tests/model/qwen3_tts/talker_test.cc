@@ -296,6 +296,7 @@ TEST(TinyTalker, PromptsBuiltTogetherEqualPromptsBuiltAlone) {
   requests.push_back(requests[0]);
   requests.back().non_streaming_mode = false;
   std::vector<TalkerPromptPlan> plans;
+  plans.reserve(requests.size());
   for (const SpeechRequest& request : requests)
     plans.push_back(plan_talker_prompt(request, tiny().talker, *tiny().tokenizer));
   const std::vector<TalkerPrompt> together = build_talker_prompts(plans, tiny().talker);
