@@ -13,15 +13,30 @@ void expect_chunk_size(const char* what, int frames) {
   if (frames < 1) throw_error(ErrorCode::kInvalidArgument, "{} must be at least 1 frame, got {}", what, frames);
 }
 
+// The weight of the latest call in the running estimate of a call's cost: recent calls matter
+// most (batch sizes drift with the load), one outlier does not decide alone.
+constexpr double kEstimateWeight = 0.5;
+
 }  // namespace
 
-GenerationEngine::GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking)
-    : decoder_(decoder), chunking_(chunking) {
-  expect_chunk_size("initial_codec_chunk_frames", chunking.first_chunk_frames);
-  expect_chunk_size("codec_chunk_frames", chunking.chunk_frames);
-  if (chunking.max_batch < 1) {
-    throw_error(ErrorCode::kInvalidArgument, "decode_batch_max_size must be at least 1, got {}", chunking.max_batch);
+GenerationEngine::GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking, TimeSource now)
+    : decoder_(decoder), chunking_(std::move(chunking)), now_(std::move(now)) {
+  expect_chunk_size("initial_codec_chunk_frames", chunking_.first_chunk_frames);
+  expect_chunk_size("codec_chunk_frames", chunking_.chunk_frames);
+  if (chunking_.max_batch < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "decode_batch_max_size must be at least 1, got {}", chunking_.max_batch);
   }
+  limits_.max_batch = chunking_.max_batch;
+  limits_.decoder_max_batch = decoder_.max_batch();
+  limits_.chunk_frames = chunking_.chunk_frames;
+  for (int size : chunking_.batch_sizes) {
+    if (size < 1)
+      throw_error(ErrorCode::kInvalidArgument, "decode_cudagraph_batch_sizes holds {}, not a batch size", size);
+    if (size <= chunking_.max_batch) limits_.batch_sizes.push_back(size);
+  }
+  std::sort(limits_.batch_sizes.begin(), limits_.batch_sizes.end());
+  frame_duration_ = std::chrono::duration_cast<AudioClock::duration>(std::chrono::duration<double>(
+      static_cast<double>(decoder_.samples_per_frame()) / static_cast<double>(decoder_.sample_rate())));
 }
 
 void GenerationEngine::add_request(const std::string& request_id, std::optional<int> first_chunk_frames) {
@@ -32,6 +47,7 @@ void GenerationEngine::add_request(const std::string& request_id, std::optional<
   r.first_chunk_frames = first_chunk_frames.value_or(chunking_.first_chunk_frames);
   expect_chunk_size("initial_codec_chunk_frames", r.first_chunk_frames);
   r.stream = decoder_.open_stream();
+  r.arrival = next_arrival_++;
   requests_.emplace(request_id, std::move(r));
 }
 
@@ -68,15 +84,48 @@ bool GenerationEngine::has_ready_work() const {
 
 std::vector<AudioOutput> GenerationEngine::step() {
   std::vector<AudioOutput> outputs;
-  const size_t limit = static_cast<size_t>(std::min(chunking_.max_batch, decoder_.max_batch()));
   std::vector<std::map<std::string, Request>::iterator> ready_now;
+  std::vector<ChunkCandidate> candidates;
+  const int64_t width = decoder_.codes_per_frame();
   for (auto it = requests_.begin(); it != requests_.end(); ++it) {
-    if (ready(it->second)) ready_now.push_back(it);
+    const Request& r = it->second;
+    if (!ready(r)) continue;
+    ready_now.push_back(it);
+    ChunkCandidate c;
+    c.first = r.stream->frames() == 0;
+    c.frames = std::min(static_cast<int64_t>(r.pending.size()) / width, frames_needed(r));
+    c.arrival = r.arrival;
+    c.deadline = r.playback_start + r.stream->frames() * frame_duration_;
+    c.overtaken = r.overtaken;
+    candidates.push_back(c);
   }
-  for (size_t at = 0; at < ready_now.size(); at += limit) {
-    const size_t end = std::min(ready_now.size(), at + limit);
-    decode({ready_now.begin() + static_cast<std::ptrdiff_t>(at), ready_now.begin() + static_cast<std::ptrdiff_t>(end)},
-           outputs);
+  if (ready_now.empty()) return outputs;
+  const ChunkCall call = schedule_chunk_call(candidates, now_(), limits_, estimates_);
+  std::vector<std::map<std::string, Request>::iterator> batch;
+  std::vector<bool> chosen(ready_now.size(), false);
+  for (size_t i : call.chosen) {
+    batch.push_back(ready_now[i]);
+    chosen[i] = true;
+  }
+  if (call.first_chunks) {
+    for (size_t i = 0; i < ready_now.size(); ++i) {
+      if (!chosen[i] && !candidates[i].first) ++ready_now[i]->second.overtaken;
+    }
+  }
+  const AudioClock::time_point started = now_();
+  decode(batch, outputs);
+  const AudioClock::time_point done = now_();
+  double& estimate = call.first_chunks ? estimates_.first_call_seconds : estimates_.later_call_seconds;
+  const double seconds = std::chrono::duration<double>(done - started).count();
+  estimate = estimate == 0 ? seconds : (1 - kEstimateWeight) * estimate + kEstimateWeight * seconds;
+  // A call of later chunks pays what the calls of first chunks before it owed: first chunks may go
+  // ahead again, so that the two kinds alternate while both wait.
+  if (!call.first_chunks) {
+    for (auto& [id, r] : requests_) r.overtaken = 0;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (outputs[i].finished) continue;  // decode() dropped the request
+    if (candidates[call.chosen[i]].first) batch[i]->second.playback_start = done;
   }
   return outputs;
 }

@@ -5,15 +5,21 @@
 // Each request owns a decoder stream (model/audio_decoder.h), so the audio of any chunking is
 // the audio of decoding all frames at once; no left context is ever decoded twice.
 //
-// Requests ready in the same step are decoded together: in batches of up to max_batch streams
-// (vLLM-Omni's decode_batch_max_size) when the decoder batches (StreamingAudioDecoder::max_batch()
-// > 1), one decode_batch() call each, so that their chunks share the decoder's kernel launches.
+// Each step() is one decoder call over some of the ready requests, chosen by
+// engine/audio_chunk_schedule.h: first chunks ahead of running streams' later chunks (all of them
+// together while they are short), later chunks by the time their stream's audio runs out, batch
+// sizes from the captured buckets when given. One call per step lets the stage send a call's audio
+// at once and take new input before the next call. A batch goes to the decoder's decode_batch()
+// when the decoder batches (StreamingAudioDecoder::max_batch() > 1), so that its chunks share the
+// decoder's kernel launches.
 //
 // Threads: one thread (the stage loop) calls everything. Errors: omni::Error as documented per
 // call; a request whose frames cannot be decoded ends with an error output, the others go on.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/audio_chunk_schedule.h"
 #include "model/audio_decoder.h"
 
 namespace omni::engine {
@@ -28,7 +35,10 @@ namespace omni::engine {
 struct AudioChunking {
   int first_chunk_frames = 1;  // vLLM-Omni's initial_codec_chunk_frames
   int chunk_frames = 25;       // codec_chunk_frames
-  int max_batch = 4;           // decode_batch_max_size: streams per decode call
+  int max_batch = 4;           // decode_batch_max_size: streams per decode call of later chunks
+  // decode_cudagraph_batch_sizes: the batch buckets calls are grouped into (audio_chunk_schedule.h);
+  // empty = none. Buckets above max_batch are never used.
+  std::vector<int> batch_sizes;
 };
 
 struct AudioOutput {
@@ -40,8 +50,13 @@ struct AudioOutput {
 
 class GenerationEngine {
  public:
-  // The decoder must outlive the engine. kInvalidArgument when a chunk size or max_batch is below 1.
-  GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking);
+  // The engine's clock: the schedule's deadlines and the measured cost of decoder calls.
+  using TimeSource = std::function<AudioClock::time_point()>;
+
+  // The decoder must outlive the engine. kInvalidArgument when a chunk size, max_batch or a batch
+  // size is below 1. `now` is the clock (tests script it).
+  GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking,
+                   TimeSource now = AudioClock::now);
 
   // Starts a request; first_chunk_frames overrides the engine's for this request. Errors:
   // kInvalidArgument for a duplicate id or a chunk size below 1.
@@ -56,9 +71,10 @@ class GenerationEngine {
   // Whether step() would produce an output: some request has a chunk's worth of frames, or its
   // input ended.
   bool has_ready_work() const;
-  // Decodes one chunk of every ready request, in request-id order (batched as above). A batch the
-  // decoder refuses (undecodable codes) is decoded request by request, so that only the requests
-  // at fault end with an error.
+  // One decoder call: the next chunk of each request the schedule picks among the ready ones
+  // (above); outputs in decode order. Empty when nothing is ready. A batch the decoder refuses
+  // (undecodable codes) is decoded request by request, so that only the requests at fault end with
+  // an error.
   std::vector<AudioOutput> step();
 
   const AudioChunking& chunking() const { return chunking_; }
@@ -69,6 +85,12 @@ class GenerationEngine {
     std::vector<int32_t> pending;  // codes received and not yet decoded
     int first_chunk_frames = 1;
     bool input_ended = false;
+    uint64_t arrival = 0;  // add_request order
+    // When the stream's first audio left the engine: it plays from then on, in real time.
+    AudioClock::time_point playback_start{};
+    // Calls of first chunks that went ahead of this request's ready later chunk since the last call
+    // of later chunks.
+    int overtaken = 0;
   };
 
   int64_t frames_needed(const Request& r) const;
@@ -78,6 +100,11 @@ class GenerationEngine {
 
   const model::StreamingAudioDecoder& decoder_;
   AudioChunking chunking_;
+  TimeSource now_;
+  ChunkScheduleLimits limits_;
+  ChunkCallEstimates estimates_;
+  AudioClock::duration frame_duration_;  // the audio of one frame
+  uint64_t next_arrival_ = 0;
   std::map<std::string, Request> requests_;
 };
 

@@ -40,8 +40,6 @@ engine::AudioChunking chunking_from_engine_args(const Json& engine_args, int sta
   chunking.chunk_frames = frame_count(*extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
   frame_count(*extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
   const std::optional<int> max_batch = frame_count(*extra, "decode_batch_max_size", where, "requests");
-  // Without CUDA graphs the captured buckets only bound the batch (see the header).
-  std::optional<int> largest_bucket;
   if (auto buckets = extra->find("decode_cudagraph_batch_sizes"); buckets != extra->end() && !buckets->is_null()) {
     if (!buckets->is_array() || buckets->empty()) {
       throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes must be a list of batch sizes, got {}",
@@ -52,14 +50,13 @@ engine::AudioChunking chunking_from_engine_args(const Json& engine_args, int sta
         throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes holds {}, not a batch size", where,
                     size.dump());
       }
-      largest_bucket = std::max(largest_bucket.value_or(1), size.get<int>());
+      chunking.batch_sizes.push_back(size.get<int>());
     }
   }
-  if (max_batch && largest_bucket) {
-    chunking.max_batch = std::min(*max_batch, *largest_bucket);
-  } else {
-    chunking.max_batch = max_batch.value_or(largest_bucket.value_or(chunking.max_batch));
-  }
+  // Without decode_batch_max_size the largest bucket is the maximum, as on vLLM-Omni's graph path.
+  const int largest_bucket =
+      chunking.batch_sizes.empty() ? 0 : *std::max_element(chunking.batch_sizes.begin(), chunking.batch_sizes.end());
+  chunking.max_batch = max_batch.value_or(largest_bucket > 0 ? largest_bucket : chunking.max_batch);
   return chunking;
 }
 

@@ -85,7 +85,8 @@ class Orchestrator::Loop {
       step_time_ = &options_.metrics->histogram(
           "omnistage:stage_step_seconds",
           "Time of one engine step of a stage (part \"step\": the whole step) and of its parts (the Qwen3-TTS "
-          "talker: \"talker\", \"code_predictor\"), as the stage worker measured it.",
+          "talker: \"talker\", \"code_predictor\"), and of taking one new request (part \"add_request\": e.g. "
+          "building the talker's prompt; requests queued behind it wait that long), as the stage worker measured it.",
           {"stage", "part"}, kHopBuckets);
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -336,15 +337,17 @@ class Orchestrator::Loop {
 
   void serve() {
     while (true) {
+      // The wake-up is taken before the commands: a submit() after the swap then leaves its wake-up
+      // for the wait below, instead of having it drained here and waiting out a whole tick.
+      uint64_t count;
+      ssize_t drained = read(wake_fd_, &count, sizeof count);
+      (void)drained;
       std::deque<Command> commands;
       {
         std::lock_guard lock(mutex_);
         if (stopping_) return;
         commands.swap(commands_);
       }
-      uint64_t count;
-      ssize_t drained = read(wake_fd_, &count, sizeof count);
-      (void)drained;
       for (Command& command : commands) {
         if (command.abort_id.empty()) {
           start_request(std::move(command));

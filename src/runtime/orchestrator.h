@@ -51,8 +51,11 @@ struct OrchestratorOptions {
   //   omnistage:orchestrator_dispatch_seconds: submit() called to the request sent to its entry stage.
   //   omnistage:stage_hop_seconds{stage}: per request and stage, the head's time from sending the
   //     request to handling its first output there, less the worker's own time in between — the
-  //     control-message transport both ways plus the waits in the two event loops (a busy stage
-  //     takes a new request only between engine steps).
+  //     control-message transport both ways plus the waits in the two event loops: a busy stage
+  //     takes a new request only between engine steps, and after the requests queued ahead of it
+  //     (each one's add_request, see omnistage:stage_step_seconds{part="add_request"}); the worker's
+  //     own time starts when it takes the request.
+  //   omnistage:stage_step_seconds{stage, part}: the stage worker's step timings (heartbeats).
   MetricsRegistry* metrics = nullptr;
 };
 

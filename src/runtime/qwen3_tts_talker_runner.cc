@@ -239,8 +239,9 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     std::optional<int64_t> seed = running->params.seed;
     if (auto v = request_field<int64_t>(info, "seed", id)) seed = *v;
 
-    running->prompt = tts::build_talker_prompt(speech, *talker_, *tokenizer_, max_instructions_length_);
-    const int prompt_len = static_cast<int>(running->prompt.rows.shape()[0]);
+    // The prompt itself is built on admission, together with the others admitted then (admit()).
+    running->plan = tts::plan_talker_prompt(speech, *talker_, *tokenizer_, max_instructions_length_);
+    const int prompt_len = static_cast<int>(running->plan.num_rows());
     if (prompt_len >= max_model_len_) {
       throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt has {} rows, max_model_len is {}", id,
                   prompt_len, max_model_len_);
@@ -304,7 +305,8 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
 
   struct Running {
     std::string id;
-    tts::TalkerPrompt prompt;
+    tts::TalkerPromptPlan plan;  // until admitted
+    tts::TalkerPrompt prompt;    // from admission on
     engine::SamplingParams params;
     int max_new_tokens = 0;
     uint64_t seed = 0;           // of the code predictor's draws (tensor::ops::sample)
@@ -370,11 +372,14 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
     }
   }
 
-  // Starts waiting requests in arrival order while a predictor slot and their KV blocks are free.
+  // Starts waiting requests in arrival order while a predictor slot and their KV blocks are free,
+  // and builds their prompts together: one text projection for all of them reads its weights once,
+  // where a prompt each (in add_request) made every request wait for the prompts queued ahead.
   void admit() {
+    std::vector<Running*> admitted;
     while (!waiting_.empty() && !free_slots_.empty()) {
       Running* r = waiting_.front();
-      const int tokens = static_cast<int>(r->prompt.rows.shape()[0]) + r->max_new_tokens - 1;
+      const int tokens = static_cast<int>(r->plan.num_rows()) + r->max_new_tokens - 1;
       const int needed = (tokens + model::kKvBlockSize - 1) / model::kKvBlockSize;
       if (needed > blocks_->num_available()) break;
       for (int b = 0; b < needed; ++b) r->block_table.push_back(*blocks_->allocate());
@@ -382,7 +387,14 @@ class Qwen3TtsTalkerRunner final : public StageRunner {
       free_slots_.pop_back();
       waiting_.pop_front();
       running_.push_back(r);
+      admitted.push_back(r);
     }
+    if (admitted.empty()) return;
+    std::vector<tts::TalkerPromptPlan> plans;
+    plans.reserve(admitted.size());
+    for (Running* r : admitted) plans.push_back(std::move(r->plan));
+    std::vector<tts::TalkerPrompt> prompts = tts::build_talker_prompts(plans, *talker_);
+    for (size_t i = 0; i < admitted.size(); ++i) admitted[i]->prompt = std::move(prompts[i]);
   }
 
   void release(Running& r) {

@@ -122,9 +122,12 @@ class Worker {
           submit->request_id, std::move(submit->prompt_token_ids),      std::move(submit->sampling_params), {},
           submit->input_open, std::move(submit->additional_information)};
       try {
+        const auto taken = Clock::now();
         request.inputs = read_payloads(submit->inputs);
-        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, Clock::now(), false};
+        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, taken, false};
         runner_->add_request(std::move(request));
+        // The messages behind this one wait for it: the head counts that wait in their hop.
+        step_timings_.push_back({"add_request", std::chrono::duration<double>(Clock::now() - taken).count()});
       } catch (const Error& e) {
         request_error(submit->request_id, e);
       }

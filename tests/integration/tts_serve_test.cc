@@ -300,6 +300,14 @@ TEST_F(TtsServeTest, BenchServeSpeechReportsTtfpRtfAndAudioThroughput) {
       EXPECT_LE(server[series]["count"].get<double>(), kFrames * kRequests + kRequests) << series;
       EXPECT_GT(server[series]["mean_ms"].get<double>(), 0.0) << series;
     }
+    // Each stage takes each request once (add_request); the last ones may still be on their way.
+    for (const char* stage : {"0", "1"}) {
+      const std::string series =
+          std::string("omnistage:stage_step_seconds{stage=\"") + stage + "\",part=\"add_request\"}";
+      ASSERT_TRUE(server.contains(series)) << series << " in " << server.dump();
+      EXPECT_GE(server[series]["count"].get<double>(), 1.0) << series;
+      EXPECT_LE(server[series]["count"].get<double>(), static_cast<double>(kRequests)) << series;
+    }
   }
 }
 

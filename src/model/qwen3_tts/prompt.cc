@@ -119,8 +119,12 @@ std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConf
   return prefix;
 }
 
-TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
-                                 int max_instructions_length) {
+size_t TalkerPromptPlan::num_rows() const {
+  return num_instruct + 3 + (codec_prefix.size() - 1) + (non_streaming ? num_text + 2 : 1);
+}
+
+TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+                                    int max_instructions_length) {
   const TalkerConfig& config = talker.config();
   if (blank(request.text)) throw_error(ErrorCode::kInvalidArgument, "text (input) must not be empty");
   const TtsModelType task = resolve_task_type(request, config);
@@ -139,7 +143,9 @@ TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& tal
                 "audio is not supported",
                 h, request.speaker_embedding.size());
   }
-  const std::vector<int32_t> prefix = codec_prefix(request, config);
+  TalkerPromptPlan plan;
+  plan.codec_prefix = codec_prefix(request, config);
+  if (task == TtsModelType::kBase) plan.speaker_embedding = request.speaker_embedding;
 
   const std::vector<int32_t> ids =
       tokenizer.encode("<|im_start|>assistant\n" + request.text + "<|im_end|>\n<|im_start|>assistant\n");
@@ -154,42 +160,51 @@ TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& tal
 
   // Everything on the text track goes through the text projection in one call: instructions,
   // role, text, then tts_pad, tts_bos, tts_eos.
-  std::vector<int32_t> text_track = instruct_ids;
-  text_track.insert(text_track.end(), ids.begin(), ids.begin() + 3);
-  text_track.insert(text_track.end(), ids.begin() + 3, ids.end() - 5);
-  const size_t num_text = ids.size() - 8;
-  text_track.push_back(config.tts_pad_token_id);
-  text_track.push_back(config.tts_bos_token_id);
-  text_track.push_back(config.tts_eos_token_id);
-  const Tensor projected = talker.project_text(text_track);
-  auto text_row = [&](size_t i) { return projected.data<float>() + i * h; };
-  const size_t pad_row = text_track.size() - 3, bos_row = pad_row + 1, eos_row = pad_row + 2;
+  plan.text_track = instruct_ids;
+  plan.text_track.insert(plan.text_track.end(), ids.begin(), ids.begin() + 3);
+  plan.text_track.insert(plan.text_track.end(), ids.begin() + 3, ids.end() - 5);
+  plan.text_track.push_back(config.tts_pad_token_id);
+  plan.text_track.push_back(config.tts_bos_token_id);
+  plan.text_track.push_back(config.tts_eos_token_id);
+  plan.num_instruct = instruct_ids.size();
+  plan.num_text = ids.size() - 8;
+  plan.non_streaming = uses_non_streaming_layout(request, task);
+  plan.text_ids.assign(ids.begin() + 3, ids.end() - 5);
+  return plan;
+}
 
+namespace {
+
+// One prompt from its plan and its text track's projected rows.
+TalkerPrompt assemble_talker_prompt(const TalkerPromptPlan& plan, const float* projected, const Talker& talker) {
+  const TalkerConfig& config = talker.config();
+  const int64_t h = talker.hidden_size();
+  auto text_row = [&](size_t i) { return projected + i * h; };
+  const size_t pad_row = plan.text_track.size() - 3, bos_row = pad_row + 1, eos_row = pad_row + 2;
+  const std::vector<int32_t>& prefix = plan.codec_prefix;
   const size_t n_prefix = prefix.size();
-  const bool non_streaming = uses_non_streaming_layout(request, task);
-  const size_t tail_rows = non_streaming ? num_text + 2 : 1;
-  const size_t num_rows = instruct_ids.size() + 3 + (n_prefix - 1) + tail_rows;
+  const size_t num_text = plan.num_text;
   TalkerPrompt prompt;
-  prompt.rows = Tensor::zeros({static_cast<int64_t>(num_rows), h}, DType::kF32);
+  prompt.rows = Tensor::zeros({static_cast<int64_t>(plan.num_rows()), h}, DType::kF32);
   size_t row = 0;
   auto next_row = [&](size_t text_index) {
     float* out = prompt.rows.data<float>() + row++ * h;
     std::copy_n(text_row(text_index), h, out);
     return out;
   };
-  for (size_t i = 0; i < instruct_ids.size() + 3; ++i) next_row(i);
+  for (size_t i = 0; i < plan.num_instruct + 3; ++i) next_row(i);
   for (size_t j = 0; j + 1 < n_prefix; ++j) {
     float* out = next_row(j + 2 < n_prefix ? pad_row : bos_row);
     if (prefix[j] < 0) {
-      for (int64_t i = 0; i < h; ++i) out[i] += request.speaker_embedding[i];
+      for (int64_t i = 0; i < h; ++i) out[i] += plan.speaker_embedding[i];
     } else {
       talker.add_codec_embedding(prefix[j], out);
     }
   }
-  const size_t first_text = instruct_ids.size() + 3;
+  const size_t first_text = plan.num_instruct + 3;
   // The text-track rows of the decode steps: the text not in the prefill, then tts_eos.
   std::vector<size_t> trailing;
-  if (non_streaming) {
+  if (plan.non_streaming) {
     for (size_t i = 0; i < num_text; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(first_text + i));
     talker.add_codec_embedding(config.codec_pad_id, next_row(eos_row));
     talker.add_codec_embedding(config.codec_bos_id, next_row(pad_row));
@@ -206,8 +221,32 @@ TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& tal
   for (size_t i = 0; i < trailing.size(); ++i) {
     std::copy_n(text_row(trailing[i]), h, prompt.trailing.data<float>() + i * h);
   }
-  prompt.text_ids.assign(ids.begin() + 3, ids.end() - 5);
+  prompt.text_ids = plan.text_ids;
   return prompt;
+}
+
+}  // namespace
+
+std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan> plans, const Talker& talker) {
+  std::vector<int32_t> tracks;
+  for (const TalkerPromptPlan& plan : plans)
+    tracks.insert(tracks.end(), plan.text_track.begin(), plan.text_track.end());
+  const Tensor projected = talker.project_text(tracks);
+  const int64_t h = talker.hidden_size();
+  std::vector<TalkerPrompt> prompts;
+  prompts.reserve(plans.size());
+  size_t at = 0;
+  for (const TalkerPromptPlan& plan : plans) {
+    prompts.push_back(assemble_talker_prompt(plan, projected.data<float>() + at * h, talker));
+    at += plan.text_track.size();
+  }
+  return prompts;
+}
+
+TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+                                 int max_instructions_length) {
+  const TalkerPromptPlan plan = plan_talker_prompt(request, talker, tokenizer, max_instructions_length);
+  return std::move(build_talker_prompts(std::span(&plan, 1), talker).front());
 }
 
 }  // namespace omni::model::qwen3_tts

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,32 @@ TtsModelType resolve_task_type(const SpeechRequest& request, const TalkerConfig&
 // The layout a request gets: its non_streaming_mode when set, else non-streaming except for Base.
 bool uses_non_streaming_layout(const SpeechRequest& request, TtsModelType task);
 
-// Builds the prompt. `max_instructions_length` bounds the instructions in characters (Unicode
-// code points).
+// A prompt before its text projection: the request checked and tokenized, its layout decided.
+// Planning is cheap; the projection (two text_hidden² matrix products over the text track) is what
+// a prompt costs, and projecting many prompts' tracks in one call reads those weights once.
+struct TalkerPromptPlan {
+  std::vector<int32_t> text_track;    // instructions, role, text, then tts_pad, tts_bos, tts_eos
+  std::vector<int32_t> codec_prefix;  // codec_prefix() of the request
+  std::vector<float> speaker_embedding;
+  size_t num_instruct = 0;  // instruction ids at the start of text_track
+  size_t num_text = 0;      // text ids (after the 3 role ids)
+  bool non_streaming = true;
+  std::vector<int32_t> text_ids;
+  // The prefill rows the prompt will have.
+  size_t num_rows() const;
+};
+
+// Checks and tokenizes the request (the errors of build_talker_prompt). `max_instructions_length`
+// bounds the instructions in characters (Unicode code points).
+TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+                                    int max_instructions_length = kDefaultMaxInstructionsLength);
+
+// The prompts of `plans`, their text tracks projected in one call; each prompt equals the one
+// build_talker_prompt gives for its request alone (the projection is row by row). Throws only what
+// Talker::project_text throws.
+std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan> plans, const Talker& talker);
+
+// Plans and builds one prompt.
 TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
                                  int max_instructions_length = kDefaultMaxInstructionsLength);
 

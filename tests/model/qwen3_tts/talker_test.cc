@@ -337,6 +337,35 @@ TEST(TinyTalker, StreamingTextLayoutMatchesTheReferenceRows) {
   expect_streaming_layout(base_talker, request, prompt_entry("base_xvector"));
 }
 
+// Prompts built together (one text projection, as the talker stage builds those it admits in one
+// step) are the prompts built alone, and the plan knows each one's rows before any is built.
+TEST(TinyTalker, PromptsBuiltTogetherEqualPromptsBuiltAlone) {
+  std::vector<SpeechRequest> requests;
+  for (const char* name : {"custom_voice_english", "dialect_auto_instructed"}) {
+    requests.push_back(request_of(prompt_entry(name)));
+  }
+  requests.push_back(requests[0]);
+  requests.back().non_streaming_mode = false;
+  std::vector<TalkerPromptPlan> plans;
+  plans.reserve(requests.size());
+  for (const SpeechRequest& request : requests)
+    plans.push_back(plan_talker_prompt(request, tiny().talker, *tiny().tokenizer));
+  const std::vector<TalkerPrompt> together = build_talker_prompts(plans, tiny().talker);
+  ASSERT_EQ(together.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(i);
+    const TalkerPrompt alone = build_talker_prompt(requests[i], tiny().talker, *tiny().tokenizer);
+    EXPECT_EQ(together[i].rows.shape()[0], static_cast<int64_t>(plans[i].num_rows()));
+    for (auto [a, b] : {std::pair{&together[i].rows, &alone.rows}, std::pair{&together[i].trailing, &alone.trailing},
+                        std::pair{&together[i].tts_pad, &alone.tts_pad}}) {
+      ASSERT_EQ(a->shape(), b->shape());
+      EXPECT_TRUE(std::equal(a->data<float>(), a->data<float>() + a->numel(), b->data<float>()));
+    }
+    EXPECT_EQ(together[i].text_ids, alone.text_ids);
+  }
+  EXPECT_TRUE(build_talker_prompts({}, tiny().talker).empty());
+}
+
 TEST(TinyTalker, TheLayoutDefaultsToStreamingForBaseOnly) {
   SpeechRequest request;
   request.text = "Hi.";
