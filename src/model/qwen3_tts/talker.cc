@@ -531,7 +531,7 @@ bool Talker::prepare_frame_steps(const std::vector<int>& batch_sizes, bool captu
   const int positions = num_code_groups();
   const int64_t h = hidden_size(), width = predictor_blocks_per_slot_;
   const int64_t largest = batch_sizes.back();
-  frame_staging_ = Tensor::empty({largest * (1 + 3 * positions + width)}, DType::kI32);
+  frame_staging_ = Tensor::empty({largest * (1 + 3 * positions + 2 * width)}, DType::kI32);
   int previous = 0;
   for (int size : batch_sizes) {
     if (size <= previous) {
@@ -542,9 +542,9 @@ bool Talker::prepare_frame_steps(const std::vector<int>& batch_sizes, bool captu
     previous = size;
     FrameStep step;
     step.rows = size;
-    step.inputs = Tensor::empty({size * (1 + 3 * positions + width)}, DType::kI32, device());
+    step.inputs = Tensor::empty({size * (1 + 3 * positions + 2 * width)}, DType::kI32, device());
     step.params = Tensor::empty({size, ops::kPackedSamplingParamsWords}, DType::kI32, device());
-    step.hidden = Tensor::zeros({size, h}, predictor_.dtype(), device());
+    step.hidden = Tensor::zeros({2 * size, h}, predictor_.dtype(), device());
     step.drawn = Tensor::zeros({positions - 1, size}, DType::kI32, device());
     frame_steps_.push_back(std::move(step));
   }
@@ -586,7 +586,12 @@ void Talker::pack_frame_inputs(std::span<const int32_t> slots, std::span<const i
                   predictor_slots_);
     }
     code0[i] = real ? code0s[i] : 0;
-    for (int64_t b = 0; b < width; ++b) tables[i * width + b] = real ? static_cast<int32_t>(slots[i] * width + b) : 0;
+    // Both rows of the slot in the first pass (position 0 at row i, 1 at row rows + i) read its table.
+    for (int64_t b = 0; b < width; ++b) {
+      const int32_t block = real ? static_cast<int32_t>(slots[i] * width + b) : 0;
+      tables[i * width + b] = block;
+      tables[(rows + i) * width + b] = block;
+    }
     for (int64_t p = 0; p < positions; ++p) {
       const int64_t block = real ? slots[i] * width + p / kKvBlockSize : 0;
       position[p * rows + i] = real ? static_cast<int32_t>(p) : 0;
@@ -609,37 +614,39 @@ Talker::FrameStep* Talker::frame_step_for(int64_t n, std::span<const ops::Sampli
 
 void Talker::queue_frame_step(FrameStep& step) {
   const int64_t rows = step.rows, positions = num_code_groups(), width = predictor_blocks_per_slot_;
-  const int64_t h = hidden_size(), h_cp = config_.code_predictor.hidden_size;
+  const int64_t h_cp = config_.code_predictor.hidden_size;
   const DType dtype = predictor_.dtype();
-  auto part = [&](int64_t begin) { return step.inputs.slice_rows(begin, begin + rows); };
-  const Tensor code0 = part(0);
+  auto part = [&](int64_t begin, int64_t length) { return step.inputs.slice_rows(begin, begin + length); };
+  const Tensor code0 = part(0, rows);
   const int64_t tables_begin = rows * (1 + 3 * positions);
-  const Tensor tables = step.inputs.slice_rows(tables_begin, tables_begin + rows * width).reshape({rows, width});
-  for (int64_t p = 0; p < positions; ++p) {
-    // Row p of the frame: the talker's hidden state, codebook 0's embedding, then codebook p-1's.
+  const Tensor tables = part(tables_begin, 2 * rows * width).reshape({2 * rows, width});
+  // The frame's two prefill rows (the talker's hidden state, codebook 0's embedding) run as one pass
+  // of 2 x rows rows whose positions, KV slots and context lengths are those of positions 0 and 1 side
+  // by side; every later pass feeds back one drawn code per row (codebook p-1's embedding).
+  Tensor prefill_embeddings = step.hidden.slice_rows(rows, 2 * rows);
+  ops::embedding(padded_codec_embedding_, code0, prefill_embeddings);
+  for (int64_t p = 1; p < positions; ++p) {
+    const int64_t first = p == 1 ? 0 : p, n = p == 1 ? 2 * rows : rows;
     Tensor x;
-    if (p == 0) {
+    if (p == 1) {
       x = step.hidden;
     } else {
-      x = Tensor::empty({rows, h}, dtype, device());
-      if (p == 1) {
-        ops::embedding(padded_codec_embedding_, code0, x);
-      } else {
-        ops::embedding(device_predictor_embeddings_[p - 2], step.drawn.slice_rows(p - 2, p - 1).reshape({rows}), x);
-      }
+      x = Tensor::empty({rows, hidden_size()}, dtype, device());
+      ops::embedding(device_predictor_embeddings_[p - 2], step.drawn.slice_rows(p - 2, p - 1).reshape({rows}), x);
     }
     if (mtp_projection_w_.defined()) {
-      Tensor projected = Tensor::empty({rows, h_cp}, dtype, device());
+      Tensor projected = Tensor::empty({n, h_cp}, dtype, device());
       ops::linear(x, mtp_projection_w_, mtp_projection_b_, projected);
       x = projected;
     }
-    // Without a projection (0.6B) decode_embeds overwrites step.hidden, which every frame rewrites
-    // before the step runs.
-    predictor_.decode_embeds(x, part(rows * (1 + p)), part(rows * (1 + positions + p)),
-                             part(rows * (1 + 2 * positions + p)), tables);
-    if (p == 0) continue;
+    // Without a projection (0.6B) decode_embeds overwrites step.hidden, whose hidden states every
+    // frame rewrites before the step runs and whose embeddings the step gathers again.
+    predictor_.decode_embeds(x, part(rows * (1 + first), n), part(rows * (1 + positions + first), n),
+                             part(rows * (1 + 2 * positions + first), n), tables.slice_rows(0, n));
+    // Only codebook 0's row of the prefill pass predicts (codebook 1).
+    const Tensor last = p == 1 ? x.slice_rows(rows, 2 * rows) : x;
     Tensor logits = Tensor::empty({rows, static_cast<int64_t>(codebook_size())}, dtype, device());
-    ops::linear(x, predictor_heads_[p - 1], Tensor(), logits);
+    ops::linear(last, predictor_heads_[p - 1], Tensor(), logits);
     Tensor ids = step.drawn.slice_rows(p - 1, p).reshape({rows});
     ops::sample_packed(logits, step.params, static_cast<uint64_t>(p - 1), ids);
   }

@@ -116,11 +116,13 @@ class Talker {
   // init_predictor_cache): per size, device buffers for every per-frame input (one upload of codes,
   // positions, KV slots and tables, one of the packed sampling parameters) and, with
   // `capture_graphs`, one DeviceGraph recording all G-1 sub-steps: the predictor's decode steps
-  // (DecoderLm::decode_embeds; the frame's two prefill rows run as the first two of G one-row
-  // steps), its heads, ops::sample_packed and the gathers of the next inputs. predict_frames then
-  // pads a batch to the smallest size that holds it and replays (or queues the same ops eagerly),
-  // so codes with and without graphs are identical; they may differ from the ordinary path's by
-  // bfloat16 rounding (decode attention for the prefill rows). Returns false, keeping the ordinary
+  // (DecoderLm::decode_embeds; G-1 passes: the frame's two prefill rows go through the stack
+  // together as two decode rows per slot, the second attending to the first, whose KV each layer
+  // stores before its attention reads it; then one row per slot per codebook), its heads,
+  // ops::sample_packed and the gathers of the next inputs. predict_frames then pads a batch to the
+  // smallest size that holds it and replays (or queues the same ops eagerly), so codes with and
+  // without graphs are identical; they may differ from the ordinary path's by bfloat16 rounding
+  // (decode attention for the prefill rows, other matrix shapes). Returns false, keeping the ordinary
   // path, off CUDA or where the predictor has no decode attention kernel. kInvalidArgument for bad
   // sizes.
   bool prepare_frame_steps(const std::vector<int>& batch_sizes, bool capture_graphs);
@@ -154,14 +156,18 @@ class Talker {
   struct FrameStep {
     int64_t rows = 0;
     // i32: [code0s: rows][positions: G x rows][KV slots: G x rows][context lengths: G x rows]
-    // [block tables: rows x blocks per slot], padding rows as in model/decode_step_inputs.h.
+    // [block tables: 2 x rows x blocks per slot], padding rows as in model/decode_step_inputs.h.
+    // Positions 0 and 1 are one pass of 2 x rows rows (their entries are adjacent), which reads both
+    // copies of the tables; later passes read the first.
     tensor::Tensor inputs;
     tensor::Tensor params;  // i32 [rows, ops::kPackedSamplingParamsWords]
-    tensor::Tensor hidden;  // [rows, H] the talker's hidden states, the first predictor row
-    tensor::Tensor drawn;   // i32 [G-1, rows]: codebook g's codes in row g-1
+    // [2 x rows, H]: the first pass's input rows, the talker's hidden states (written per frame)
+    // then the codebook-0 embeddings (gathered in the step).
+    tensor::Tensor hidden;
+    tensor::Tensor drawn;  // i32 [G-1, rows]: codebook g's codes in row g-1
     tensor::DeviceGraph graph;
   };
-  // Queues the G sub-steps of `step`, reading its inputs and writing step.drawn.
+  // Queues the G-1 sub-steps of `step`, reading its inputs and writing step.drawn.
   void queue_frame_step(FrameStep& step);
   // The frame inputs of `slots` / `code0s` padded to step.rows, into `out`.
   void pack_frame_inputs(std::span<const int32_t> slots, std::span<const int32_t> code0s, int64_t rows,
