@@ -156,8 +156,9 @@ class DecoderLm : public CausalLm {
 
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
   // Runs the layers over the residual stream h [tokens, hidden] in place, except that the last
-  // sublayer's output is returned ([tokens, hidden], undefined without layers) for the caller to
-  // add to h, alone or fused with the final norm (ops::add_rms_norm).
+  // sublayer's output is returned ([tokens, hidden]) for the caller to add to h, alone or fused with
+  // the final norm (ops::add_rms_norm); undefined without layers, or when the layers added it to h
+  // themselves (the fused ops of few-row steps on one GPU).
   tensor::Tensor run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
                             const AttentionBatch& attention);
   // Queues the ops of a fixed-size decode step, reading step.inputs and writing step.best.

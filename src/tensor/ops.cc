@@ -284,6 +284,85 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   OMNI_DISPATCH(device, linear(x, w, bias, out));
 }
 
+namespace {
+
+// Validates a fused product's weight [N, K] against x's K and its output [M, N].
+void expect_product(const char* op, const Tensor& x, int64_t k, const Tensor& w, const char* out_name,
+                    const Tensor& out) {
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"x", &x}, Arg{"w", &w}, Arg{out_name, &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+    expect_rank(op, arg.name, *arg.tensor, 2);
+  }
+  if (w.dim(1) != k) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: x {} does not match weight {} (in features {})", op,
+                shape_to_string(x.shape()), shape_to_string(w.shape()), w.dim(1));
+  }
+  expect_shape(op, out_name, out, {x.dim(0), w.dim(0)});
+  if (out.raw() == x.raw() && out.nbytes() > 0) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: {} must not alias x", op, out_name);
+  }
+}
+
+}  // namespace
+
+void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, const Tensor& bias,
+                     Tensor& out) {
+  const char* op = "rms_norm_linear";
+  const Device device = common_device(op, {{"x", &x}, {"norm_weight", &norm_weight}, {"w", &w}, {"out", &out}});
+  expect_product(op, x, x.rank() == 2 ? x.dim(1) : -1, w, "out", out);
+  expect_same_dtype(op, "norm_weight", norm_weight, "x", x);
+  expect_shape(op, "norm_weight", norm_weight, {x.dim(1)});
+  if (bias.defined()) {
+    common_device(op, {{"x", &x}, {"bias", &bias}});
+    expect_same_dtype(op, "bias", bias, "x", x);
+    expect_shape(op, "bias", bias, {w.dim(0)});
+  }
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda && x.dim(0) <= kFusedLinearMaxRows &&
+      cuda::linear_prefers_gemv(cuda::GemvFusion::kRmsNorm, x, w, norm_weight, out)) {
+    return cuda::gemv(cuda::GemvFusion::kRmsNorm, x, w, bias, norm_weight, eps, out);
+  }
+#endif
+  Tensor normed = Tensor::empty(x.shape(), x.dtype(), device);
+  rms_norm(x, norm_weight, eps, normed);
+  linear(normed, w, bias, out);
+}
+
+void linear_add(const Tensor& x, const Tensor& w, Tensor& residual) {
+  const char* op = "linear_add";
+  const Device device = common_device(op, {{"x", &x}, {"w", &w}, {"residual", &residual}});
+  expect_product(op, x, x.rank() == 2 ? x.dim(1) : -1, w, "residual", residual);
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda && x.dim(0) <= kFusedLinearMaxRows &&
+      cuda::linear_prefers_gemv(cuda::GemvFusion::kAccumulate, x, w, Tensor(), residual)) {
+    return cuda::gemv(cuda::GemvFusion::kAccumulate, x, w, Tensor(), Tensor(), 0.0f, residual);
+  }
+#endif
+  Tensor product = Tensor::empty(residual.shape(), residual.dtype(), device);
+  linear(x, w, Tensor(), product);
+  add(residual, product, residual);
+}
+
+void silu_and_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
+  const char* op = "silu_and_mul_linear_add";
+  const Device device = common_device(op, {{"gate_up", &gate_up}, {"w", &w}, {"residual", &residual}});
+  expect_rank(op, "gate_up", gate_up, 2);
+  if (gate_up.dim(1) % 2 != 0) {
+    throw_error(ErrorCode::kInvalidArgument, "silu_and_mul_linear_add: gate_up width {} is odd", gate_up.dim(1));
+  }
+  expect_product(op, gate_up, gate_up.dim(1) / 2, w, "residual", residual);
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda && gate_up.dim(0) <= kFusedLinearMaxRows &&
+      cuda::linear_prefers_gemv(cuda::GemvFusion::kSiluAndMulAccumulate, gate_up, w, Tensor(), residual)) {
+    return cuda::gemv(cuda::GemvFusion::kSiluAndMulAccumulate, gate_up, w, Tensor(), Tensor(), 0.0f, residual);
+  }
+#endif
+  Tensor act = Tensor::empty({gate_up.dim(0), gate_up.dim(1) / 2}, gate_up.dtype(), device);
+  silu_and_mul(gate_up, act);
+  linear_add(act, w, residual);
+}
+
 void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) {
   const char* op = "rotary_embedding";
   const Device device = common_device(op, {{"x", &x}});

@@ -64,6 +64,27 @@ void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float
 // undefined Tensor, out [M, N]. M == 1 takes a matrix-vector path.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
+// The products of a decoder layer fused with their neighbouring elementwise steps, for decode steps
+// of few rows, where each kernel launch costs about as much as a product. On CUDA each is one kernel
+// (the few-row product kernel with the step in its prologue or epilogue) for 1 to
+// kFusedLinearMaxRows rows where linear would take that kernel for the shape (small weights; see
+// tensor/cuda/linear.cc), and then gives the bits of the unfused sequence written beside it;
+// otherwise, and on the CPU, they run that sequence. Shapes and dtypes as the ops they compose.
+inline constexpr int64_t kFusedLinearMaxRows = 8;
+
+// out = linear(rms_norm(x, norm_weight, eps), w, bias): x [M, K], norm_weight [K], w [N, K], bias
+// [N] or undefined, out [M, N], not overlapping x.
+void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, const Tensor& bias,
+                     Tensor& out);
+
+// residual += x @ w^T: linear(x, w, no bias, product) then add(residual, product, residual), each
+// rounded to the dtype. x [M, K], w [N, K], residual [M, N], not overlapping x.
+void linear_add(const Tensor& x, const Tensor& w, Tensor& residual);
+
+// residual += silu_and_mul(gate_up) @ w^T: silu_and_mul into act [M, K], then linear_add(act, w,
+// residual). gate_up [M, 2K], w [N, K], residual [M, N], not overlapping gate_up.
+void silu_and_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual);
+
 // out = a @ b (or a @ b^T when transpose_b): a [M, K], b [K, N] (or [N, K]), out [M, N].
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 

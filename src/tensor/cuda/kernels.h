@@ -30,9 +30,24 @@ void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out);
 // float32 accumulation, reduced in a fixed order (the same inputs give the same bits, in a graph
 // or not). It needs 1 <= M <= kGemvMaxRows, K a multiple of a 16-byte chunk (8 bfloat16/float16,
 // 4 float32 elements) and x and w starting at 16-byte aligned addresses: gemv_supports.
-inline constexpr int kGemvMaxRows = 8;
+inline constexpr int kGemvMaxRows = ops::kFusedLinearMaxRows;
 bool gemv_supports(const Tensor& x, const Tensor& w);
 void gemv(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+
+// The fused forms of gemv behind ops::rms_norm_linear, linear_add and silu_and_mul_linear_add; each
+// gives the bits of the unfused sequence of kernels it replaces (cuda/gemv.cu says how).
+//   kRmsNorm: out = rms_norm(x, norm_weight, eps) w^T (+ bias).
+//   kAccumulate: out += x w^T (+ bias), the product rounded to the dtype before the add.
+//   kSiluAndMulAccumulate: out += silu_and_mul(x) w^T (+ bias), x [M, 2K] holding gate then up.
+// gemv_supports(fusion, ...) adds to gemv_supports that a norm weight starts 16-byte aligned, and
+// linear_prefers_gemv is linear's rule (supported, and faster than cuBLASLt for the shape); for
+// kSiluAndMulAccumulate pass x as the [M, 2K] gate/up rows. out must not overlap x.
+enum class GemvFusion { kNone, kRmsNorm, kAccumulate, kSiluAndMulAccumulate };
+bool gemv_supports(GemvFusion fusion, const Tensor& x, const Tensor& w, const Tensor& norm_weight);
+void gemv(GemvFusion fusion, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& norm_weight, float eps,
+          Tensor& out);
+bool linear_prefers_gemv(GemvFusion fusion, const Tensor& x, const Tensor& w, const Tensor& norm_weight,
+                         const Tensor& out);
 void linear_cublas(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& spec);
 void qk_norm_rope(Tensor& q, Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& positions,

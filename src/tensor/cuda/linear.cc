@@ -174,13 +174,22 @@ constexpr int64_t kGemvAnyRowsMaxWeight = int64_t{3} << 20;
 constexpr int64_t kGemvFewRowsMaxWeight = int64_t{16} << 20;
 constexpr int64_t kGemvFewRows = 2;
 
-bool prefer_gemv(const Tensor& x, const Tensor& w, const Tensor& out) {
+bool gemv_faster(const Tensor& x, const Tensor& w, const Tensor& out) {
   const int64_t weight = w.dim(0) * w.dim(1);
   const bool faster = weight <= kGemvAnyRowsMaxWeight || (x.dim(0) <= kGemvFewRows && weight <= kGemvFewRowsMaxWeight);
-  return out.numel() > 0 && faster && gemv_supports(x, w);
+  return out.numel() > 0 && faster;
+}
+
+bool prefer_gemv(const Tensor& x, const Tensor& w, const Tensor& out) {
+  return gemv_faster(x, w, out) && gemv_supports(x, w);
 }
 
 }  // namespace
+
+bool linear_prefers_gemv(GemvFusion fusion, const Tensor& x, const Tensor& w, const Tensor& norm_weight,
+                         const Tensor& out) {
+  return gemv_faster(x, w, out) && gemv_supports(fusion, x, w, norm_weight);
+}
 
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
   if (transpose_b && prefer_gemv(a, b, out)) return gemv(a, b, Tensor(), out);
