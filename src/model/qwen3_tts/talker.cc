@@ -24,6 +24,24 @@ constexpr DecoderVariant kQwen3Layer{.qk_norm = true, .qkv_bias = false};
 // Sequences of the predictor fit in few blocks: one frame is num_code_groups positions.
 int blocks_for(int positions) { return (positions + kKvBlockSize - 1) / kKvBlockSize; }
 
+// Records `queue` into `graph`, or with `capture_graphs` false runs it once eagerly (the warm-up
+// of the eager twin). False when one of its ops has no capturable form on this device
+// (kUnsupported): the caller then keeps its ordinary path.
+template <typename Queue>
+bool record_step(tensor::Device device, bool capture_graphs, tensor::DeviceGraph& graph, Queue&& queue) {
+  try {
+    if (capture_graphs) {
+      graph = tensor::DeviceGraph::capture(device, queue);
+    } else {
+      queue();
+    }
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kUnsupported) throw;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device)
@@ -307,14 +325,7 @@ bool Talker::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_b
                             std::span<int32_t>(ints, static_cast<size_t>(packed)));
     std::fill(ints + packed, ints + host.numel(), 0);
     ops::upload(host, step.inputs);
-    try {
-      if (capture_graphs) {
-        step.graph = tensor::DeviceGraph::capture(device(), [&] { queue_decode_step(step); });
-      } else {
-        queue_decode_step(step);
-      }
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kUnsupported) throw;
+    if (!record_step(device(), capture_graphs, step.graph, [&] { queue_decode_step(step); })) {
       decode_steps_.clear();
       return false;
     }
@@ -555,14 +566,7 @@ bool Talker::prepare_frame_steps(const std::vector<int>& batch_sizes, bool captu
     pack_frame_inputs({}, {}, step.rows, std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
     ops::upload(host, step.inputs);
     ops::write_sampling_params(std::span(greedy).first(static_cast<size_t>(step.rows)), step.params);
-    try {
-      if (capture_graphs) {
-        step.graph = tensor::DeviceGraph::capture(device(), [&] { queue_frame_step(step); });
-      } else {
-        queue_frame_step(step);
-      }
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kUnsupported) throw;
+    if (!record_step(device(), capture_graphs, step.graph, [&] { queue_frame_step(step); })) {
       frame_steps_.clear();
       return false;
     }
