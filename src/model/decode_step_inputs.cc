@@ -2,9 +2,22 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace omni::model {
 
 int64_t decode_step_inputs_size(int64_t rows, int64_t table_width) { return rows * (4 + table_width); }
+
+void check_step_batch_sizes(std::span<const int> batch_sizes, const char* caller) {
+  int previous = 0;
+  for (int size : batch_sizes) {
+    if (size <= previous) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: batch sizes must be positive and ascending, got {} after {}",
+                  caller, size, previous);
+    }
+    previous = size;
+  }
+}
 
 bool fits_decode_step(const ForwardBatch& batch, int64_t table_width) {
   if (batch.all_logits || batch.seqs.empty() || batch.token_ids.size() != batch.seqs.size()) return false;

@@ -17,6 +17,10 @@ namespace omni::model {
 // Int32 values the inputs of `rows` rows with tables of `table_width` blocks take.
 int64_t decode_step_inputs_size(int64_t rows, int64_t table_width);
 
+// Throws kInvalidArgument, naming `caller`, unless `batch_sizes` (the sizes of a model's fixed-size
+// steps, CausalLm::prepare_decode_steps) are positive and ascending.
+void check_step_batch_sizes(std::span<const int> batch_sizes, const char* caller);
+
 // Whether `batch` can run as a fixed-size decode step of at least its size with tables of
 // `table_width` blocks: every slice is one token that wants logits, the blocks that token's position
 // needs fit in the width, and all_logits is off. (Table and id ranges are checked elsewhere.)

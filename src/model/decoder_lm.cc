@@ -415,6 +415,13 @@ void DecoderLm::decode_embeds(Tensor& h, const Tensor& positions, const Tensor& 
   ops::rms_norm(h, final_norm_, config_.rms_norm_eps, h);
 }
 
+void DecoderLm::upload_step_inputs(const ForwardBatch& batch, DecodeStep& step) {
+  const Tensor host = decode_staging_.slice_rows(0, step.inputs.dim(0));
+  pack_decode_step_inputs(batch, step.rows, decode_table_width_,
+                          std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
+  ops::upload(host, step.inputs);
+}
+
 Tensor DecoderLm::place(const Tensor& host_f32) const { return placed(host_copy_as(host_f32, dtype_)); }
 
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
@@ -422,10 +429,7 @@ void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& 
   if (batch.all_logits) throw_error(ErrorCode::kInvalidArgument, "forward_greedy: all_logits is not supported");
   if (DecodeStep* step = decode_step_for(batch)) {
     check_batch(batch, batch.token_ids.size());
-    const Tensor host = decode_staging_.slice_rows(0, step->inputs.dim(0));
-    pack_decode_step_inputs(batch, step->rows, decode_table_width_,
-                            std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
-    ops::upload(host, step->inputs);
+    upload_step_inputs(batch, *step);
     previous_ids_stale_ = true;
     if (step->graph.defined()) {
       step->graph.replay();
@@ -515,10 +519,7 @@ Tensor DecoderLm::queue_async_step(const ForwardBatch& batch, std::span<const op
   if (params.empty()) {
     if (DecodeStep* step = decode_step_for(batch)) {
       check_batch(batch, batch.token_ids.size());
-      const Tensor host = decode_staging_.slice_rows(0, step->inputs.dim(0));
-      pack_decode_step_inputs(batch, step->rows, decode_table_width_,
-                              std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
-      ops::upload(host, step->inputs);
+      upload_step_inputs(batch, *step);
       if (!previous_rows.empty()) {
         // Into the uploaded ids, on the stream before the replay: the recording reads them from there.
         Tensor rows = Tensor::empty({step->rows}, DType::kI32);
@@ -621,16 +622,11 @@ bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int ma
     if (e.code() != ErrorCode::kUnsupported) throw;
     return false;
   }
+  check_step_batch_sizes(batch_sizes, "prepare_decode_steps");
   decode_table_width_ = max_blocks_per_seq;
   const int64_t largest = batch_sizes.back();
   decode_staging_ = Tensor::empty({decode_step_inputs_size(largest, decode_table_width_)}, DType::kI32);
   for (int size : batch_sizes) {
-    const int64_t previous = decode_steps_.empty() ? 0 : decode_steps_.back().rows;
-    if (size <= previous) {
-      decode_steps_.clear();
-      throw_error(ErrorCode::kInvalidArgument,
-                  "prepare_decode_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
-    }
     DecodeStep step;
     step.rows = size;
     step.inputs = Tensor::empty({decode_step_inputs_size(size, decode_table_width_)}, DType::kI32, device_);
@@ -641,10 +637,7 @@ bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int ma
   // else.
   const ForwardBatch all_padding;
   for (DecodeStep& step : decode_steps_) {
-    Tensor host = decode_staging_.slice_rows(0, step.inputs.dim(0));
-    pack_decode_step_inputs(all_padding, step.rows, decode_table_width_,
-                            std::span<int32_t>(host.data<int32_t>(), static_cast<size_t>(host.numel())));
-    ops::upload(host, step.inputs);
+    upload_step_inputs(all_padding, step);
     if (capture_graphs) step.graph = tensor::DeviceGraph::capture(device_, [&] { queue_decode_step(step); });
   }
   return true;

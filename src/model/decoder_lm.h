@@ -165,6 +165,8 @@ class DecoderLm : public CausalLm {
   void queue_decode_step(DecodeStep& step);
   // The DecodeStep that runs `batch`, or nullptr when it must take the ordinary path.
   DecodeStep* decode_step_for(const ForwardBatch& batch);
+  // Packs `batch` (padded to step.rows) in the staging buffer and queues its one upload to step.inputs.
+  void upload_step_inputs(const ForwardBatch& batch, DecodeStep& step);
   void check_has_head(const char* caller) const;
   // What makes an asynchronous step's run differ: its integers go up without waiting for the device
   // and token t's id becomes previous_ids[rows[t]] where rows[t] >= 0 (ops::substitute_ids; rows

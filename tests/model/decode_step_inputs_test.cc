@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
+
+#include "base/error.h"
 
 namespace omni::model {
 namespace {
@@ -31,6 +34,22 @@ TEST(DecodeStepInputsTest, PacksRealRowsAndMarksPaddingRows) {
   for (const auto* part : {&ids, &positions, &slots, &lens, &tables})
     want.insert(want.end(), part->begin(), part->end());
   EXPECT_EQ(out, want);
+}
+
+TEST(DecodeStepInputsTest, BatchSizesMustBePositiveAndAscending) {
+  const std::vector<int> good{1, 2, 4, 8};
+  EXPECT_NO_THROW(check_step_batch_sizes(good, "prepare"));
+  for (const std::vector<int>& bad : {std::vector<int>{0, 1}, std::vector<int>{1, 4, 4}, std::vector<int>{2, 1}}) {
+    try {
+      check_step_batch_sizes(bad, "prepare_frame_steps");
+      ADD_FAILURE() << "accepted " << bad.size() << " sizes";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("prepare_frame_steps: batch sizes must be positive and ascending"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(DecodeStepInputsTest, AllPaddingWhenTheBatchIsEmpty) {

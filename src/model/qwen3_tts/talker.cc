@@ -293,6 +293,7 @@ bool Talker::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_b
       max_blocks_per_seq < 1 || (dtype != DType::kBF16 && dtype != DType::kF16)) {
     return false;
   }
+  check_step_batch_sizes(batch_sizes, "prepare_decode_steps");
   const int64_t h = hidden_size(), groups = num_code_groups();
   decode_table_width_ = max_blocks_per_seq;
   auto inputs_size = [&](int64_t rows) { return decode_step_inputs_size(rows, decode_table_width_) + groups * rows; };
@@ -301,14 +302,7 @@ bool Talker::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_b
   slot_text_f32_ = Tensor::zeros({predictor_slots_, h}, DType::kF32);
   slot_text_staged_ = Tensor::zeros({predictor_slots_, h}, dtype);
   slot_text_set_.assign(static_cast<size_t>(predictor_slots_), false);
-  int previous = 0;
   for (int size : batch_sizes) {
-    if (size <= previous) {
-      decode_steps_.clear();
-      throw_error(ErrorCode::kInvalidArgument,
-                  "prepare_decode_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
-    }
-    previous = size;
     DecodeStep step;
     step.rows = size;
     step.inputs = Tensor::empty({inputs_size(size)}, DType::kI32, device());
@@ -539,18 +533,12 @@ void Talker::predict_frames(std::span<const int32_t> slots, const Tensor& hidden
 bool Talker::prepare_frame_steps(const std::vector<int>& batch_sizes, bool capture_graphs) {
   frame_steps_.clear();
   if (device().type != tensor::DeviceType::kCuda || predictor_slots_ == 0 || batch_sizes.empty()) return false;
+  check_step_batch_sizes(batch_sizes, "prepare_frame_steps");
   const int positions = num_code_groups();
   const int64_t h = hidden_size(), width = predictor_blocks_per_slot_;
   const int64_t largest = batch_sizes.back();
   frame_staging_ = Tensor::empty({largest * (1 + 3 * positions + 2 * width)}, DType::kI32);
-  int previous = 0;
   for (int size : batch_sizes) {
-    if (size <= previous) {
-      frame_steps_.clear();
-      throw_error(ErrorCode::kInvalidArgument,
-                  "prepare_frame_steps: batch sizes must be positive and ascending, got {} after {}", size, previous);
-    }
-    previous = size;
     FrameStep step;
     step.rows = size;
     step.inputs = Tensor::empty({size * (1 + 3 * positions + 2 * width)}, DType::kI32, device());
