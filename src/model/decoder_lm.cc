@@ -302,8 +302,17 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
 
   // Few rows on one GPU: every kernel launch costs about what a product does, so the norms go into
   // the products after them and the residual adds into the products before them (the fused ops give
-  // the bits of the unfused sequence); each sublayer's output is then in h when the loop ends.
-  const bool fused = device_.type == DeviceType::kCuda && shard_.size == 1 && tokens <= ops::kFusedLinearMaxRows;
+  // the bits of the unfused sequence); each sublayer's output is then in h when the loop ends. A
+  // fused op that falls back costs one kernel more, so this layout (4 products + fallbacks) is taken
+  // where at most one of the four products falls back (the other takes 4 products + 2 add_rms_norm;
+  // the layers share their shapes).
+  const bool fused = shard_.size == 1 && !layers_.empty() && [&] {
+    const Layer& l = layers_[0];
+    const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) + ops::linear_fuses(h, l.gate_up_proj, gate_up) +
+                       ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
+                       ops::linear_fuses(act, l.down_proj, h);
+    return native >= 3;
+  }();
   // Otherwise h is the residual stream; each sublayer's output is added to it by the next norm
   // (add_rms_norm), the last one's by the caller.
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -306,6 +306,16 @@ void expect_product(const char* op, const Tensor& x, int64_t k, const Tensor& w,
 
 }  // namespace
 
+bool linear_fuses(const Tensor& x, const Tensor& w, const Tensor& out) {
+#ifdef OMNI_HAVE_CUDA
+  return x.device().type == DeviceType::kCuda && x.rank() == 2 && x.dim(0) <= kFusedLinearMaxRows &&
+         cuda::linear_prefers_gemv(cuda::GemvFusion::kAccumulate, x, w, Tensor(), out);
+#else
+  (void)x, (void)w, (void)out;
+  return false;
+#endif
+}
+
 void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, const Tensor& bias,
                      Tensor& out) {
   const char* op = "rms_norm_linear";

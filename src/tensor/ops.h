@@ -72,6 +72,11 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // otherwise, and on the CPU, they run that sequence. Shapes and dtypes as the ops they compose.
 inline constexpr int64_t kFusedLinearMaxRows = 8;
 
+// Whether rms_norm_linear and linear_add of input `x` and weight `w` into `out` run as that one
+// kernel here. Where they do not, their unfused sequence costs a kernel more than linear followed
+// by add_rms_norm, so a caller choosing between the two layouts asks this first.
+bool linear_fuses(const Tensor& x, const Tensor& w, const Tensor& out);
+
 // out = linear(rms_norm(x, norm_weight, eps), w, bias): x [M, K], norm_weight [K], w [N, K], bias
 // [N] or undefined, out [M, N], not overlapping x.
 void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, const Tensor& bias,

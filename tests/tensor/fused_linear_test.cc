@@ -110,6 +110,12 @@ TEST(FusedLinearTest, CpuEqualsTheUnfusedSequence) {
   }
 }
 
+TEST(FusedLinearTest, NothingFusesOnTheCpu) {
+  std::mt19937 rng(5);
+  const Operands o = make_operands(1, 37, 64, DType::kF32, Device::cpu(), rng);
+  EXPECT_FALSE(ops::linear_fuses(o.x, o.w, o.residual));
+}
+
 TEST(FusedLinearTest, CpuAddsToTheResidualRatherThanOverwritingIt) {
   Tensor x = host_tensor({1.0f, 2.0f}, {1, 2});
   Tensor w = host_tensor({1.0f, 1.0f, 0.5f, -1.0f}, {2, 2});
@@ -172,7 +178,14 @@ TEST_P(FusedLinearCudaTest, FallsBackToTheUnfusedSequenceForMoreRowsOrLargeWeigh
   expect_fused_equals_unfused(make_operands(ops::kFusedLinearMaxRows + 3, 96, 256, dtype, Device::cuda(0), rng_),
                               "past the row limit");
   // 2048 x 2048 is past the weight linear gives the few-row kernel at 8 rows.
-  expect_fused_equals_unfused(make_operands(8, 2048, 2048, dtype, Device::cuda(0), rng_), "large weight");
+  const Operands large = make_operands(8, 2048, 2048, dtype, Device::cuda(0), rng_);
+  expect_fused_equals_unfused(large, "large weight");
+  // linear_fuses tells the fused kernel from the fallback.
+  EXPECT_FALSE(ops::linear_fuses(large.x, large.w, large.residual));
+  const Operands many = make_operands(ops::kFusedLinearMaxRows + 3, 96, 256, dtype, Device::cuda(0), rng_);
+  EXPECT_FALSE(ops::linear_fuses(many.x, many.w, many.residual));
+  const Operands few = make_operands(1, 96, 256, dtype, Device::cuda(0), rng_);
+  EXPECT_TRUE(ops::linear_fuses(few.x, few.w, few.residual));
 }
 
 TEST_P(FusedLinearCudaTest, AReplayedRecordingGivesTheEagerBitsForRewrittenInputs) {
