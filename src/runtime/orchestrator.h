@@ -10,17 +10,10 @@
 // SIGKILL if it ends without shutting them down. That thread blocks SIGINT and SIGTERM: handling
 // them is the process owner's job (runtime/termination_signals.h, then shutdown()).
 //
-// Routing (full-payload mode): a request enters the entry stage; when a stage finishes a request,
-// each stage on the request's route that lists it in input_sources gets the request once all its
-// sources finished, with the first source's generated tokens as its prompt and every source's
-// payloads (through the edge's connector) as inputs. An async_chunk stage instead starts on its
-// source's first output (tokens and payloads) and receives each later output as an input chunk
-// while the source still generates. At most `edge_inflight_limit` requests are
-// in flight across an edge (submitted to the consumer and not finished); more wait in the head in
-// arrival order, holding only payload references.
+// Routing (full-payload and async_chunk, with each edge's in-flight limit) is request_router.h's;
+// the replicas' lifecycle (start, ready, heartbeats, failure, which replica takes a request) is
+// replica_set.h's; the orchestrator's thread only dispatches commands and messages to them.
 #pragma once
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
@@ -29,6 +22,7 @@
 #include <vector>
 
 #include "base/metrics.h"
+#include "runtime/replica_set.h"
 #include "runtime/serving_backend.h"
 #include "runtime/stage_spec.h"
 
@@ -43,7 +37,7 @@ struct OrchestratorOptions {
   std::chrono::milliseconds stage_init_timeout{300'000};  // --stage-init-timeout
   std::chrono::milliseconds init_timeout{600'000};        // --init-timeout
   uint64_t shm_threshold_bytes = 65536;                   // --shm-threshold-bytes
-  int edge_inflight_limit = 64;
+  int edge_inflight_limit = 64;  // requests in flight across one edge at most (request_router.h)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{30'000};  // a ready replica silent this long has failed
   std::chrono::milliseconds shutdown_grace{5000};       // then SIGKILL
@@ -78,13 +72,7 @@ class Orchestrator final : public ServingBackend {
   // Idempotent; blocks until done. Must not be called from an EventSink.
   void shutdown();
 
-  struct ReplicaInfo {
-    int stage_id = 0;
-    int replica = 0;
-    pid_t pid = -1;
-    bool failed = false;
-    int64_t running_requests = 0;  // as of the replica's last heartbeat
-  };
+  using ReplicaInfo = runtime::ReplicaInfo;
   std::vector<ReplicaInfo> replicas() const;
   // The endpoint replicas connect to, and the prefix of this head's shared-memory segments.
   std::string control_endpoint() const;
