@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "config/sampling_ranges.h"
 
 namespace omni::engine {
 
@@ -15,38 +16,35 @@ namespace {
   throw_error(ErrorCode::kInvalidArgument, "sampling parameter '{}' must be {}, got {}", name, rule, got);
 }
 
-void check_range(std::string_view name, float value, float low, bool low_inclusive, float high, std::string_view rule) {
-  bool ok = std::isfinite(value) && (low_inclusive ? value >= low : value > low) && value <= high;
-  if (!ok) reject(name, rule, fmt::format("{}", value));
+// The value as the caller's type prints it (a float's 1.1, not its double's 1.100000023841858).
+template <typename T>
+void check(const config::SamplingRange& range, T value) {
+  if (!range.contains(static_cast<double>(value))) reject(range.field, range.rule, fmt::format("{}", value));
 }
 
 }  // namespace
 
 SamplingParams validated(SamplingParams params) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  if (params.n < 1) reject("n", "at least 1", std::to_string(params.n));
-  check_range("temperature", params.temperature, 0.0f, true, kInf, ">= 0");
-  check_range("top_p", params.top_p, 0.0f, false, 1.0f, "in (0, 1]");
-  if (params.top_k < -1) reject("top_k", "-1 or 0 (all tokens) or at least 1", std::to_string(params.top_k));
-  check_range("min_p", params.min_p, 0.0f, true, 1.0f, "in [0, 1]");
-  check_range("presence_penalty", params.presence_penalty, -2.0f, true, 2.0f, "in [-2, 2]");
-  check_range("frequency_penalty", params.frequency_penalty, -2.0f, true, 2.0f, "in [-2, 2]");
-  check_range("repetition_penalty", params.repetition_penalty, 0.0f, false, kInf, "> 0");
+  check(config::kSamplingN, params.n);
+  check(config::kTemperature, params.temperature);
+  check(config::kTopP, params.top_p);
+  check(config::kTopK, params.top_k);
+  check(config::kMinP, params.min_p);
+  check(config::kPresencePenalty, params.presence_penalty);
+  check(config::kFrequencyPenalty, params.frequency_penalty);
+  check(config::kRepetitionPenalty, params.repetition_penalty);
   for (const auto& [token, bias] : params.logit_bias) {
     if (!std::isfinite(bias)) reject("logit_bias", "finite", fmt::format("{} for token {}", bias, token));
   }
   for (const std::string& s : params.stop) {
     if (s.empty()) reject("stop", "a list of non-empty strings", "an empty string");
   }
-  if (params.max_tokens && *params.max_tokens < 1)
-    reject("max_tokens", "at least 1", std::to_string(*params.max_tokens));
-  if (params.min_tokens < 0) reject("min_tokens", ">= 0", std::to_string(params.min_tokens));
+  if (params.max_tokens) check(config::kMaxTokens, *params.max_tokens);
+  check(config::kMinTokens, params.min_tokens);
   if (params.max_tokens && params.min_tokens > *params.max_tokens) {
     reject("min_tokens", fmt::format("<= max_tokens ({})", *params.max_tokens), std::to_string(params.min_tokens));
   }
-  if (params.logprobs && (*params.logprobs < 0 || *params.logprobs > kMaxLogprobs)) {
-    reject("logprobs", fmt::format("in [0, {}]", kMaxLogprobs), std::to_string(*params.logprobs));
-  }
+  if (params.logprobs) check(config::kLogprobs, *params.logprobs);
 
   if (params.greedy()) {
     params.top_p = 1.0f;

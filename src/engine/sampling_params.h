@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "base/json.h"
+#include "config/sampling_ranges.h"
 
 namespace omni::engine {
 
 // The most top logprobs a request may ask for per token (vLLM's default max_logprobs).
-inline constexpr int kMaxLogprobs = 20;
+inline constexpr int kMaxLogprobs = config::kMaxLogprobs;
 // Temperatures below this are greedy sampling (vLLM's _SAMPLING_EPS).
 inline constexpr float kGreedyTemperature = 1e-5f;
 // Temperatures in (0, kMinTemperature) are raised to it to keep softmax finite (vLLM's _MAX_TEMP).
@@ -56,8 +57,8 @@ struct SamplingParams {
   bool greedy() const { return temperature < kGreedyTemperature; }
 };
 
-// Checks every field against vLLM's rules and applies vLLM's normalisation: a greedy request gets
-// top_p 1, top_k 0 and min_p 0; a temperature in (0, kMinTemperature) becomes kMinTemperature.
+// Checks every field against vLLM's rules (the ranges of config/sampling_ranges.h) and applies vLLM's normalisation: a
+// greedy request gets top_p 1, top_k 0 and min_p 0; a temperature in (0, kMinTemperature) becomes kMinTemperature.
 // Throws omni::Error(kInvalidArgument) naming the parameter, its value and the allowed range.
 SamplingParams validated(SamplingParams params);
 

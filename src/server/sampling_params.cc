@@ -1,7 +1,11 @@
 #include "server/sampling_params.h"
 
 #include <limits>
+#include <optional>
+#include <string_view>
+#include <type_traits>
 
+#include "config/sampling_ranges.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
 
@@ -10,6 +14,22 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kDefaultCompletionMaxTokens = 16;
+
+// A number (integer fields: an integer) within the range the engine accepts (config/sampling_ranges.h).
+template <typename T>
+std::optional<T> ranged(const FieldReader& fields, const config::SamplingRange& range, std::string_view name = {}) {
+  if (name.empty()) name = range.field;
+  std::optional<T> value;
+  if constexpr (std::is_integral_v<T>) {
+    value = fields.integer(name);
+  } else {
+    value = fields.number(name, -kInf, kInf);
+  }
+  if (value && !range.contains(static_cast<double>(*value))) {
+    throw_invalid_field(fields.path(name), "'{}' must be {}, got {}", fields.path(name), range.rule, *value);
+  }
+  return value;
+}
 
 }  // namespace
 
@@ -20,16 +40,16 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
     if (value) params[name] = *value;
   };
 
-  put("n", fields.integer("n", 1));
-  put("temperature", fields.number("temperature", 0.0, kInf));
-  put("top_p", fields.number("top_p", 0.0, 1.0, /*min_exclusive=*/true));
-  put("top_k", fields.integer("top_k", -1));
-  put("min_p", fields.number("min_p", 0.0, 1.0));
-  put("presence_penalty", fields.number("presence_penalty", -2.0, 2.0));
-  put("frequency_penalty", fields.number("frequency_penalty", -2.0, 2.0));
-  put("repetition_penalty", fields.number("repetition_penalty", 0.0, kInf, /*min_exclusive=*/true));
+  put("n", ranged<int64_t>(fields, config::kSamplingN));
+  put("temperature", ranged<double>(fields, config::kTemperature));
+  put("top_p", ranged<double>(fields, config::kTopP));
+  put("top_k", ranged<int64_t>(fields, config::kTopK));
+  put("min_p", ranged<double>(fields, config::kMinP));
+  put("presence_penalty", ranged<double>(fields, config::kPresencePenalty));
+  put("frequency_penalty", ranged<double>(fields, config::kFrequencyPenalty));
+  put("repetition_penalty", ranged<double>(fields, config::kRepetitionPenalty));
   put("seed", fields.integer("seed"));
-  put("min_tokens", fields.integer("min_tokens", 0));
+  put("min_tokens", ranged<int64_t>(fields, config::kMinTokens));
   put("stop", fields.strings("stop"));
   put("stop_token_ids", fields.integers("stop_token_ids"));
   put("ignore_eos", fields.boolean("ignore_eos"));
@@ -60,14 +80,14 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
   }
 
   if (endpoint == SamplingEndpoint::kCompletions) {
-    params["max_tokens"] = fields.integer("max_tokens", 1).value_or(kDefaultCompletionMaxTokens);
-    put("logprobs", fields.integer("logprobs", 0));
+    params["max_tokens"] = ranged<int64_t>(fields, config::kMaxTokens).value_or(kDefaultCompletionMaxTokens);
+    put("logprobs", ranged<int64_t>(fields, config::kLogprobs));
   } else {
-    auto max_tokens = fields.integer("max_completion_tokens", 1);
-    if (!max_tokens) max_tokens = fields.integer("max_tokens", 1);
+    auto max_tokens = ranged<int64_t>(fields, config::kMaxTokens, "max_completion_tokens");
+    if (!max_tokens) max_tokens = ranged<int64_t>(fields, config::kMaxTokens);
     put("max_tokens", max_tokens);
     auto logprobs = fields.boolean("logprobs");
-    auto top_logprobs = fields.integer("top_logprobs", 0, 20);
+    auto top_logprobs = ranged<int64_t>(fields, config::kLogprobs, "top_logprobs");
     if (top_logprobs && !logprobs.value_or(false)) {
       throw_invalid_field("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
     }

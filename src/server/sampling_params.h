@@ -1,6 +1,7 @@
 // The sampling fields of /v1/completions and /v1/chat/completions requests — OpenAI's and the
-// extra ones vLLM accepts — validated for type and range here, so that the error names the field,
-// and passed on to the engine under vLLM's SamplingParams names.
+// extra ones vLLM accepts — validated for type and range here (the ranges the engine checks too,
+// config/sampling_ranges.h), so that the error names the field, and passed on to the engine under
+// vLLM's SamplingParams names.
 #pragma once
 
 #include <cstdint>

@@ -281,6 +281,22 @@ TEST_F(HttpApiTest, TokenizeAndDetokenize) {
   EXPECT_EQ(bad.json()["error"]["param"], "tokens");
 }
 
+// The server states the ranges the engine applies (config/sampling_ranges.h), naming field and range.
+TEST_F(HttpApiTest, SamplingRangeErrorsNameTheFieldAndTheAllowedRange) {
+  start();
+  auto message = [&](const Json& body) {
+    CurlReply reply = post("/v1/completions", body);
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    return reply.json()["error"]["message"].get<std::string>();
+  };
+  EXPECT_EQ(message({{"prompt", {1}}, {"top_p", 0}}), "'top_p' must be in (0, 1], got 0");
+  EXPECT_EQ(message({{"prompt", {1}}, {"top_k", -2}}), "'top_k' must be -1 or 0 (all tokens) or at least 1, got -2");
+  EXPECT_EQ(message({{"prompt", {1}}, {"presence_penalty", 2.5}}), "'presence_penalty' must be in [-2, 2], got 2.5");
+  EXPECT_EQ(message({{"prompt", {1}}, {"repetition_penalty", 0}}), "'repetition_penalty' must be > 0, got 0");
+  EXPECT_EQ(message({{"prompt", {1}}, {"logprobs", 21}}), "'logprobs' must be in [0, 20], got 21");
+  EXPECT_EQ(message({{"prompt", {1}}, {"max_tokens", 0}}), "'max_tokens' must be at least 1, got 0");
+}
+
 // Each error status, in OpenAI's shape, naming the field where there is one; the server stays
 // healthy after all of them.
 TEST_F(HttpApiTest, ErrorsAreOpenAiShapedAndLeaveTheServerHealthy) {
