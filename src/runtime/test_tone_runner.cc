@@ -64,15 +64,17 @@ void TestToneRunner::add_request(StageRequest request) {
   Running running;
   running.decoder = stage_id_ != 0;
   if (!running.decoder) {
+    const Json& sampling = request.sampling_params;
     int64_t frames = code_points(info.value("text", std::string()));
-    int64_t max_tokens = request.sampling_params.value("max_tokens", info.value("max_new_tokens", int64_t{1} << 30));
+    int64_t max_tokens = sampling.value("max_tokens", int64_t{1} << 30);
     running.frames = static_cast<int>(std::min(frames, max_tokens));
+    const std::optional<int64_t> seed =
+        sampling.contains("seed") ? std::optional<int64_t>(sampling["seed"].get<int64_t>()) : std::nullopt;
+    running.frame_token = static_cast<int32_t>(tone_frequency(seed));
   } else {
-    running.frequency =
-        tone_frequency(info.contains("seed") ? std::optional<int64_t>(info["seed"].get<int64_t>()) : std::nullopt);
     running.initial_frames =
         static_cast<int>(info.value("initial_codec_chunk_frames", int64_t{default_initial_frames_}));
-    running.frames_in = static_cast<int64_t>(request.prompt_token_ids.size());
+    take_frames(running, request.prompt_token_ids);
     running.input_closed = !request.input_open;
   }
   requests_[request.request_id] = running;
@@ -81,8 +83,13 @@ void TestToneRunner::add_request(StageRequest request) {
 void TestToneRunner::add_input(const std::string& request_id, StageInputChunk chunk) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  it->second.frames_in += static_cast<int64_t>(chunk.token_ids.size());
+  take_frames(it->second, chunk.token_ids);
   if (chunk.last) it->second.input_closed = true;
+}
+
+void TestToneRunner::take_frames(Running& running, const std::vector<int32_t>& frames) {
+  if (running.frames_in == 0 && !frames.empty()) running.frequency = frames.front();
+  running.frames_in += static_cast<int64_t>(frames.size());
 }
 
 void TestToneRunner::abort(const std::string& request_id) { requests_.erase(request_id); }
@@ -125,7 +132,10 @@ std::vector<StageOutput> TestToneRunner::step() {
     if (!running.decoder) {
       output.emplace();
       output->request_id = it->first;
-      if (running.generated < running.frames) output->token_ids.push_back(running.generated++);
+      if (running.generated < running.frames) {
+        output->token_ids.push_back(running.frame_token);
+        ++running.generated;
+      }
       if (running.generated >= running.frames) output->finish_reason = "stop";
     } else {
       output = decode_ready(it->first, running);

@@ -2,16 +2,16 @@
 // the speech API, the routing of additional_information and the connector's chunking options
 // through real stage processes. It loads no model and must not be used to serve.
 //
-// As stage 0 ("talker" role) it emits one token per step, one
-// per codec frame, token k = k; the utterance has one frame per character (Unicode code point)
-// of additional_information.text, at most the sampling max_tokens (or additional_information
-// max_new_tokens), and finishes with "stop".
+// As stage 0 ("talker" role) it emits one token per step, one per codec frame: the tone's
+// frequency in Hz, tone_frequency() of the sampling seed; the utterance has one frame per character
+// (Unicode code point) of additional_information.text, at most the sampling max_tokens, and
+// finishes with "stop".
 //
 // As a later stage ("code2wav" role, fed by stage 0 in full-payload or async_chunk mode) it
-// turns the frames (the tokens it receives) into audio: frame k is samples [k*spf, (k+1)*spf) of tone_sample(), spf =
-// samples_per_frame. As code2wav does, it emits audio once `initial` frames have arrived, then
-// every `chunk` frames, and the rest when the input ends, one chunk per step (so the chunk sizes
-// are exactly initial, chunk, chunk, …, rest whatever the timing): initial =
+// turns the frames (the tokens it receives) into audio of the frequency the first one names:
+// frame k is samples [k*spf, (k+1)*spf) of tone_sample(), spf = samples_per_frame. As code2wav does, it emits audio
+// once `initial` frames have arrived, then every `chunk` frames, and the rest when the input ends, one chunk per step
+// (so the chunk sizes are exactly initial, chunk, chunk, …, rest whatever the timing): initial =
 // additional_information.initial_codec_chunk_frames, else engine_args.connector_extra's, else 1;
 // chunk = connector_extra.codec_chunk_frames, else 25.
 //
@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "runtime/stage_runner.h"
 
@@ -54,6 +55,7 @@ class TestToneRunner : public StageRunner {
     // talker role
     int frames = 0;
     int generated = 0;
+    int32_t frame_token = 0;  // the tone's frequency
     // code2wav role
     double frequency = 440;
     int initial_frames = 1;
@@ -63,6 +65,7 @@ class TestToneRunner : public StageRunner {
   };
 
   std::optional<StageOutput> decode_ready(const std::string& id, Running& running);
+  static void take_frames(Running& running, const std::vector<int32_t>& frames);
 
   int stage_id_;
   int sample_rate_ = 24000;

@@ -151,17 +151,15 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     throw_invalid_field("instructions", "'instructions' is required for VoiceDesign: it describes the voice");
   }
 
+  // The talker's sampling carries max_new_tokens (as max_tokens) and seed; additional_information
+  // does not repeat them.
   if (std::optional<int64_t> max_new_tokens = fields.integer("max_new_tokens", 1)) {
-    info["max_new_tokens"] = *max_new_tokens;
     request.talker_sampling["max_tokens"] = *max_new_tokens;
   }
   // Not in vLLM-Omni's speech API: vLLM's ignore_eos for the talker, so that a benchmark gets
   // exactly max_new_tokens frames from any weights.
   if (fields.boolean("ignore_eos").value_or(false)) request.talker_sampling["ignore_eos"] = true;
-  if (std::optional<int64_t> seed = fields.integer("seed")) {
-    info["seed"] = *seed;
-    request.talker_sampling["seed"] = *seed;
-  }
+  if (std::optional<int64_t> seed = fields.integer("seed")) request.talker_sampling["seed"] = *seed;
   if (std::optional<int64_t> frames = fields.integer("initial_codec_chunk_frames", 1)) {
     info["initial_codec_chunk_frames"] = *frames;
   }

@@ -10,8 +10,9 @@
 // speech route to the finished utterance (media/time_stretch.h), so streamed requests need 1.0.
 //
 // The talker builds its own prompt from the text, so the backend request carries no prompt
-// tokens: everything the stages need is in additional_information (the keys below), and the
-// talker's sampling (seed, max_tokens) in sampling_params_list[0].
+// tokens: what the stages need is in additional_information (the keys below), and the talker's
+// sampling in sampling_params_list[0] — the only place max_new_tokens (as max_tokens) and seed
+// travel.
 #pragma once
 
 #include <optional>
@@ -41,10 +42,10 @@ struct SpeechRequest {
   bool sse = false;    // stream as server-sent events (stream_format "sse")
   double speed = 1.0;  // tempo of the finished utterance; 1.0 when streamed
   // additional_information: text, voice (as the checkpoint spells it; the default one when the
-  // request names none), and when given task_type, language, instructions, max_new_tokens, seed,
+  // request names none), and when given task_type, language, instructions,
   // initial_codec_chunk_frames, non_streaming_mode, speaker_embedding.
   Json additional_information = Json::object();
-  Json talker_sampling = Json::object();  // seed, max_tokens, ignore_eos
+  Json talker_sampling = Json::object();  // seed, max_tokens (max_new_tokens), ignore_eos
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or

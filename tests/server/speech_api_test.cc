@@ -141,10 +141,9 @@ TEST_F(SpeechApiTest, TheBackendGetsTheFieldsAsAdditionalInformation) {
                                                   {"task_type", "CustomVoice"},
                                                   {"language", "English"},
                                                   {"instructions", "calm"},
-                                                  {"max_new_tokens", 4},
-                                                  {"seed", 7},
                                                   {"initial_codec_chunk_frames", 3},
                                                   {"non_streaming_mode", false}}));
+  // max_new_tokens and seed travel once, in the talker's sampling parameters.
   ASSERT_EQ(request.sampling_params_list.size(), 1u);
   EXPECT_EQ(request.sampling_params_list[0], Json({{"max_tokens", 4}, {"seed", 7}}));
   // max_new_tokens caps the frames; the seed picks the tone.

@@ -14,8 +14,8 @@ int64_t frame_count(const std::string& text, std::optional<int64_t> max_frames) 
   return max_frames ? std::min(frames, *max_frames) : frames;
 }
 
-std::optional<int64_t> optional_int(const Json& info, const char* key) {
-  return info.contains(key) ? std::optional<int64_t>(info[key].get<int64_t>()) : std::nullopt;
+std::optional<int64_t> optional_int(const Json& object, const char* key) {
+  return object.contains(key) ? std::optional<int64_t>(object[key].get<int64_t>()) : std::nullopt;
 }
 
 }  // namespace
@@ -38,13 +38,15 @@ void ToneBackend::submit(runtime::GenerationRequest request, runtime::EventSink 
   auto live = std::make_shared<Live>();
   live->id = request.request_id;
   const Json info = request.additional_information;
+  // The talker's sampling, where the speech route puts max_new_tokens (as max_tokens) and seed.
+  const Json talker = request.sampling_params_list.empty() ? Json::object() : request.sampling_params_list[0];
   std::lock_guard lock(mutex_);
   submitted_.push_back(std::move(request));
   live_.push_back(live);
-  threads_.emplace_back([this, live, info, sink = std::move(sink)] {
+  threads_.emplace_back([this, live, info, talker, sink = std::move(sink)] {
     const std::string text = info.value("text", std::string());
     const std::vector<float> samples =
-        expected_samples(text, optional_int(info, "seed"), optional_int(info, "max_new_tokens"));
+        expected_samples(text, optional_int(talker, "seed"), optional_int(talker, "max_tokens"));
     const size_t frames = samples.size() / kToneSamplesPerFrame;
     size_t chunk = static_cast<size_t>(info.value("initial_codec_chunk_frames", int64_t{1}));
     size_t done = 0;

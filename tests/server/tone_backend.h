@@ -1,7 +1,8 @@
 // TEST ONLY: a ServingBackend that answers speech requests with a known tone, as a TTS pipeline
-// would: one 1920-sample frame per character of additional_information.text (at most
-// max_new_tokens), delivered from its own thread in chunks (initial_codec_chunk_frames, default 1,
-// then 2 frames per event), samples from runtime::tone_sample() with the request's seed. A text
+// would: one 1920-sample frame per character of additional_information.text (at most the talker's
+// sampling_params_list[0].max_tokens), delivered from its own thread in chunks
+// (initial_codec_chunk_frames, default 1, then 2 frames per event), samples from
+// runtime::tone_sample() with the talker's seed (sampling_params_list[0].seed). A text
 // starting with "FAIL" ends with an error event after the first chunk.
 #pragma once
 
