@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -71,8 +72,15 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
     for (const auto& name : flags.values["served_model_name"]) options.served_model_names.push_back(name);
   }
   options.model_path = config.model;
+  options.pipeline = config.pipeline->model_type;
+  options.output_modalities.clear();
   for (const config::EffectiveStage& stage : config.stages) {
     if (!stage.topology->final_output) continue;
+    const std::string& modality = stage.topology->final_output_type;
+    if (std::find(options.output_modalities.begin(), options.output_modalities.end(), modality) ==
+        options.output_modalities.end()) {
+      options.output_modalities.push_back(modality);
+    }
     if (auto it = stage.engine_args.find("max_model_len"); it != stage.engine_args.end() && it->is_number_integer()) {
       options.max_model_len = it->get<int>();
     }

@@ -30,6 +30,10 @@ struct ApiServerOptions {
   std::string model_path;
   int max_model_len = 0;
   std::string version;  // what GET /version reports
+  // The served pipeline's name and the modalities its final-output stages produce (their
+  // final_output_type): a chat request whose `modalities` asks for another one is refused.
+  std::string pipeline;
+  std::vector<std::string> output_modalities = {"text"};
   int io_threads = 4;
   size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};

@@ -29,7 +29,9 @@ void check_messages(const Json& body) {
   }
 }
 
-std::vector<std::string> read_modalities(const FieldReader& fields) {
+// The requested output modalities, each one the served pipeline produces: asking for audio from a
+// pipeline without an audio stage is refused rather than answered with text alone.
+std::vector<std::string> read_modalities(const FieldReader& fields, const ServingContext& context) {
   auto modalities = fields.strings("modalities");
   if (!modalities) return {};
   for (const std::string& modality : *modalities) {
@@ -37,6 +39,7 @@ std::vector<std::string> read_modalities(const FieldReader& fields) {
       throw_invalid_field("modalities", "'modalities' entries must be text, audio or image, got '{}'", modality);
     }
   }
+  context.check_output_modalities(*modalities);
   return *modalities;
 }
 
@@ -64,7 +67,7 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   generation.sampling_params = sampling_params_from_request(body, SamplingEndpoint::kChatCompletions);
   CompletionResponseSpec spec =
       response_spec_from_request(CompletionApi::kChat, std::move(model), fields, generation.sampling_params);
-  generation.output_modalities = read_modalities(fields);
+  generation.output_modalities = read_modalities(fields, context);
   generation.sampling_params_list = read_sampling_params_list(fields);
   generation.prompt_token_ids =
       context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));

@@ -1,6 +1,7 @@
 #include "server/serving_context.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <random>
@@ -35,6 +36,16 @@ void ServingContext::check_token_ids(const std::vector<int32_t>& token_ids, cons
       throw_invalid_field(field, "token id {} at position {} of '{}' is outside the vocabulary [0, {})", token_ids[i],
                           i, field, vocab);
     }
+  }
+}
+
+void ServingContext::check_output_modalities(const std::vector<std::string>& modalities) const {
+  for (const std::string& modality : modalities) {
+    if (std::find(output_modalities.begin(), output_modalities.end(), modality) != output_modalities.end()) continue;
+    throw_invalid_field("modalities",
+                        "'modalities' asks for {}, but pipeline '{}' has no stage with final_output_type {}: it "
+                        "produces {}",
+                        modality, pipeline, modality, fmt::join(output_modalities, ", "));
   }
 }
 

@@ -22,6 +22,12 @@ struct ServingContext {
   int max_model_len;
   std::string version;
   RequestMetrics& metrics;
+  std::string pipeline;                        // the served pipeline's name
+  std::vector<std::string> output_modalities;  // what its final-output stages produce
+
+  // Throws InvalidField("modalities") naming the pipeline and what it produces when `modalities`
+  // asks for a modality no final-output stage of the pipeline produces.
+  void check_output_modalities(const std::vector<std::string>& modalities) const;
 
   // The served name the request asks for: its `model` field when that is one of the served
   // names, the first served name when the field is absent. Throws Error(kNotFound) for a model

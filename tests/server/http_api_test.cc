@@ -281,6 +281,33 @@ TEST_F(HttpApiTest, TokenizeAndDetokenize) {
   EXPECT_EQ(bad.json()["error"]["param"], "tokens");
 }
 
+// No dangling promises: audio asked of a pipeline that has no audio stage is a 400, not text alone.
+TEST_F(HttpApiTest, ChatModalitiesTheServedPipelineCannotProduceAreRefused) {
+  start({}, [](server::ApiServerOptions& o) {
+    o.pipeline = "qwen3";
+    o.output_modalities = {"text"};
+  });
+  const Json messages = {{{"role", "user"}, {"content", "hi"}}};
+  for (const Json& modalities : {Json{"text", "audio"}, Json{"audio"}}) {
+    CurlReply reply = post("/v1/chat/completions", {{"messages", messages}, {"modalities", modalities}});
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(reply.json(),
+              Json({{"error",
+                     {{"message",
+                       "'modalities' asks for audio, but pipeline 'qwen3' has no stage with final_output_type audio: "
+                       "it produces text"},
+                      {"type", "invalid_argument"},
+                      {"param", "modalities"},
+                      {"code", 400}}}}))
+        << modalities.dump();
+  }
+  EXPECT_TRUE(backend_->submitted().empty()) << "nothing reached the backend";
+  CurlReply text = post("/v1/chat/completions", {{"messages", messages}, {"modalities", {"text"}}});
+  EXPECT_EQ(text.status, 200) << text.body;
+  ASSERT_EQ(backend_->submitted().size(), 1u);
+  EXPECT_EQ(backend_->submitted()[0].output_modalities, std::vector<std::string>{"text"});
+}
+
 // The server states the ranges the engine applies (config/sampling_ranges.h), naming field and range.
 TEST_F(HttpApiTest, SamplingRangeErrorsNameTheFieldAndTheAllowedRange) {
   start();

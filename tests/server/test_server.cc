@@ -124,6 +124,9 @@ void ServerTest::start(ScriptedBackendOptions backend_options,
   options.io_threads = 2;
   options.max_body_bytes = 64 * 1024;
   options.drain_timeout = std::chrono::milliseconds(500);
+  // The scripted backend answers any modality: it stands for a pipeline with text and audio stages.
+  options.pipeline = "scripted";
+  options.output_modalities = {"text", "audio"};
   if (adjust) adjust(options);
   server_ = std::make_unique<server::ApiServer>(options, *backend_,
                                                 renderer_override_ ? renderer_override_ : &renderer_, metrics_);
