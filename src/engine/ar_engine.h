@@ -17,9 +17,8 @@
 // host before the next step (logprobs, logit_bias, penalties, min_tokens over stop tokens) makes
 // the engine run synchronously while it is unfinished.
 //
-// Threads: an ArEngine is owned by one thread, which makes every call (EngineLoop runs it on its
-// own thread and is the thread-safe front door). The exception is check_request(), which reads only
-// immutable state and may be called from any thread.
+// Threads: an ArEngine is owned by one thread, which makes every call (a stage worker's loop). The
+// exception is check_request(), which reads only immutable state and may be called from any thread.
 // Ownership: the engine borrows the model and the detokenizer; both must outlive it. It sizes and
 // initialises the model's KV cache in its constructor.
 #pragma once
