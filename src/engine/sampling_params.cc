@@ -97,29 +97,31 @@ bool read_bool(const Json& v, std::string_view source, std::string_view field) {
 }
 
 std::vector<FieldReader> field_readers(std::string_view source) {
-  static const SamplingParams d;
+  static const SamplingParams kDefault;
   auto s = std::string(source);
   return {
-      {"n", [s](const Json& v, SamplingParams& p) { p.n = v.is_null() ? d.n : read_int<int>(v, s, "n"); }},
+      {"n", [s](const Json& v, SamplingParams& p) { p.n = v.is_null() ? kDefault.n : read_int<int>(v, s, "n"); }},
       {"temperature",
        [s](const Json& v, SamplingParams& p) {
-         p.temperature = v.is_null() ? d.temperature : read_float(v, s, "temperature");
+         p.temperature = v.is_null() ? kDefault.temperature : read_float(v, s, "temperature");
        }},
-      {"top_p", [s](const Json& v, SamplingParams& p) { p.top_p = v.is_null() ? d.top_p : read_float(v, s, "top_p"); }},
-      {"top_k",
-       [s](const Json& v, SamplingParams& p) { p.top_k = v.is_null() ? d.top_k : read_int<int>(v, s, "top_k"); }},
-      {"min_p", [s](const Json& v, SamplingParams& p) { p.min_p = v.is_null() ? d.min_p : read_float(v, s, "min_p"); }},
+      {"top_p",
+       [s](const Json& v, SamplingParams& p) { p.top_p = v.is_null() ? kDefault.top_p : read_float(v, s, "top_p"); }},
+      {"top_k", [s](const Json& v,
+                    SamplingParams& p) { p.top_k = v.is_null() ? kDefault.top_k : read_int<int>(v, s, "top_k"); }},
+      {"min_p",
+       [s](const Json& v, SamplingParams& p) { p.min_p = v.is_null() ? kDefault.min_p : read_float(v, s, "min_p"); }},
       {"presence_penalty",
        [s](const Json& v, SamplingParams& p) {
-         p.presence_penalty = v.is_null() ? d.presence_penalty : read_float(v, s, "presence_penalty");
+         p.presence_penalty = v.is_null() ? kDefault.presence_penalty : read_float(v, s, "presence_penalty");
        }},
       {"frequency_penalty",
        [s](const Json& v, SamplingParams& p) {
-         p.frequency_penalty = v.is_null() ? d.frequency_penalty : read_float(v, s, "frequency_penalty");
+         p.frequency_penalty = v.is_null() ? kDefault.frequency_penalty : read_float(v, s, "frequency_penalty");
        }},
       {"repetition_penalty",
        [s](const Json& v, SamplingParams& p) {
-         p.repetition_penalty = v.is_null() ? d.repetition_penalty : read_float(v, s, "repetition_penalty");
+         p.repetition_penalty = v.is_null() ? kDefault.repetition_penalty : read_float(v, s, "repetition_penalty");
        }},
       {"logit_bias",
        [s](const Json& v, SamplingParams& p) {
@@ -171,15 +173,15 @@ std::vector<FieldReader> field_readers(std::string_view source) {
       {"include_stop_str_in_output",
        [s](const Json& v, SamplingParams& p) {
          p.include_stop_str_in_output =
-             v.is_null() ? d.include_stop_str_in_output : read_bool(v, s, "include_stop_str_in_output");
+             v.is_null() ? kDefault.include_stop_str_in_output : read_bool(v, s, "include_stop_str_in_output");
        }},
       {"ignore_eos",
        [s](const Json& v, SamplingParams& p) {
-         p.ignore_eos = v.is_null() ? d.ignore_eos : read_bool(v, s, "ignore_eos");
+         p.ignore_eos = v.is_null() ? kDefault.ignore_eos : read_bool(v, s, "ignore_eos");
        }},
       {"min_tokens",
        [s](const Json& v, SamplingParams& p) {
-         p.min_tokens = v.is_null() ? d.min_tokens : read_int<int>(v, s, "min_tokens");
+         p.min_tokens = v.is_null() ? kDefault.min_tokens : read_int<int>(v, s, "min_tokens");
        }},
       {"max_tokens",
        [s](const Json& v, SamplingParams& p) {
@@ -191,7 +193,7 @@ std::vector<FieldReader> field_readers(std::string_view source) {
        }},
       {"skip_special_tokens",
        [s](const Json& v, SamplingParams& p) {
-         p.skip_special_tokens = v.is_null() ? d.skip_special_tokens : read_bool(v, s, "skip_special_tokens");
+         p.skip_special_tokens = v.is_null() ? kDefault.skip_special_tokens : read_bool(v, s, "skip_special_tokens");
        }},
   };
 }
@@ -201,14 +203,15 @@ std::vector<FieldReader> field_readers(std::string_view source) {
 SamplingParams sampling_params_from_json(const Json& object, SamplingParams base, std::string_view source) {
   if (!object.is_object()) wrong_type(source, "sampling_params", "an object", object);
   std::vector<FieldReader> readers = field_readers(source);
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
     auto it = std::find_if(readers.begin(), readers.end(), [&](const FieldReader& r) { return r.name == key; });
     if (it == readers.end()) {
       std::string known;
       for (const FieldReader& r : readers) known += (known.empty() ? "" : ", ") + std::string(r.name);
       throw_error(ErrorCode::kInvalidArgument, "{}: unknown sampling parameter '{}' (known: {})", source, key, known);
     }
-    it->read(value, base);
+    it->read(item.value(), base);
   }
   return base;
 }
