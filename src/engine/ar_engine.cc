@@ -534,7 +534,7 @@ void ArEngine::forget(Request& r) {
   requests_.erase(r.id);
 }
 
-std::optional<RequestOutput> ArEngine::abort(std::string_view request_id, std::string error) {
+std::optional<RequestOutput> ArEngine::abort(std::string_view request_id, std::optional<Error> error) {
   auto it = requests_.find(std::string(request_id));
   if (it == requests_.end()) return std::nullopt;
   Request& r = *it->second;
@@ -547,7 +547,7 @@ std::optional<RequestOutput> ArEngine::abort(std::string_view request_id, std::s
   return out;
 }
 
-std::vector<RequestOutput> ArEngine::abort_all(std::string error) {
+std::vector<RequestOutput> ArEngine::abort_all(const std::optional<Error>& error) {
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());

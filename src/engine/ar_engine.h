@@ -81,9 +81,9 @@ class ArEngine {
   void add_request(EngineRequest request);
   // Ends an unfinished request now, freeing its KV blocks, and returns its last output (finish
   // reason abort, carrying `error` if given). nullopt when the id is unknown or already finished.
-  std::optional<RequestOutput> abort(std::string_view request_id, std::string error = {});
+  std::optional<RequestOutput> abort(std::string_view request_id, std::optional<Error> error = std::nullopt);
   // Aborts every unfinished request (engine shutdown or failure).
-  std::vector<RequestOutput> abort_all(std::string error = {});
+  std::vector<RequestOutput> abort_all(const std::optional<Error>& error = std::nullopt);
   // One iteration; returns one output per request that advanced, finished or failed, in batch order.
   // An exception from the model propagates; the engine is then only good for abort_all().
   std::vector<RequestOutput> step();

@@ -163,7 +163,7 @@ void GenerationEngine::decode(const std::vector<std::map<std::string, Request>::
       for (size_t i = 0; i < batch.size(); ++i) {
         outputs[first_output + i].audio.clear();
         if (e.code() != ErrorCode::kInvalidArgument) {
-          outputs[first_output + i].error = e.what();
+          outputs[first_output + i].error = e;
           failed[i] = true;
         }
       }
@@ -177,7 +177,7 @@ void GenerationEngine::decode(const std::vector<std::map<std::string, Request>::
       } catch (const Error& e) {
         AudioOutput& out = outputs[first_output + i];
         out.audio.clear();
-        out.error = e.what();
+        out.error = e;
         failed[i] = true;
       }
     }

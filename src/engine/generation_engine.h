@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/audio_chunk_schedule.h"
 #include "model/audio_decoder.h"
 
@@ -43,9 +44,9 @@ struct AudioChunking {
 
 struct AudioOutput {
   std::string request_id;
-  std::vector<float> audio;          // new samples, mono, at the decoder's sample rate
-  bool finished = false;             // the request's last output: its input ended and all of it is decoded
-  std::optional<std::string> error;  // the request failed and is gone (finished is set too)
+  std::vector<float> audio;    // new samples, mono, at the decoder's sample rate
+  bool finished = false;       // the request's last output: its input ended and all of it is decoded
+  std::optional<Error> error;  // the request failed and is gone (finished is set too)
 };
 
 class GenerationEngine {

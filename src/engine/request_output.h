@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/sampler.h"
 
 namespace omni::engine {
@@ -44,7 +45,7 @@ struct RequestOutput {
   bool finished = false;
   int num_prompt_tokens = 0;
   // Set when the request failed inside the engine (its completions finish with kAbort).
-  std::string error;
+  std::optional<Error> error;
 };
 
 }  // namespace omni::engine

@@ -122,10 +122,10 @@ class ArStageRunner final : public StageRunner {
   std::vector<StageOutput> step() override {
     std::vector<StageOutput> outputs;
     for (engine::RequestOutput& out : engine_->step()) {
-      if (!out.error.empty()) {
+      if (out.error) {
         StageOutput failed;
         failed.request_id = std::move(out.request_id);
-        failed.error = Error(ErrorCode::kInternal, fmt::format("stage {}: {}", stage_id_, out.error));
+        failed.error = Error(out.error->code(), fmt::format("stage {}: {}", stage_id_, out.error->what()));
         outputs.push_back(std::move(failed));
         continue;
       }

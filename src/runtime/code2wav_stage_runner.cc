@@ -129,7 +129,7 @@ class Code2WavStageRunner final : public StageRunner {
       stage_output.audio = std::move(out.audio);
       stage_output.audio_sample_rate = decoder_->sample_rate();
       if (out.error) {
-        stage_output.error = Error(ErrorCode::kInvalidArgument, fmt::format("stage {}: {}", stage_id_, *out.error));
+        stage_output.error = Error(out.error->code(), fmt::format("stage {}: {}", stage_id_, out.error->what()));
       }
       if (out.finished) stage_output.finish_reason = "stop";
       outputs.push_back(std::move(stage_output));

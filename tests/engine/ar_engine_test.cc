@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-
 #include "base/error.h"
 #include "engine_test_util.h"
 #include "fake_causal_lm.h"
@@ -216,11 +215,12 @@ TEST(ArEngineTest, AbortFreesEveryBlockAndEndsWithAbort) {
     EXPECT_FALSE(engine.abort("seeded-100")) << "already gone";
     EXPECT_FALSE(engine.abort("no-such-request"));
 
-    std::vector<RequestOutput> rest = engine.abort_all("shutting down");
+    std::vector<RequestOutput> rest = engine.abort_all(Error(ErrorCode::kUnavailable, "shutting down"));
     EXPECT_EQ(rest.size(), requests.size() - 1);
     for (const RequestOutput& r : rest) {
       EXPECT_TRUE(r.finished);
-      EXPECT_EQ(r.error, "shutting down");
+      ASSERT_TRUE(r.error);
+      EXPECT_STREQ(r.error->what(), "shutting down");
     }
     EngineStats after = engine.stats();
     EXPECT_EQ(after.num_free_blocks, after.num_blocks) << (caching ? "with" : "without") << " prefix caching";

@@ -4,7 +4,6 @@
 // read from the previous step's rows, tokens discarded after a stop) runs exactly as on a GPU.
 #include <gtest/gtest.h>
 
-
 #include "base/error.h"
 #include "engine/ar_engine.h"
 #include "engine_test_util.h"
@@ -256,7 +255,7 @@ TEST(AsyncSchedulingTest, AbortAllLeavesNothingInFlight) {
   for (int i = 0; i < 2; ++i) {
     for (const RequestOutput& out : engine.step()) finished += out.finished;
   }
-  std::vector<RequestOutput> aborted = engine.abort_all("shutting down");
+  std::vector<RequestOutput> aborted = engine.abort_all(Error(ErrorCode::kUnavailable, "shutting down"));
   EXPECT_EQ(aborted.size() + finished, pipelined_requests().size());
   EXPECT_GT(aborted.size(), 0u);
   // The step still on the device is read (and dropped) by the next step.

@@ -151,7 +151,8 @@ TEST(GenerationEngineTest, ADecodeErrorEndsOnlyThatRequest) {
   std::vector<AudioOutput> out = engine.step();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].request_id, "bad");
-  EXPECT_EQ(out[0].error, "code 99 is outside the codebook");
+  ASSERT_TRUE(out[0].error);
+  EXPECT_STREQ(out[0].error->what(), "code 99 is outside the codebook");
   EXPECT_TRUE(out[0].finished);
   out = engine.step();
   ASSERT_EQ(out.size(), 1u);
@@ -313,7 +314,8 @@ TEST(GenerationEngineTest, ABatchWithBadCodesFailsOnlyTheRequestAtFault) {
   engine.add_frames("good", frames(5, 1), false);
   std::vector<AudioOutput> out = engine.step();
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].error, "code 99 is outside the codebook");
+  ASSERT_TRUE(out[0].error);
+  EXPECT_STREQ(out[0].error->what(), "code 99 is outside the codebook");
   EXPECT_TRUE(out[0].finished);
   EXPECT_FALSE(out[1].error);
   EXPECT_EQ(out[1].audio, (std::vector<float>{0, 5, 1}));
@@ -327,8 +329,10 @@ TEST(GenerationEngineTest, ABatchWithBadCodesFailsOnlyTheRequestAtFault) {
   engine.add_frames("third", frames(0, 1), false);
   out = engine.step();
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].error, "the device failed");
-  EXPECT_EQ(out[1].error, "the device failed");
+  ASSERT_TRUE(out[0].error);
+  EXPECT_STREQ(out[0].error->what(), "the device failed");
+  ASSERT_TRUE(out[1].error);
+  EXPECT_STREQ(out[1].error->what(), "the device failed");
   EXPECT_TRUE(out[0].finished && out[1].finished);
   EXPECT_EQ(engine.num_requests(), 1u);  // good, whose first chunk went earlier
 }
