@@ -1,5 +1,5 @@
 // EngineLoop — the loop driver and thread-safe front door of an ArEngine. It runs the engine on a
-// thread of its own (the one owner DESIGN.md asks for); any thread submits and aborts requests
+// thread of its own (the one owner of docs/design.md); any thread submits and aborts requests
 // through its queue, and each request's outputs go to the callback given with it.
 //
 // Contract:
