@@ -84,7 +84,7 @@ std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan>
 TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
                                  int max_instructions_length = kDefaultMaxInstructionsLength);
 
-// The codec prefix (docs/models/qwen3_tts.md, "Prompt") (think/nothink, language, the speaker slot, pad, bos) as codec ids,
+// The codec prefix of docs/models/qwen3_tts.md (think/nothink, language, the speaker slot, pad, bos) as codec ids,
 // with -1 standing for a speaker row that is not a codec id (Base's x-vector). Exposed for tests.
 std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConfig& config);
 
