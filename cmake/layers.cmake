@@ -1,4 +1,4 @@
-# The layering of DESIGN.md §1, the one place it is written down.
+# The layering of docs/design.md ("Layers"), the one place it is written in code.
 # OMNI_LAYER_DEPS_<layer> lists the layers <layer> may use. CMake links each layer's
 # library to exactly these, and tests/layering checks every #include against them.
 set(OMNI_LAYERS base config tensor model engine runtime media server cli)

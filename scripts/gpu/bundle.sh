@@ -15,11 +15,11 @@
 # BINARY: paths under the build folder (default: omnistage, bench/make_random_checkpoint and every
 # GPU test and bench that exists: tests/tensor_test, tests/model_gpu_test, tests/codec_gpu_test,
 # tests/nccl_communicator_test, bench/codec_decoder_bench, bench/cuda_op_bench,
-# bench/file_read_bench). --out defaults to /work/main/.devrun/gpu (git-ignored there).
+# bench/file_read_bench). --out defaults to .devrun/gpu in this checkout (git-ignored).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$root/build"
-dest="/work/main/.devrun/gpu"
+dest="$root/.devrun/gpu"
 binaries=()
 while [[ $# -gt 0 ]]; do
   case "$1" in

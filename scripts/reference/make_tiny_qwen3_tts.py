@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Builds a tiny random-weight Qwen3-TTS talker checkpoint and its reference outputs.
 
-Qwen3-TTS is not in transformers (reference qwen-models.md §7-8.4), so this is a clean-room
-reference written from qwen-models.md §4.3-4.7: the talker and code-predictor stacks are
+Qwen3-TTS is not in transformers (and the official package does not run under transformers 5), so
+this is a clean-room reference written from docs/models/qwen3_tts.md: the talker and code-predictor stacks are
 transformers' Qwen3Model (fed inputs_embeds; with equal M-RoPE streams the talker's rotation is
 plain RoPE), everything around them (text projection, codec embeddings, heads, the prompt
-layouts of §4.6 and the greedy generation loop of §4.7) is written here in numpy/torch.
+layouts of its "Prompt" and the greedy generation loop of its "Generation") is written here in numpy/torch.
 
 Output (tests/data/tiny_qwen3_tts/): the checkpoint in the real layout (config.json,
 generation_config.json, model.safetensors, vocab.json, merges.txt, tokenizer_config.json; a
@@ -247,7 +247,7 @@ class Heads:
 
 
 def build_prompt(req, heads, tokenize, xvector):
-    """§4.6, non-streaming text layout. Returns (rows [n, H], text ids, codec prefix with -1 = x-vector)."""
+    """The prompt (docs/models/qwen3_tts.md, "Prompt"), non-streaming text layout. Returns (rows [n, H], text ids, codec prefix with -1 = x-vector)."""
     cfg, t = heads.cfg, heads.t
     ids = tokenize(f"<|im_start|>assistant\n{req['text']}<|im_end|>\n<|im_start|>assistant\n")
     role, text = ids[:3], ids[3:-5]
@@ -287,7 +287,7 @@ def build_prompt(req, heads, tokenize, xvector):
 
 
 def talker_logits_processors(logits, generated, t):
-    """§4.7 in Hugging Face's order: repetition penalty, min_new_tokens, suppression."""
+    """The talker's logits processors in Hugging Face's order: repetition penalty, min_new_tokens, suppression."""
     logits = logits.copy()
     for tok in set(generated):
         logits[tok] = logits[tok] * REPETITION_PENALTY if logits[tok] < 0 else logits[tok] / REPETITION_PENALTY
@@ -301,7 +301,7 @@ def talker_logits_processors(logits, generated, t):
 
 
 def generate(prompt_rows, tts_pad, heads, talker_stack, predictor_stack, codec_head, cp_heads):
-    """§4.7 greedy: talker and sub-talker argmax. Returns (frames, margins)."""
+    """Greedy generation (docs/models/qwen3_tts.md, "Generation"): talker and sub-talker argmax. Returns (frames, margins)."""
     t = heads.t
     seq = list(prompt_rows)
     frames, generated, margins = [], [], []

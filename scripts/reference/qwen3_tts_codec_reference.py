@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Float64 reference of the Qwen3-TTS 12 Hz codec decoder and a tiny checkpoint to run it on.
 
-Written from shared/reference/qwen-models.md (§1.1-1.7, §4.2 speech_tokenizer config, §4.10
-decoder), independently of the C++ decoder: plain numpy, float64, whole-sequence (non-streaming)
+Written from docs/models/qwen3_tts.md ("The codec decoder": the speech_tokenizer config, the
+stages and their building blocks), independently of the C++ decoder: plain numpy, float64, whole-sequence (non-streaming)
 computation with explicit zero padding for every causal convolution.
 
     /usr/bin/python3 scripts/reference/qwen3_tts_codec_reference.py --out tests/data/tiny_qwen3_tts_codec
@@ -60,7 +60,7 @@ SEED = 20261129
 
 
 def make_weights(c, rng):
-    """Random decoder weights with the real names and shapes (§4.10)."""
+    """Random decoder weights with the real names and shapes (docs/models/qwen3_tts.md)."""
     w = {}
 
     def normal(name, shape, std, mean=0.0):

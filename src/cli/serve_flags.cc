@@ -618,7 +618,7 @@ void require_range(const ServeFlags& flags, const std::string& dest, const char*
   }
 }
 
-// vLLM-Omni serve's rules for combining the launch flags (reference §3.1 and §4).
+// vLLM-Omni serve's rules for combining the launch flags (docs/configuration.md, "The command line").
 void validate_combinations(const ServeFlags& f) {
   for (const char* dest : {"port", "omni_master_port"}) {
     require_range(f, dest, dest == std::string("port") ? "--port" : "--omni-master-port", 0, 65535);

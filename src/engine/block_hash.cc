@@ -2,29 +2,17 @@
 
 #include <cassert>
 
+#include "base/splitmix64.h"
 #include "model/causal_lm.h"
 
 namespace omni::engine {
 
-namespace {
-
-// splitmix64's finaliser: a bijection with full avalanche, so nearby inputs give unrelated hashes.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
-
 BlockHash hash_block(BlockHash parent, std::span<const int32_t> tokens) {
   assert(tokens.size() == static_cast<size_t>(model::kKvBlockSize));
-  uint64_t h = mix(parent + 0x9e3779b97f4a7c15ull);
-  for (int32_t token : tokens) h = mix(h ^ static_cast<uint32_t>(token)) + 0x9e3779b97f4a7c15ull;
-  return mix(h);
+  // splitmix64's mixer has full avalanche, so nearby inputs give unrelated hashes.
+  uint64_t h = splitmix64_mix(parent + kSplitmix64Increment);
+  for (int32_t token : tokens) h = splitmix64_mix(h ^ static_cast<uint32_t>(token)) + kSplitmix64Increment;
+  return splitmix64_mix(h);
 }
 
 void extend_block_hashes(std::span<const int32_t> tokens, std::vector<BlockHash>& hashes) {

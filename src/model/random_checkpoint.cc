@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/splitmix64.h"
 #include "model/safetensors_writer.h"
 
 namespace omni::model {
@@ -15,18 +16,12 @@ namespace {
 // splitmix64: fast, and the same stream on every platform for a given seed.
 class Uniform {
  public:
-  explicit Uniform(uint64_t seed) : state_(seed) {}
+  explicit Uniform(uint64_t seed) : bits_(seed) {}
   // In [-1, 1).
-  float next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-  }
+  float next() { return static_cast<float>(bits_.next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }
 
  private:
-  uint64_t state_;
+  SplitMix64 bits_;
 };
 
 void write_json(const std::filesystem::path& path, const OrderedJson& json) {

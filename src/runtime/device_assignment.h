@@ -1,7 +1,7 @@
 // Which devices a stage replica process sees: a stage's `devices` ("0,1") are indices into the
 // launcher's CUDA_VISIBLE_DEVICES (physical ids when the launcher has none), and the replicas of a
-// stage split them (vLLM-Omni's rules, reference/vllm-omni.md §2.12). The result is the
-// CUDA_VISIBLE_DEVICES value each replica process is started with.
+// stage split them (vLLM-Omni's rules; docs/configuration.md, "Tensor parallelism and stage
+// placement"). The result is the CUDA_VISIBLE_DEVICES value each replica process is started with.
 #pragma once
 
 #include <optional>

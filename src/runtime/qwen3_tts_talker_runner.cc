@@ -65,8 +65,8 @@ std::optional<T> request_field(const Json& info, const char* key, const std::str
   }
 }
 
-// The talker's defaults: generation_config.json, and the §4.7 rule that an utterance has at
-// least two code0s (so never an empty reply).
+// The talker's defaults: generation_config.json, and the rule (docs/models/qwen3_tts.md) that an
+// utterance has at least two code0s (so never an empty reply).
 engine::SamplingParams talker_base(const tts::TalkerGenerationDefaults& d) {
   engine::SamplingParams p;
   p.temperature = d.do_sample.value_or(true) ? d.temperature.value_or(1.0f) : 0.0f;

@@ -6,6 +6,8 @@
 #include <numbers>
 #include <thread>
 
+#include "base/utf8.h"
+
 namespace omni::runtime {
 
 namespace {
@@ -22,10 +24,6 @@ T read_option(const Json& object, const char* field, T fallback, int stage_id, c
     throw_error(ErrorCode::kInvalidConfig, "stage {}: {}.{} has the wrong type ({})", stage_id, where, field,
                 it->type_name());
   }
-}
-
-int64_t code_points(const std::string& text) {
-  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
 }  // namespace
@@ -65,7 +63,7 @@ void TestToneRunner::add_request(StageRequest request) {
   running.decoder = stage_id_ != 0;
   if (!running.decoder) {
     const Json& sampling = request.sampling_params;
-    int64_t frames = code_points(info.value("text", std::string()));
+    auto frames = static_cast<int64_t>(code_points(info.value("text", std::string())));
     int64_t max_tokens = sampling.value("max_tokens", int64_t{1} << 30);
     running.frames = static_cast<int>(std::min(frames, max_tokens));
     const std::optional<int64_t> seed =

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "base/utf8.h"
 #include "server/generation.h"
 #include "server/logprobs_format.h"
 #include "server/openai_error.h"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/utf8.h"
+
 namespace omni::server {
 namespace {
 
@@ -22,12 +24,6 @@ Json utf8_bytes(const std::string& text) {
 }
 
 }  // namespace
-
-size_t code_points(const std::string& text) {
-  size_t count = 0;
-  for (unsigned char c : text) count += (c & 0xC0) != 0x80;
-  return count;
-}
 
 Json chat_logprobs_content(const std::vector<runtime::GeneratedTokenLogprobs>& logprobs,
                            const PromptRenderer* renderer) {

@@ -21,14 +21,10 @@ namespace omni::server {
 Json chat_logprobs_content(const std::vector<runtime::GeneratedTokenLogprobs>& logprobs,
                            const PromptRenderer* renderer);
 
-// The number of characters (code points) of UTF-8 text: the unit of text_offset, as in OpenAI's
-// API and vLLM's (Python's len).
-size_t code_points(const std::string& text);
-
 // A completion choice's logprobs (or a streamed chunk's part of them). Each token's text_offset is
-// where its string starts in the choice's text, in characters: the first at `text_offset` (the
-// text before it, an echoed prompt included), each next one after the previous token's string, as
-// vLLM counts them.
+// where its string starts in the choice's text, in characters (code points, `omni::code_points`, as
+// Python's len in vLLM): the first at `text_offset` (the text before it, an echoed prompt included),
+// each next one after the previous token's string, as vLLM counts them.
 class CompletionLogprobs {
  public:
   explicit CompletionLogprobs(size_t text_offset = 0) : next_text_offset_(text_offset) {}

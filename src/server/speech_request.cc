@@ -6,6 +6,7 @@
 #include <array>
 #include <string_view>
 
+#include "base/utf8.h"
 #include "media/time_stretch.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
@@ -17,11 +18,6 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kTaskTypes = {"CustomVoice", "VoiceDesign", "Base"};
 constexpr std::array<std::string_view, 2> kStreamFormats = {"sse", "audio"};
-
-size_t code_points(std::string_view text) {
-  return static_cast<size_t>(
-      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
 
 bool blank(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });

@@ -3,22 +3,11 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/splitmix64.h"
 
 namespace omni::engine::testing {
 
 using model::kKvBlockSize;
-
-namespace {
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 FakeCausalLm::FakeCausalLm(int vocab_size, std::vector<int32_t> eos_token_ids, int max_positions) {
   info_.vocab_size = vocab_size;
@@ -34,10 +23,10 @@ void FakeCausalLm::init_kv_cache(int num_blocks) {
 
 std::vector<float> FakeCausalLm::logits_for(std::span<const int32_t> history) const {
   uint64_t h = 0x12345;
-  for (int32_t t : history) h = mix(h ^ static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull;
+  for (int32_t t : history) h = splitmix64_mix(h ^ static_cast<uint32_t>(t)) + kSplitmix64Increment;
   std::vector<float> logits(info_.vocab_size);
   for (int v = 0; v < info_.vocab_size; ++v) {
-    uint64_t r = mix(h + static_cast<uint64_t>(v) * 0x632be59bd9b4e019ull);
+    uint64_t r = splitmix64_mix(h + static_cast<uint64_t>(v) * 0x632be59bd9b4e019ull);
     logits[v] = static_cast<float>(static_cast<double>(r >> 40) / static_cast<double>(1ull << 24) * 8.0 - 4.0);
   }
   if (preferred) logits[preferred(history)] += boost;

@@ -53,7 +53,7 @@ std::vector<std::string> model_names() {
   return names;
 }
 
-// ||got - want|| / ||want|| over a row (the relative error of METHOD.md and the issue).
+// ||got - want|| / ||want|| over a row (the relative error issue 7 measures by).
 double relative_error(const float* got, const float* want, int vocab) {
   double err = 0.0, mag = 0.0;
   for (int i = 0; i < vocab; ++i) {

@@ -31,8 +31,8 @@ std::vector<int32_t> ids_of(const Json& row, const char* key = "ids") {
 }
 
 const Tokenizer& qwen3() {
-  static const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(qwen3_dir());
-  return *tokenizer;
+  static const std::unique_ptr<Tokenizer> kTokenizer = Tokenizer::load(qwen3_dir());
+  return *kTokenizer;
 }
 
 // Checks every golden row: exact ids, and decode(ids) equal to Hugging Face's decode (the

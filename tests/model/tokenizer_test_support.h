@@ -1,16 +1,15 @@
-// Paths and helpers shared by the tokenizer and chat-template tests.
+// Paths and helpers shared by the tokenizer and chat-template tests (TempDir from tests/support).
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "base/json.h"
+#include "support/temp_dir.h"
 
 namespace omni::testing {
 
@@ -32,26 +31,5 @@ inline std::vector<Json> read_jsonl(const std::filesystem::path& file) {
   }
   return rows;
 }
-
-// A fresh directory under the system temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("omni-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace omni::testing

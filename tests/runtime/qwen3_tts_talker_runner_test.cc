@@ -205,7 +205,7 @@ int32_t argmax(const float* values, int n) {
 }
 
 // The streaming text layout (non_streaming_mode false) feeds the text one token per frame: decode
-// step k adds text token k+1, then tts_eos, then tts_pad (qwen-models.md §4.6). The runner's
+// step k adds text token k+1, then tts_eos, then tts_pad (docs/models/qwen3_tts.md). The runner's
 // greedy frames equal a replay of that loop on the talker itself.
 TEST(Qwen3TtsTalkerRunner, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
   namespace tts = model::qwen3_tts;

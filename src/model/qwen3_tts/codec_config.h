@@ -1,6 +1,6 @@
 // The Qwen3-TTS 12 Hz speech tokenizer's decoder configuration: `decoder_config` and the sample
 // rates of speech_tokenizer/config.json (model_type qwen3_tts_tokenizer_12hz). The defaults are
-// the released checkpoints' values (shared reference qwen-models.md §4.2).
+// the released checkpoints' values (docs/models/qwen3_tts.md, "The codec decoder").
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
-// The Qwen3-TTS 12 Hz codec decoder (Qwen3TTSTokenizerV2Decoder; shared reference
-// qwen-models.md §4.10): 16 codes per frame -> RVQ lookup -> causal conv -> sliding-window
+// The Qwen3-TTS 12 Hz codec decoder (Qwen3TTSTokenizerV2Decoder; docs/models/qwen3_tts.md,
+// "The codec decoder"): 16 codes per frame -> RVQ lookup -> causal conv -> sliding-window
 // transformer -> 2 ConvNeXt upsamplers -> 4 SnakeBeta decoder blocks -> 1920 samples of 24 kHz
 // audio per frame, float32, on the CPU or a CUDA device.
 //

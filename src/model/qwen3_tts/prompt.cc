@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/utf8.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -13,10 +14,6 @@ namespace {
 
 using tensor::DType;
 using tensor::Tensor;
-
-size_t code_points(const std::string& s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-}
 
 bool blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });

@@ -1,4 +1,4 @@
-// The talker's prompt (reference qwen-models.md §4.6): the rows of inputs_embeds that prefill the
+// The talker's prompt (docs/models/qwen3_tts.md, "Prompt"): the rows of inputs_embeds that prefill the
 // talker for one utterance, and the text-track vectors added to the following decode steps.
 // Layouts: CustomVoice (a built-in speaker's codec row), VoiceDesign (the voice described by
 // instructions) and Base with a given speaker embedding (an x-vector; cloning from reference
@@ -84,7 +84,7 @@ std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan>
 TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
                                  int max_instructions_length = kDefaultMaxInstructionsLength);
 
-// The codec prefix of §4.6 (think/nothink, language, the speaker slot, pad, bos) as codec ids,
+// The codec prefix of docs/models/qwen3_tts.md (think/nothink, language, the speaker slot, pad, bos) as codec ids,
 // with -1 standing for a speaker row that is not a codec id (Base's x-vector). Exposed for tests.
 std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConfig& config);
 

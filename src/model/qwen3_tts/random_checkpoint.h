@@ -1,7 +1,7 @@
 // Random-weight Qwen3-TTS talker checkpoints in the real Hugging Face layout, for demos and
 // benchmarks: config.json (CustomVoice, a few of the real speakers, the real special, language and
 // speaker ids), generation_config.json (the real sampling defaults), model.safetensors with every
-// talker.* tensor of §4.3 of the reference, and the Qwen2Tokenizer files (vocab.json, merges.txt,
+// talker.* tensor of docs/models/qwen3_tts.md's weight table, and the Qwen2Tokenizer files (vocab.json, merges.txt,
 // tokenizer_config.json with the TTS added tokens) derived from a Qwen3 tokenizer.json. The codec
 // (speech_tokenizer/) is written by the code2wav side.
 #pragma once

@@ -1,6 +1,6 @@
-// The Qwen3-TTS talker as computation (reference qwen-models.md §4.3–4.5): the talker stack that
-// predicts codebook 0 from caller-built input rows, and the code predictor (MTP) that predicts
-// codebooks 1..G-1 of each frame with its own small KV cache. Both stacks are DecoderLm (the
+// The Qwen3-TTS talker as computation (docs/models/qwen3_tts.md, "The talker", "The code predictor"):
+// the talker stack that predicts codebook 0 from caller-built input rows, and the code predictor
+// (MTP) that predicts codebooks 1..G-1 of each frame with its own small KV cache. Both stacks are DecoderLm (the
 // Qwen3 layer, q/k norm, NeoX RoPE) under the checkpoint's talker.* names; this class owns the
 // tables and heads around them. Codebook 0 is the caller's to sample (it gets logits and hands
 // back codes); codebooks 1..G-1 are drawn here, on the device, by predict_frames().

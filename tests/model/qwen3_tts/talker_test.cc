@@ -286,7 +286,7 @@ std::vector<float> combine(const float* a, const std::vector<float>& minus, cons
   return out;
 }
 
-// The streaming text layout of §4.6, checked against the reference's non-streaming rows, which
+// The streaming text layout (docs/models/qwen3_tts.md), checked against the reference's non-streaming rows, which
 // hold the same text-track vectors (P(X[i]) + C(pad), tts_eos + C(pad), tts_pad + C(bos)): the
 // same rows up to the codec prefix, then P(X[0]) + C(bos) as the last row, and the decode steps'
 // text track P(X[1]), ..., P(X[n-1]), tts_eos.
