@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   // Qwen3-0.6B's decode and prefill products (hidden 1024, MLP 3072), the released codec
   // decoder's (hidden 512, decoder_dim 1536; its upsampling convolutions multiply by [k, n]).
   std::vector<Shape> shapes = {
-      {"decode qkv", 1, 4096, 1024, true},        {"decode mlp up", 1, 6144, 1024, true},
-      {"decode mlp down", 1, 1024, 3072, true},   {"8 rows mlp up", 8, 6144, 1024, true},
+      {"decode qkv", 1, 4096, 1024, true},      {"decode mlp up", 1, 6144, 1024, true},
+      {"decode mlp down", 1, 1024, 3072, true}, {"8 rows mlp up", 8, 6144, 1024, true},
       {"8 rows mlp down", 8, 1024, 3072, true},
   };
   if (which == "all") {

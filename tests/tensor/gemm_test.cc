@@ -101,8 +101,8 @@ TEST(CpuGemmTest, EveryPathGivesTheBitsOfTheFmaChainInKOrder) {
             for (Isa isa : isas) {
               const std::vector<float> got = run(p, accumulate, isa);
               ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-                  << isa_name(isa) << ": m " << m << " n " << n << " k " << k << " layout " << layout
-                  << " accumulate " << accumulate;
+                  << isa_name(isa) << ": m " << m << " n " << n << " k " << k << " layout " << layout << " accumulate "
+                  << accumulate;
             }
           }
         }

@@ -15,11 +15,13 @@
 //
 // Why every CPU float32 product uses this rather than OpenBLAS (measured on the 2-core Sapphire
 // Rapids development VM, bench/gemm_bench.cc, docs/performance.md "Fixed-order CPU matrix
-// products"): OpenBLAS's results depend on the CPU model it detects and on the call's shape, so no
-// "batched equals alone" or "chunked equals one-shot" property could hold across machines with it;
-// this kernel keeps decode's matrix-vector products at OpenBLAS's speed (memory-bound either way)
-// and the large products of prefill and the codec decoder within the factor measured there, which
-// the CPU backend (tests, CI, small models) can afford.
+// products"): OpenBLAS's results depend on the CPU model it detects and on the call's shape, so
+// neither "batched equals alone" (the AR engine, the talker) nor "chunked equals one-shot" (the
+// codec decoder) could hold across machines with it, and keeping it for some products only would
+// let a row's path change with its batch. This kernel is faster than OpenBLAS for a few rows,
+// within 0.7-1x of it for large products, and about 0.65x for one row (decode at batch 1: the
+// weight is transposed into panels, 8 x 8 in registers); the CPU backend (tests, CI, small
+// models) can afford that for exactness.
 #include "tensor/cpu/gemm.h"
 
 #include <immintrin.h>
@@ -246,8 +248,8 @@ struct Avx512Micro {
 const Kernel& kernel_for(Isa isa) {
   static const Kernel kScalar = make_kernel<ScalarMicro>(kScalarNr, &pack_panel, std::make_integer_sequence<int, 4>());
   static const Kernel kAvx2 = make_kernel<Avx2Micro>(kAvx2Nr, &pack_panel_avx2, std::make_integer_sequence<int, 6>());
-  static const Kernel kAvx512 = make_kernel<Avx512Micro>(kAvx512Nr, &pack_panel_avx2,
-                                                            std::make_integer_sequence<int, kMaxRows>());
+  static const Kernel kAvx512 =
+      make_kernel<Avx512Micro>(kAvx512Nr, &pack_panel_avx2, std::make_integer_sequence<int, kMaxRows>());
   switch (isa) {
     case Isa::kAvx512:
       return kAvx512;
