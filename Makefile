@@ -6,7 +6,7 @@ CMAKE_FLAGS  ?=
 LINT_BASE    ?= HEAD
 DEPS_STAMP   := $(BUILD_DIR)/.deps-installed
 
-.PHONY: build test unit asan format lint deps clean serve
+.PHONY: build test unit asan format lint deps clean serve test-blas-kernels
 
 # install-deps is idempotent; the stamp skips even its quick check until the script changes.
 $(DEPS_STAMP): scripts/install-deps
@@ -23,6 +23,22 @@ build: $(BUILD_DIR)/build.ninja
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The CPU suite's bit-exactness promises (chunked = one-shot, batched = alone) on any x86-64 CPU:
+# the binaries that hold them, once under each OpenBLAS kernel family that AMD and Intel machines
+# get (SkylakeX where this CPU has AVX-512; none of our products may reach a BLAS, so none may
+# change a bit), then once on each non-default path of our gemm (OMNI_CPU_ISA, tensor/cpu/gemm.h).
+BLAS_KERNEL_TESTS ?= tensor_test model_test runtime_test qwen3_tts_talker_test engine_test
+test-blas-kernels: build
+	@cd $(BUILD_DIR)/tests && flags=$$(grep -m1 '^flags' /proc/cpuinfo); \
+	has() { for f in "$$@"; do echo " $$flags " | grep -qw "$$f" || return 1; done; }; \
+	runs="OPENBLAS_CORETYPE=Haswell OPENBLAS_CORETYPE=Zen OPENBLAS_CORETYPE=Sandybridge"; \
+	if has avx512f; then runs="$$runs OPENBLAS_CORETYPE=SkylakeX OMNI_CPU_ISA=avx2"; fi; \
+	if has avx2 fma; then runs="$$runs OMNI_CPU_ISA=scalar"; fi; \
+	for run in $$runs; do for t in $(BLAS_KERNEL_TESTS); do \
+	  echo "test-blas-kernels: $$run $$t"; \
+	  env $$run ./$$t --gtest_brief=1 >blas-kernels.log 2>&1 || { cat blas-kernels.log; exit 1; }; \
+	done; done; echo "test-blas-kernels: all passed under $$runs"
 
 unit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L unit

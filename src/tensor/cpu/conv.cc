@@ -1,18 +1,13 @@
 // Convolutions along time (time-major activations) for the audio decoders.
 //
-// Matrix products go to OpenBLAS. Its sgemm picks kernels and thread splits by the shape of the
-// call (one row goes to gemv, small or odd row counts to kernels that sum in another order), so
-// a row's result would depend on how many rows are computed with it, and a stream decoded in
-// chunks would drift from the one-shot decode. Every product here therefore runs on tiles of
-// exactly kRowTile rows (zero rows fill the last one): one call shape per layer, for which each
-// row gets the same arithmetic wherever it sits in a tile. tests/tensor/ops_test.cc checks it.
-// The price is the padding of short inputs (a one-frame chunk pays for a tile at frame rate).
-#include <cblas.h>
-
+// Their matrix products go through gemm (gemm.h), whose every output element is one fma chain in
+// a fixed order: a row's result depends only on its own input rows, so a stream decoded in chunks
+// equals the one-shot decode bit for bit on any CPU. tests/tensor/ops_test.cc checks it.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/thread_pool.h"
 
@@ -20,23 +15,9 @@ namespace omni::tensor::cpu {
 
 namespace {
 
-// Large enough that OpenBLAS's packing of the weights is amortised over many rows.
-constexpr int64_t kRowTile = 64;
-
-// out[r, :] = a[r, :] @ b^T (transpose_b) or a[r, :] @ b for r < rows, computed on `padded` rows
-// of a (a holds them; rows past `rows` are zero) into a scratch when out cannot take them.
-void product_rows(const float* a, int64_t rows, int64_t padded, const float* b, bool transpose_b, int64_t n, int64_t k,
-                  float* out, std::vector<float>& scratch) {
-  float* c = out;
-  if (padded != rows) {
-    scratch.resize(static_cast<size_t>(padded * n));
-    c = scratch.data();
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(padded),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(k), b,
-              static_cast<int>(transpose_b ? k : n), 0.0f, c, static_cast<int>(n));
-  if (c != out) std::memcpy(out, c, static_cast<size_t>(rows * n) * sizeof(float));
-}
+// Floats of scratch (im2col rows, product rows) a convolution takes at a time; its rows are
+// independent, so how many go together changes no bit.
+constexpr int64_t kScratchFloats = int64_t{1} << 21;
 
 void add_bias_rows(float* out, int64_t rows, int64_t n, const float* bias) {
   if (bias == nullptr) return;
@@ -81,16 +62,26 @@ void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilat
   const int64_t t_out = out.dim(0), c_in = x.dim(1), c_out = out.dim(1), taps = weight.dim(2);
   const int64_t width = c_in * taps;  // one im2col row: [c_in][taps], the order of weight's rows
   const float* in = x.data<float>();
-  const float* w = weight.data<float>();
-  const float* b = bias.defined() ? bias.data<float>() : nullptr;
   float* o = out.data<float>();
-  std::vector<float> cols, scratch;
-  for (int64_t begin = 0; begin < t_out; begin += kRowTile) {
-    const int64_t rows = std::min(kRowTile, t_out - begin);
-    const int64_t padded = kRowTile;
-    const float* a = in + begin * c_in;
-    if (taps != 1 || padded != rows) {
-      cols.assign(static_cast<size_t>(padded * width), 0.0f);
+  // A weight row is contiguous over (channel, tap), so each output's chain runs in that order and
+  // b is the transpose of the row-major weight [c_out, width] (the fast packing of gemm.cc). With
+  // one tap, x itself is the im2col matrix; else it is built a tile of rows at a time.
+  GemmOperands op;
+  op.b = weight.data<float>();
+  op.b_k = 1;
+  op.b_n = width;
+  op.lda = width;
+  op.ldc = c_out;
+  if (taps == 1) {
+    op.a = in;
+    op.c = o;
+    gemm(t_out, c_out, c_in, op, /*accumulate=*/false);
+  } else {
+    const int64_t tile = std::max<int64_t>(192, kScratchFloats / width);
+    std::vector<float> cols;
+    for (int64_t begin = 0; begin < t_out; begin += tile) {
+      const int64_t rows = std::min(tile, t_out - begin);
+      cols.resize(static_cast<size_t>(rows * width));
       parallel_for(rows, std::max<int64_t>(1, 8192 / width), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           float* dst = cols.data() + r * width;
@@ -100,12 +91,12 @@ void conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int dilat
           }
         }
       });
-      a = cols.data();
+      op.a = cols.data();
+      op.c = o + begin * c_out;
+      gemm(rows, c_out, width, op, /*accumulate=*/false);
     }
-    float* dst = o + begin * c_out;
-    product_rows(a, rows, padded, w, /*transpose_b=*/true, c_out, width, dst, scratch);
-    add_bias_rows(dst, rows, c_out, b);
   }
+  add_bias_rows(o, t_out, c_out, bias.defined() ? bias.data<float>() : nullptr);
 }
 
 void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int stride, int context, Tensor& out) {
@@ -127,14 +118,20 @@ void conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
       std::memset(row, 0, static_cast<size_t>(c_out) * sizeof(float));
     }
   }
-  std::vector<float> a, y, scratch;
-  for (int64_t begin = first_row; begin < t_in; begin += kRowTile) {
-    const int64_t rows = std::min(kRowTile, t_in - begin);
-    const int64_t padded = kRowTile;
-    a.assign(static_cast<size_t>(padded * c_in), 0.0f);
-    std::memcpy(a.data(), in + begin * c_in, static_cast<size_t>(rows * c_in) * sizeof(float));
-    y.resize(static_cast<size_t>(padded * width));
-    product_rows(a.data(), padded, padded, w, /*transpose_b=*/false, width, c_in, y.data(), scratch);
+  const int64_t tile = std::max<int64_t>(16, kScratchFloats / width);
+  std::vector<float> y;
+  GemmOperands op;
+  op.lda = c_in;
+  op.b = w;
+  op.b_k = width;
+  op.b_n = 1;
+  op.ldc = width;
+  for (int64_t begin = first_row; begin < t_in; begin += tile) {
+    const int64_t rows = std::min(tile, t_in - begin);
+    y.resize(static_cast<size_t>(rows * width));
+    op.a = in + begin * c_in;
+    op.c = y.data();
+    gemm(rows, width, c_in, op, /*accumulate=*/false);
     // Scatter in ascending input order per output position, so the sum of a position's
     // contributions has one order however the input was chunked.
     parallel_for(c_out, std::max<int64_t>(1, 4096 / (rows * taps)), [&](int64_t c0, int64_t c1) {

@@ -1,33 +1,21 @@
-#include <cblas.h>
-
-#include <cstring>
-
+// Every CPU float32 product goes through gemm (gemm.h): one fixed arithmetic order per output
+// element, so a row's result never depends on the rows batched with it, nor on the CPU.
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/kernels.h"
 
 namespace omni::tensor::cpu {
 
 void matmul(const Tensor& a, const Tensor& b, bool transpose_b, Tensor& out) {
-  const int m = static_cast<int>(a.dim(0));
-  const int k = static_cast<int>(a.dim(1));
-  const int n = static_cast<int>(out.dim(1));
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::memset(out.raw(), 0, out.nbytes());
-    return;
-  }
-  if (m == 1) {
-    // One token: a matrix-vector product streams the weight once, which is what decode is bound by.
-    if (transpose_b) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b.data<float>(), k, a.data<float>(), 1, 0.0f,
-                  out.data<float>(), 1);
-    } else {
-      cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b.data<float>(), n, a.data<float>(), 1, 0.0f,
-                  out.data<float>(), 1);
-    }
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k,
-              b.data<float>(), transpose_b ? k : n, 0.0f, out.data<float>(), n);
+  const int64_t k = a.dim(1), n = out.dim(1);
+  GemmOperands op;
+  op.a = a.data<float>();
+  op.lda = k;
+  op.b = b.data<float>();
+  op.b_k = transpose_b ? 1 : n;
+  op.b_n = transpose_b ? k : 1;
+  op.c = out.data<float>();
+  op.ldc = n;
+  gemm(a.dim(0), n, k, op, /*accumulate=*/false);
 }
 
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
