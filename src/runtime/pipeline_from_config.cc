@@ -10,7 +10,6 @@
 #include "model/model_registry.h"
 #include "runtime/ar_stage_runner.h"
 #include "runtime/code2wav_stage_runner.h"
-#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/shm_connector.h"
 #include "runtime/stage_runner.h"
 
@@ -56,9 +55,6 @@ bool runner_registered(std::string_view kind) {
 // The stage model that implements a stage of a model family with its own stage runners, by the
 // stage's execution type and architecture; empty when none.
 std::string family_runner_kind(const config::StagePipelineConfig& topology, const std::string& arch) {
-  if (topology.execution_type == config::ExecutionType::kLlmAr && arch == "Qwen3TTSForConditionalGeneration") {
-    return std::string(kQwen3TtsTalkerRunnerKind);
-  }
   if (topology.execution_type == config::ExecutionType::kLlmGeneration && arch == "Qwen3TTSCode2Wav") {
     return std::string(kQwen3TtsCode2WavRunnerKind);
   }

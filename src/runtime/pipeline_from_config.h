@@ -1,8 +1,8 @@
 // Turns the config layer's effective configuration (pipeline + deploy YAML + CLI, merged) into
 // the runtime's PipelineSpec, choosing each stage's runner from what the stage is: an
 // autoregressive stage (execution_type llm_ar) whose architecture has a built-in causal-LM
-// implementation runs on the "ar" runner (ar_stage_runner.h); Qwen3-TTS's talker
-// (Qwen3TTSForConditionalGeneration, llm_ar) on "qwen3_tts_talker" and its code2wav
+// implementation (model::builtin_model_registry(), stage models that build their own inputs
+// included) runs on the "ar" runner (ar_stage_runner.h); Qwen3-TTS's code2wav
 // (Qwen3TTSCode2Wav, llm_generation) on "qwen3_tts_code2wav".
 // The user never names a runner.
 #pragma once

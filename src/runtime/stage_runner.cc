@@ -6,7 +6,6 @@
 #include <mutex>
 
 #include "runtime/ar_stage_runner.h"
-#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/code2wav_stage_runner.h"
 #include "runtime/test_echo_runner.h"
 #include "runtime/test_tone_runner.h"
@@ -32,7 +31,6 @@ Registry& registry() {
       return std::make_unique<TestToneRunner>(args, context);
     };
     r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
-    r->factories[std::string(kQwen3TtsTalkerRunnerKind)] = make_qwen3_tts_talker_runner;
     r->factories[std::string(kQwen3TtsCode2WavRunnerKind)] = make_code2wav_stage_runner;
     return r;
   }();

@@ -15,11 +15,11 @@
 #include "media/audio_encoder.h"
 #include "media/pcm16.h"
 #include "model/pipelines.h"
+#include "runtime/ar_stage_runner.h"
 #include "runtime/code2wav_stage_runner.h"
 #include "runtime/device_assignment.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
-#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/stage_runner.h"
 #include "runtime/test_tone_runner.h"
 #include "server/api_server.h"
@@ -59,7 +59,7 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
   runtime::PipelineSpec pipeline =
       runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
   EXPECT_EQ(pipeline.stages.size(), 2u);
-  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kQwen3TtsTalkerRunnerKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kArRunnerKind);
   EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kQwen3TtsCode2WavRunnerKind);
   // The bundled qwen3_tts.yaml's connector options reach code2wav.
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["initial_codec_chunk_frames"], 1);

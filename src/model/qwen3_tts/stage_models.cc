@@ -12,6 +12,7 @@
 #include "model/qwen3_tts/codec_decoder.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/talker_stage_model.h"
 
 namespace omni::model {
 
@@ -95,6 +96,12 @@ std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs&
 void register_qwen3_tts_stage_models(StageModels& models) {
   models.generation.add(std::string(qwen3_tts::kCode2WavStageModel), qwen3_tts::load_code2wav_stage,
                         qwen3_tts::describe_checkpoint);
+  models.ar.add(
+      std::string(qwen3_tts::kTalkerStageModel),
+      [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
+        return std::make_unique<qwen3_tts::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
+      },
+      qwen3_tts::describe_checkpoint);
 }
 
 }  // namespace omni::model
