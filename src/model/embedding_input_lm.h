@@ -103,8 +103,8 @@ class EmbeddingInputLm : public CausalLm {
   // fixed-size steps to (ascending), for the model's own fixed-size steps; `capture_graphs`: those
   // may be CUDA graphs.
   virtual void prepare_requests(int max_num_seqs, const std::vector<int>& batch_sizes, bool capture_graphs) = 0;
-  // A request enters the running set (at most max_num_seqs hold resources at once) / ends
-  // (finished or aborted; also for a request that never ran).
+  // A request enters the running set (at most max_num_seqs hold resources at once) / a request
+  // that entered it ends (finished or aborted).
   virtual void acquire(ArRequestState& state) = 0;
   virtual void release(ArRequestState& state) = 0;
   // Whether the model can recompute a request's KV from the request alone. A model that cannot (its

@@ -11,6 +11,7 @@
 #include "engine/tokenizer_detokenizer.h"
 #include "model/embedding_input_lm.h"
 #include "model/hf_config.h"
+#include "model/stage_model_registry.h"
 #include "model/tokenizer/tokenizer.h"
 #include "runtime/engine_args.h"
 #include "runtime/tensor_parallel_model.h"
@@ -42,6 +43,16 @@ engine::SamplingParams base_sampling(const model::EmbeddingInputLm* lm, const fs
   return base;
 }
 
+// The stage's model: the stage model the pipeline names (model/stage_model_registry.h), or, split
+// over tensor-parallel ranks or with none named, the model of the checkpoint's architecture.
+std::unique_ptr<model::CausalLm> load_model(const EngineArgs& args, const tensor::Device& device) {
+  const std::optional<std::string> name = args.optional<std::string>("stage_model");
+  const int ranks = args.tensor_parallel_size();
+  if (name && ranks == 1) return model::builtin_stage_models().create_ar(*name, args.stage_model_args());
+  return load_tensor_parallel_lm(args.model_dir(),
+                                 {.size = ranks, .device = device, .dtype = args.dtype(), .engine_args = args.json()});
+}
+
 // A choice's tokens when the model has per-step outputs: only those whose step produced one (a stop
 // token produces none), their outputs concatenated into the payload.
 void keep_tokens_with_step_outputs(engine::CompletionOutput& completion, StageOutput& choice) {
@@ -66,9 +77,7 @@ class ArStageRunner final : public StageRunner {
     // Read before anything is loaded: a stage's share of a GPU is measured against it.
     std::optional<tensor::DeviceMemory> memory_at_start;
     if (device.type == tensor::DeviceType::kCuda) memory_at_start = tensor::cuda_memory_info(device.index);
-    model_ = load_tensor_parallel_lm(
-        dir,
-        {.size = args.tensor_parallel_size(), .device = device, .dtype = args.dtype(), .engine_args = engine_args});
+    model_ = load_model(args, device);
     embedding_lm_ = dynamic_cast<model::EmbeddingInputLm*>(model_.get());
     if (embedding_lm_) {
       config.memory_at_start = memory_at_start;

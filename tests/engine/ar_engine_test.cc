@@ -381,15 +381,7 @@ TEST(ArEngineTest, MaxModelLenEndsSequencesWithLength) {
 TEST(ArEngineTest, RejectsBadRequestsNamingTheProblem) {
   FakeCausalLm model(kVocab, {kEos});
   ArEngine engine(model, config_with(16, 64));
-  auto message = [&](EngineRequest r) {
-    try {
-      engine.add_request(std::move(r));
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto message = [&](EngineRequest r) { return testing::rejection(engine, std::move(r)); };
   EXPECT_NE(message({"a", {}, {}}).find("prompt is empty"), std::string::npos);
   EXPECT_NE(message({"b", {1, 97}, {}}).find("prompt token 97 (at index 1) is outside the vocabulary of 97"),
             std::string::npos);

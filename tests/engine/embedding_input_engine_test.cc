@@ -8,12 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/ar_engine.h"
+#include "engine_test_util.h"
 #include "model/embedding_input_lm.h"
 
 namespace omni::engine {
@@ -258,15 +258,7 @@ TEST(EmbeddingInputEngine, ReservesTheWholeRequestAtAdmissionAndAbortFreesIt) {
 TEST(EmbeddingInputEngine, RejectsWhatTheModelCannotRun) {
   FakeEmbeddingLm model;
   ArEngine engine(model, {.max_num_seqs = 2, .num_gpu_blocks_override = 8, .max_model_len = 64});
-  auto message = [&](EngineRequest r) {
-    try {
-      engine.add_request(std::move(r));
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
+  auto message = [&](EngineRequest r) { return testing::rejection(engine, std::move(r)); };
   EXPECT_NE(message(speech("r", Json::object())).find("rows is required"), std::string::npos);
   EXPECT_NE(message(speech("r", {{"rows", 65}})).find("the prompt has 65 rows, max_model_len is 64"),
             std::string::npos);
