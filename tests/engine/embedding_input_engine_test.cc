@@ -132,7 +132,7 @@ class FakeEmbeddingLm final : public model::EmbeddingInputLm {
 EngineRequest speech(const std::string& id, Json info, SamplingParams params = {.temperature = 0}) {
   EngineRequest r;
   r.request_id = id;
-  r.sampling_params = params;
+  r.sampling_params = std::move(params);
   r.additional_information = std::move(info);
   return r;
 }

@@ -119,32 +119,32 @@ std::vector<float> tone(std::optional<int64_t> seed, size_t frames) {
 class SpeechPipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ = new TempDir;
-    write_checkpoint(*model_dir_);
+    shared_model_dir = new TempDir;
+    write_checkpoint(*shared_model_dir);
     runtime::OrchestratorOptions options;
     options.worker_program = OMNISTAGE_BINARY;
-    orchestrator_ = new runtime::Orchestrator(tone_pipeline(model_dir_->path()), options);
+    shared_orchestrator = new runtime::Orchestrator(tone_pipeline(shared_model_dir->path()), options);
     server::ApiServerOptions api;
     api.port = 0;
     api.served_model_names = {"qwen3-tts"};
-    api.model_path = model_dir_->path().string();
-    api.speech.voices = server::load_checkpoint_voices(model_dir_->path());
-    metrics_ = new MetricsRegistry;
-    server_ = new server::ApiServer(api, *orchestrator_, nullptr, *metrics_);
-    server_->start();
+    api.model_path = shared_model_dir->path().string();
+    api.speech.voices = server::load_checkpoint_voices(shared_model_dir->path());
+    shared_metrics = new MetricsRegistry;
+    shared_server = new server::ApiServer(api, *shared_orchestrator, nullptr, *shared_metrics);
+    shared_server->start();
   }
 
   static void TearDownTestSuite() {
-    server_->stop();
-    orchestrator_->shutdown();
-    delete server_;
-    delete orchestrator_;
-    delete metrics_;
-    delete model_dir_;
+    shared_server->stop();
+    shared_orchestrator->shutdown();
+    delete shared_server;
+    delete shared_orchestrator;
+    delete shared_metrics;
+    delete shared_model_dir;
   }
 
   static std::string url(const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(server_->port()) + path;
+    return "http://127.0.0.1:" + std::to_string(shared_server->port()) + path;
   }
 
   static CurlReply speech(const Json& body) {
@@ -152,16 +152,16 @@ class SpeechPipelineTest : public ::testing::Test {
                      url("/v1/audio/speech")});
   }
 
-  static TempDir* model_dir_;
-  static runtime::Orchestrator* orchestrator_;
-  static MetricsRegistry* metrics_;
-  static server::ApiServer* server_;
+  static TempDir* shared_model_dir;
+  static runtime::Orchestrator* shared_orchestrator;
+  static MetricsRegistry* shared_metrics;
+  static server::ApiServer* shared_server;
 };
 
-TempDir* SpeechPipelineTest::model_dir_ = nullptr;
-runtime::Orchestrator* SpeechPipelineTest::orchestrator_ = nullptr;
-MetricsRegistry* SpeechPipelineTest::metrics_ = nullptr;
-server::ApiServer* SpeechPipelineTest::server_ = nullptr;
+TempDir* SpeechPipelineTest::shared_model_dir = nullptr;
+runtime::Orchestrator* SpeechPipelineTest::shared_orchestrator = nullptr;
+MetricsRegistry* SpeechPipelineTest::shared_metrics = nullptr;
+server::ApiServer* SpeechPipelineTest::shared_server = nullptr;
 
 std::vector<size_t> sse_chunk_frames(const CurlReply& reply) {
   std::vector<size_t> frames;
@@ -262,7 +262,7 @@ TEST_F(SpeechPipelineTest, BadRequestsNeverReachTheStages) {
   CurlReply instructions = speech({{"input", "hi"}, {"instructions", std::string(501, 'i')}});
   EXPECT_EQ(instructions.status, 400);
   EXPECT_NE(instructions.body.find("the limit is 500"), std::string::npos) << instructions.body;
-  EXPECT_TRUE(orchestrator_->healthy());
+  EXPECT_TRUE(shared_orchestrator->healthy());
 }
 
 TEST_F(SpeechPipelineTest, OpenAiClientAudioSpeechCreate) {
