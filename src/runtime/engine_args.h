@@ -22,6 +22,21 @@
 
 namespace omni::runtime {
 
+// object[key] converted to T; nullopt when the key is absent or null. A value that does not
+// convert is handed to `wrong_type`, which throws the caller's omni::Error naming the field in
+// the caller's words (should it return, the conversion's own exception propagates).
+template <typename T, typename WrongType>
+std::optional<T> optional_field(const Json& object, std::string_view key, WrongType&& wrong_type) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->template get<T>();
+  } catch (const Json::exception&) {
+    wrong_type(*it);
+    throw;
+  }
+}
+
 class EngineArgs {
  public:
   // `args` must be a JSON object (validate_pipeline checks it); kInvalidConfig naming the stage
@@ -35,13 +50,7 @@ class EngineArgs {
   // <key> has the wrong type (<value>)" when it does not convert to T.
   template <typename T>
   std::optional<T> optional(std::string_view key) const {
-    auto it = args_.find(key);
-    if (it == args_.end() || it->is_null()) return std::nullopt;
-    try {
-      return it->get<T>();
-    } catch (const std::exception&) {
-      throw_wrong_type(key, *it);
-    }
+    return optional_field<T>(args_, key, [&](const Json& value) { throw_wrong_type(key, value); });
   }
   template <typename T>
   T value_or(std::string_view key, T fallback) const {

@@ -1,7 +1,7 @@
 // /v1/audio/speech end to end through the real runtime: the qwen3_tts pipeline and its bundled
 // deploy YAML turned into a PipelineSpec by pipeline_spec_from_config, the real Orchestrator and
-// one `omnistage stage-worker` process per stage, with the test-only "test-tone" runner standing
-// in for the talker and code2wav (test_tone_runner.h), behind the real ApiServer. Checks the
+// one `omnistage_test stage-worker` process per stage, with the test-only "test-tone" runner
+// standing in for the talker and code2wav (test_tone_runner.h), behind the real ApiServer. Checks the
 // connector's chunking options and the request's initial_codec_chunk_frames reaching code2wav,
 // every format streamed and not, frame-aligned lengths, seeded determinism, stream == file, the
 // errors, /v1/audio/voices, and the official OpenAI client's audio.speech.create.
@@ -16,14 +16,13 @@
 #include "media/pcm16.h"
 #include "model/pipelines.h"
 #include "runtime/ar_stage_runner.h"
-#include "runtime/code2wav_stage_runner.h"
 #include "runtime/device_assignment.h"
+#include "runtime/generation_stage_runner.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
 #include "runtime/stage_runner.h"
-#include "runtime/test_tone_runner.h"
+#include "runtime/test_runners/test_tone_runner.h"
 #include "server/api_server.h"
-#include "server/speech_voices.h"
 #include "server/test_server.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -60,7 +59,11 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
       runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
   EXPECT_EQ(pipeline.stages.size(), 2u);
   EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kArRunnerKind);
-  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kQwen3TtsCode2WavRunnerKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["stage_model"], "qwen3_tts_talker");
+  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kGenerationRunnerKind);
+  EXPECT_EQ(pipeline.stages[1].engine_args["stage_model"], "qwen3_tts_code2wav");
+  // The family describes the checkpoint for the server (voices as config.json spells them).
+  EXPECT_EQ(pipeline.model_facts.voices, (std::vector<std::string>{"Vivian", "ryan"}));
   // The bundled qwen3_tts.yaml's connector options reach code2wav.
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["initial_codec_chunk_frames"], 1);
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["codec_chunk_frames"], 25);
@@ -122,13 +125,14 @@ class SpeechPipelineTest : public ::testing::Test {
     shared_model_dir = new TempDir;
     write_checkpoint(*shared_model_dir);
     runtime::OrchestratorOptions options;
-    options.worker_program = OMNISTAGE_BINARY;
-    shared_orchestrator = new runtime::Orchestrator(tone_pipeline(shared_model_dir->path()), options);
+    options.worker_program = OMNISTAGE_TEST_BINARY;
+    const runtime::PipelineSpec pipeline = tone_pipeline(shared_model_dir->path());
+    shared_orchestrator = new runtime::Orchestrator(pipeline, options);
     server::ApiServerOptions api;
     api.port = 0;
     api.served_model_names = {"qwen3-tts"};
     api.model_path = shared_model_dir->path().string();
-    api.speech.voices = server::load_checkpoint_voices(shared_model_dir->path());
+    api.speech.voices = pipeline.model_facts.voices;
     shared_metrics = new MetricsRegistry;
     shared_server = new server::ApiServer(api, *shared_orchestrator, nullptr, *shared_metrics);
     shared_server->start();

@@ -35,6 +35,7 @@ constexpr int kEos = 2150 - 1984;
 
 Json engine_args(const Json& extra = Json::object()) {
   Json args = {{"runner", std::string(kArRunnerKind)},
+               {"stage_model", "qwen3_tts_talker"},
                {"model", kDir.string()},
                {"max_num_seqs", 4},
                {"max_model_len", 512},

@@ -1,8 +1,6 @@
 #include "model/qwen3_tts/stage_models.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,17 +17,6 @@ namespace omni::model {
 namespace qwen3_tts {
 
 namespace {
-
-// config.json as an object; null when the file does not exist or holds no object.
-Json read_config(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return nullptr;
-  std::stringstream text;
-  text << in.rdbuf();
-  Json config = Json::parse(text.str(), nullptr, false);
-  if (config.is_discarded()) throw_error(ErrorCode::kLoadFailed, "{}: not valid JSON", file.string());
-  return config.is_object() ? config : Json(nullptr);
-}
 
 std::vector<std::string> voices_of(const Json& config, const std::filesystem::path& file) {
   auto talker = config.find("talker_config");
@@ -76,9 +63,10 @@ class Code2WavStage final : public StreamingDecoderStage {
 
 ModelFacts describe_checkpoint(const std::filesystem::path& model_dir) {
   const std::filesystem::path file = model_dir / "config.json";
-  const Json config = read_config(file);
   ModelFacts facts;
-  if (config.is_null()) return facts;
+  if (!std::filesystem::exists(file)) return facts;
+  const Json config = read_json_file(file);
+  if (!config.is_object()) return facts;
   facts.voices = voices_of(config, file);
   facts.task_types = task_types_of(config, file);
   if (std::filesystem::exists(model_dir / "speech_tokenizer" / "config.json")) {

@@ -25,7 +25,7 @@ inline constexpr std::string_view kCode2WavStageModel = "qwen3_tts_code2wav";
 // tts_model_type (custom_voice, voice_design, base; any case, with or without the underscore),
 // empty when it is absent; audio_sample_rate = speech_tokenizer/config.json's output sample rate
 // when that file exists. No config.json: empty facts. Throws omni::Error(kLoadFailed) naming the
-// file for invalid JSON, an spk_id that is not an object or an unknown tts_model_type.
+// file for malformed JSON, an spk_id that is not an object or an unknown tts_model_type.
 ModelFacts describe_checkpoint(const std::filesystem::path& model_dir);
 
 // Loads `args.model_dir`/speech_tokenizer onto args.device; throws what CodecDecoder::load throws.
