@@ -121,33 +121,33 @@ std::vector<float> tone(std::optional<int64_t> seed, size_t frames) {
 class SpeechPipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ = new TempDir;
-    write_checkpoint(*model_dir_);
+    checkpoint_dir = new TempDir;
+    write_checkpoint(*checkpoint_dir);
     runtime::OrchestratorOptions options;
     options.worker_program = OMNISTAGE_TEST_BINARY;
-    const runtime::PipelineSpec pipeline = tone_pipeline(model_dir_->path());
-    orchestrator_ = new runtime::Orchestrator(pipeline, options);
+    const runtime::PipelineSpec pipeline = tone_pipeline(checkpoint_dir->path());
+    orchestrator = new runtime::Orchestrator(pipeline, options);
     server::ApiServerOptions api;
     api.port = 0;
     api.served_model_names = {"qwen3-tts"};
-    api.model_path = model_dir_->path().string();
+    api.model_path = checkpoint_dir->path().string();
     api.speech.voices = pipeline.model_facts.voices;
-    metrics_ = new MetricsRegistry;
-    server_ = new server::ApiServer(api, *orchestrator_, nullptr, *metrics_);
-    server_->start();
+    metrics = new MetricsRegistry;
+    api_server = new server::ApiServer(api, *orchestrator, nullptr, *metrics);
+    api_server->start();
   }
 
   static void TearDownTestSuite() {
-    server_->stop();
-    orchestrator_->shutdown();
-    delete server_;
-    delete orchestrator_;
-    delete metrics_;
-    delete model_dir_;
+    api_server->stop();
+    orchestrator->shutdown();
+    delete api_server;
+    delete orchestrator;
+    delete metrics;
+    delete checkpoint_dir;
   }
 
   static std::string url(const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(server_->port()) + path;
+    return "http://127.0.0.1:" + std::to_string(api_server->port()) + path;
   }
 
   static CurlReply speech(const Json& body) {
@@ -155,16 +155,16 @@ class SpeechPipelineTest : public ::testing::Test {
                      url("/v1/audio/speech")});
   }
 
-  static TempDir* model_dir_;
-  static runtime::Orchestrator* orchestrator_;
-  static MetricsRegistry* metrics_;
-  static server::ApiServer* server_;
+  static TempDir* checkpoint_dir;
+  static runtime::Orchestrator* orchestrator;
+  static MetricsRegistry* metrics;
+  static server::ApiServer* api_server;
 };
 
-TempDir* SpeechPipelineTest::model_dir_ = nullptr;
-runtime::Orchestrator* SpeechPipelineTest::orchestrator_ = nullptr;
-MetricsRegistry* SpeechPipelineTest::metrics_ = nullptr;
-server::ApiServer* SpeechPipelineTest::server_ = nullptr;
+TempDir* SpeechPipelineTest::checkpoint_dir = nullptr;
+runtime::Orchestrator* SpeechPipelineTest::orchestrator = nullptr;
+MetricsRegistry* SpeechPipelineTest::metrics = nullptr;
+server::ApiServer* SpeechPipelineTest::api_server = nullptr;
 
 std::vector<size_t> sse_chunk_frames(const CurlReply& reply) {
   std::vector<size_t> frames;
@@ -265,7 +265,7 @@ TEST_F(SpeechPipelineTest, BadRequestsNeverReachTheStages) {
   CurlReply instructions = speech({{"input", "hi"}, {"instructions", std::string(501, 'i')}});
   EXPECT_EQ(instructions.status, 400);
   EXPECT_NE(instructions.body.find("the limit is 500"), std::string::npos) << instructions.body;
-  EXPECT_TRUE(orchestrator_->healthy());
+  EXPECT_TRUE(orchestrator->healthy());
 }
 
 TEST_F(SpeechPipelineTest, OpenAiClientAudioSpeechCreate) {
