@@ -76,7 +76,6 @@ std::unique_ptr<StreamingDecoderStage> StageModels::create_generation(std::strin
   return create(generation, config::ExecutionType::kLlmGeneration, name, args);
 }
 
-// The text LMs of model_registry.h, by the checkpoint's config.json architectures.
 void register_causal_lm_stage_models(StageModels& models) {
   models.ar.add("causal_lm", [](const StageModelArgs& args) {
     return builtin_model_registry().create_causal_lm(args.model_dir, {.device = args.device, .dtype = args.dtype});

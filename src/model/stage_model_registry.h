@@ -117,8 +117,9 @@ struct StageModels {
   std::unique_ptr<StreamingDecoderStage> create_generation(std::string_view name, const StageModelArgs& args) const;
 };
 
-// One function per model family, defined in src/model/<family>/ (e.g. qwen3_tts/code2wav_stage.cc).
+// "causal_lm": the text LMs of model_registry.h, by the checkpoint's config.json architectures.
 void register_causal_lm_stage_models(StageModels& models);
+// One function per model family, defined in src/model/<family>/ (e.g. qwen3_tts/stage_models.cc).
 void register_qwen3_tts_stage_models(StageModels& models);
 
 // Registers every family's stage models: the one list a new family adds its line to.

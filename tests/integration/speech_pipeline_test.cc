@@ -122,33 +122,33 @@ std::vector<float> tone(std::optional<int64_t> seed, size_t frames) {
 class SpeechPipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    shared_model_dir = new TempDir;
-    write_checkpoint(*shared_model_dir);
+    checkpoint_dir = new TempDir;
+    write_checkpoint(*checkpoint_dir);
     runtime::OrchestratorOptions options;
     options.worker_program = OMNISTAGE_TEST_BINARY;
-    const runtime::PipelineSpec pipeline = tone_pipeline(shared_model_dir->path());
-    shared_orchestrator = new runtime::Orchestrator(pipeline, options);
+    const runtime::PipelineSpec pipeline = tone_pipeline(checkpoint_dir->path());
+    orchestrator = new runtime::Orchestrator(pipeline, options);
     server::ApiServerOptions api;
     api.port = 0;
     api.served_model_names = {"qwen3-tts"};
-    api.model_path = shared_model_dir->path().string();
+    api.model_path = checkpoint_dir->path().string();
     api.speech.voices = pipeline.model_facts.voices;
-    shared_metrics = new MetricsRegistry;
-    shared_server = new server::ApiServer(api, *shared_orchestrator, nullptr, *shared_metrics);
-    shared_server->start();
+    metrics = new MetricsRegistry;
+    api_server = new server::ApiServer(api, *orchestrator, nullptr, *metrics);
+    api_server->start();
   }
 
   static void TearDownTestSuite() {
-    shared_server->stop();
-    shared_orchestrator->shutdown();
-    delete shared_server;
-    delete shared_orchestrator;
-    delete shared_metrics;
-    delete shared_model_dir;
+    api_server->stop();
+    orchestrator->shutdown();
+    delete api_server;
+    delete orchestrator;
+    delete metrics;
+    delete checkpoint_dir;
   }
 
   static std::string url(const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(shared_server->port()) + path;
+    return "http://127.0.0.1:" + std::to_string(api_server->port()) + path;
   }
 
   static CurlReply speech(const Json& body) {
@@ -156,16 +156,16 @@ class SpeechPipelineTest : public ::testing::Test {
                      url("/v1/audio/speech")});
   }
 
-  static TempDir* shared_model_dir;
-  static runtime::Orchestrator* shared_orchestrator;
-  static MetricsRegistry* shared_metrics;
-  static server::ApiServer* shared_server;
+  static TempDir* checkpoint_dir;
+  static runtime::Orchestrator* orchestrator;
+  static MetricsRegistry* metrics;
+  static server::ApiServer* api_server;
 };
 
-TempDir* SpeechPipelineTest::shared_model_dir = nullptr;
-runtime::Orchestrator* SpeechPipelineTest::shared_orchestrator = nullptr;
-MetricsRegistry* SpeechPipelineTest::shared_metrics = nullptr;
-server::ApiServer* SpeechPipelineTest::shared_server = nullptr;
+TempDir* SpeechPipelineTest::checkpoint_dir = nullptr;
+runtime::Orchestrator* SpeechPipelineTest::orchestrator = nullptr;
+MetricsRegistry* SpeechPipelineTest::metrics = nullptr;
+server::ApiServer* SpeechPipelineTest::api_server = nullptr;
 
 std::vector<size_t> sse_chunk_frames(const CurlReply& reply) {
   std::vector<size_t> frames;
@@ -266,7 +266,7 @@ TEST_F(SpeechPipelineTest, BadRequestsNeverReachTheStages) {
   CurlReply instructions = speech({{"input", "hi"}, {"instructions", std::string(501, 'i')}});
   EXPECT_EQ(instructions.status, 400);
   EXPECT_NE(instructions.body.find("the limit is 500"), std::string::npos) << instructions.body;
-  EXPECT_TRUE(shared_orchestrator->healthy());
+  EXPECT_TRUE(orchestrator->healthy());
 }
 
 TEST_F(SpeechPipelineTest, OpenAiClientAudioSpeechCreate) {

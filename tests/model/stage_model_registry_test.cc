@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "config/pipeline_registry.h"
+#include "model/model_registry.h"
 #include "model/pipelines.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/random_codec.h"
@@ -82,6 +83,16 @@ TEST(StageModelRegistryTest, LoadsARegisteredDecoderByNameAndNamesUnknownOnes) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(StageModelRegistryTest, CausalLmLoadsTheCheckpointsArchitecture) {
+  StageModelArgs args;
+  args.model_dir = std::string(OMNI_SOURCE_DIR) + "/tests/data/tiny_qwen/qwen3_mha_untied_f32_v4";
+  std::unique_ptr<ArStageModel> lm = builtin_stage_models().create_ar("causal_lm", args);
+  std::unique_ptr<CausalLm> direct = builtin_model_registry().create_causal_lm(args.model_dir);
+  EXPECT_EQ(lm->info().vocab_size, direct->info().vocab_size);
+  EXPECT_EQ(lm->kv_bytes_per_block(), direct->kv_bytes_per_block());
+  EXPECT_GT(lm->info().vocab_size, 0);
 }
 
 TEST(ModelFactsTest, MergeUnionsNamesAndKeepsTheFirstSampleRate) {

@@ -94,11 +94,12 @@ TEST_F(GenerationRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) 
   };
   // Frames arrive one payload per talker step, 1 frame each, then the rest in one go.
   for (int f = 0; f < 5; ++f) {
-    runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(f * 16, 16))}, false});
+    runner->add_input("a",
+                      StageInputChunk{{}, {payload(std::span(codes).subspan(static_cast<size_t>(f) * 16, 16))}, false});
     drain();
   }
   EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3}));  // frames 0-1, then 2-4
-  runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(5 * 16))}, true});
+  runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(size_t{5} * 16))}, true});
   drain();
   EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3, 3, 1}));
   EXPECT_EQ(finish, "stop");

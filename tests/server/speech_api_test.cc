@@ -79,7 +79,7 @@ std::vector<float> pcm_samples(const std::string& bytes) {
   std::vector<float> out;
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
     int16_t value = static_cast<int16_t>(static_cast<uint8_t>(bytes[i]) | (static_cast<uint8_t>(bytes[i + 1]) << 8));
-    out.push_back(value / 32768.0f);
+    out.push_back(static_cast<float>(value) / 32768.0f);
   }
   return out;
 }
