@@ -1,4 +1,4 @@
-// Frames per second of the Qwen3-TTS talker stage (qwen3_tts_talker runner: talker step + 15 code
+// Frames per second of the Qwen3-TTS talker stage (the "ar" runner: talker step + 15 code
 // predictor steps per frame) for a batch of requests started together, on the CPU or a GPU, for
 // docs/performance.md:
 //   build/bench/talker_bench --write 0.6b --model /tmp/qwen3-tts-0.6b-talker   # once, ~1.9 GB bf16
@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "model/qwen3_tts/random_checkpoint.h"
-#include "runtime/qwen3_tts_talker_runner.h"
+#include "runtime/ar_stage_runner.h"
 #include "runtime/stage_runner.h"
 
 int main(int argc, char** argv) {
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     }
     using Clock = std::chrono::steady_clock;
     const auto load_start = Clock::now();
-    omni::Json args = {{"runner", std::string(omni::runtime::kQwen3TtsTalkerRunnerKind)},
+    omni::Json args = {{"runner", std::string(omni::runtime::kArRunnerKind)},
                        {"model", model},
                        {"device", device},
                        {"max_num_seqs", requests},

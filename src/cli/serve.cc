@@ -21,7 +21,6 @@
 #include "runtime/pipeline_from_config.h"
 #include "runtime/termination_signals.h"
 #include "server/api_server.h"
-#include "server/speech_voices.h"
 #include "server/tokenizer_renderer.h"
 
 namespace omni::cli {
@@ -63,7 +62,8 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
                                                      model::ChatTemplate(source, name));
 }
 
-server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config) {
+server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config,
+                                            const model::ModelFacts& facts) {
   server::ApiServerOptions options;
   options.host = flags.values["host"].is_null() ? "0.0.0.0" : flags.values["host"].get<std::string>();
   options.port = static_cast<uint16_t>(flags.values["port"].get<int64_t>());
@@ -87,8 +87,9 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   }
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
-  options.speech.voices = server::load_checkpoint_voices(config.model);
-  options.speech.task_type = server::load_checkpoint_task_type(config.model);
+  options.speech.voices = facts.voices;
+  // A checkpoint that serves one speech task answers requests without task_type with it.
+  if (facts.task_types.size() == 1) options.speech.task_type = facts.task_types.front();
   for (const config::EffectiveStage& stage : config.stages) {
     auto it = stage.engine_args.find("tts_max_instructions_length");
     if (it != stage.engine_args.end() && it->is_number_integer())
@@ -123,7 +124,7 @@ int run_serve(const ServeFlags& flags) {
   orchestrator_options.metrics = &metrics;
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
-  server::ApiServer api(api_server_options(flags, config), orchestrator, renderer.get(), metrics);
+  server::ApiServer api(api_server_options(flags, config, pipeline.model_facts), orchestrator, renderer.get(), metrics);
   try {
     api.start();
   } catch (...) {

@@ -36,6 +36,10 @@ using StageInputAdapter =
 struct StagePipelineConfig {
   int stage_id = 0;
   std::string model_stage;  // sub-module of the model this stage runs: thinker, talker, code2wav…
+  // The stage model that implements the stage, by the name its family registered it under for the
+  // stage's execution type (model/stage_model_registry.h), e.g. "causal_lm". A pipeline may name one
+  // that no family registers yet: it is then valid, and serving it stops naming the stage.
+  std::string stage_model;
   ExecutionType execution_type = ExecutionType::kLlmAr;
   std::vector<int> input_sources;  // upstream stage ids; empty for an entry stage
   bool final_output = false;       // emits client-visible output

@@ -29,7 +29,9 @@ Sequence* AdmissionControl::admissible_head() const {
 bool AdmissionControl::admit_head(int num_new_tokens, const PrefixHit& hit) {
   Sequence* seq = admissible_head();
   assert(seq);
-  if (!kv_.allocate(*seq, num_new_tokens, &hit)) return false;
+  // A reserving sequence takes the blocks of its whole life now.
+  const int reserved = seq->reserved_tokens - seq->num_computed_tokens - hit.num_tokens;
+  if (!kv_.allocate(*seq, std::max(num_new_tokens, reserved), &hit)) return false;
   waiting_.pop_front();
   seq->status = SequenceStatus::kRunning;
   running_.push_back(seq);

@@ -4,7 +4,9 @@
 // below max_num_seqs and the KV pool has blocks for what they will compute, and it preempts by
 // recompute when a running sequence cannot grow: the most recently admitted running sequence gives
 // back all its blocks and returns to the head of the waiting queue with its tokens kept, to be
-// prefilled again later (its output does not change: it recomputes the same KV).
+// prefilled again later (its output does not change: it recomputes the same KV). A sequence with
+// reserved_tokens gets blocks for all of them on admission and never asks for more, so where every
+// sequence reserves (ArEngine with a model that cannot recompute) none is ever preempted.
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once
@@ -28,7 +30,8 @@ class AdmissionControl {
 
   // The waiting head if the running set has room for one more sequence, else nullptr.
   Sequence* admissible_head() const;
-  // Moves the waiting head into the running set, holding blocks for `hit` plus `num_new_tokens`.
+  // Moves the waiting head into the running set, holding blocks for `hit` plus `num_new_tokens` (or
+  // its reserved_tokens, when more).
   // Returns false, changing nothing, when the pool is short of blocks.
   bool admit_head(int num_new_tokens, const PrefixHit& hit);
   // Gives running `seq` blocks for `num_new_tokens` more tokens, preempting the most recently

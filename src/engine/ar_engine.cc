@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -43,6 +44,8 @@ struct ArEngine::Completion {
   bool finish_sent = false;
   // Async scheduling: the row of the step in flight that holds this completion's next token.
   int in_flight_row = -1;
+  // An embedding-input model's step outputs not yet reported, one per unsent output token.
+  std::vector<std::vector<uint8_t>> unsent_step_outputs;
 };
 
 struct ArEngine::Request {
@@ -55,11 +58,16 @@ struct ArEngine::Request {
   std::vector<std::unique_ptr<Completion>> completions;
   int num_unfinished = 0;
   bool in_step_output = false;
+  // An embedding-input model's request: its state, the ranges it never samples, whether it holds the model's
+  // per-request resources (from admission on).
+  std::unique_ptr<model::ArRequestState> state;
+  std::vector<model::TokenRange> suppressed_tokens;
+  bool acquired = false;
 };
 
 namespace {
 
-ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config) {
+ResolvedEngineConfig resolve(model::CausalLm& model, bool builds_inputs, const EngineConfig& config) {
   const model::CausalLmInfo& info = model.info();
   if (info.vocab_size <= 0) throw_error(ErrorCode::kInternal, "the model reports a vocabulary of {}", info.vocab_size);
   if (config.max_num_seqs < 1) {
@@ -71,13 +79,21 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
   }
   ResolvedEngineConfig r;
   r.max_num_seqs = config.max_num_seqs;
-  r.enable_chunked_prefill = config.enable_chunked_prefill;
+  // An embedding-input model's prompts are its rows, fed whole, and it runs synchronously.
+  r.enable_chunked_prefill = config.enable_chunked_prefill && !builds_inputs;
   r.enable_prefix_caching = config.enable_prefix_caching;
-  r.async_scheduling = config.async_scheduling;
+  r.async_scheduling = config.async_scheduling && !builds_inputs;
   constexpr int kChunkedPrefillTokens = 2048;
   size_t budget = 0;
   if (!config.kv_cache_memory_bytes && config.num_gpu_blocks_override <= 0) {
-    if (model.device().type == tensor::DeviceType::kCuda) {
+    if (config.memory_at_start && model.device().type == tensor::DeviceType::kCuda) {
+      const tensor::DeviceMemory now = tensor::cuda_memory_info(model.device().index);
+      budget = gpu_share_kv_cache_bytes(*config.memory_at_start, now, config.gpu_memory_utilization,
+                                        model.activation_bytes(config.max_num_batched_tokens, config.max_num_seqs));
+      spdlog::info("engine: {} MiB of {}'s {} MiB in use; this stage's share {} leaves {} MiB of KV cache",
+                   (now.total_bytes - now.free_bytes) >> 20, tensor::device_name(model.device()), now.total_bytes >> 20,
+                   config.gpu_memory_utilization, budget >> 20);
+    } else if (model.device().type == tensor::DeviceType::kCuda) {
       // The largest step: the token budget as resolved below (max_model_len is not known yet
       // without chunked prefill, so the longest sequence the model or the config allows).
       const int longest = config.max_model_len > 0 ? config.max_model_len : info.max_position_embeddings;
@@ -99,9 +115,9 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
   size_kv_cache(config, model.kv_bytes_per_block(), info.max_position_embeddings, budget, r);
 
   r.max_num_batched_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
-                             : config.enable_chunked_prefill   ? kChunkedPrefillTokens
+                             : r.enable_chunked_prefill        ? kChunkedPrefillTokens
                                                                : std::max(r.max_model_len, kChunkedPrefillTokens);
-  if (!config.enable_chunked_prefill && r.max_num_batched_tokens < r.max_model_len) {
+  if (!r.enable_chunked_prefill && r.max_num_batched_tokens < r.max_model_len) {
     throw_error(ErrorCode::kInvalidConfig,
                 "max_num_batched_tokens ({}) is smaller than max_model_len ({}) with chunked prefill disabled, so "
                 "long prompts could never run; raise max_num_batched_tokens, lower max_model_len or enable chunked "
@@ -119,14 +135,19 @@ ResolvedEngineConfig resolve(model::CausalLm& model, const EngineConfig& config)
 
 ArEngine::ArEngine(model::CausalLm& model, const EngineConfig& config, const Detokenizer* detokenizer)
     : model_(model),
+      embedding_lm_(dynamic_cast<model::EmbeddingInputLm*>(&model)),
       info_(model.info()),
       detokenizer_(detokenizer),
-      config_(resolve(model, config)),
+      config_(resolve(model, embedding_lm_ != nullptr, config)),
       kv_(config_.num_blocks, config_.enable_prefix_caching),
       scheduler_(SchedulerConfig{config_.max_num_seqs, config_.max_num_batched_tokens, config_.enable_chunked_prefill},
                  kv_),
       seed_source_(config.seed) {
   model_.init_kv_cache(config_.num_blocks);
+  if (embedding_lm_) {
+    embedding_lm_->prepare_requests(config_.max_num_seqs, decode_batch_sizes(config_.max_num_seqs),
+                                    !config.enforce_eager);
+  }
   if (model_.device().type == tensor::DeviceType::kCuda) {
     const std::vector<int> sizes = decode_batch_sizes(config_.max_num_seqs);
     const int max_blocks = (config_.max_model_len + model::kKvBlockSize - 1) / model::kKvBlockSize;
@@ -150,15 +171,17 @@ ArEngine::~ArEngine() = default;
 
 SamplingParams ArEngine::check_request(const EngineRequest& request) const {
   const auto& prompt = request.prompt_token_ids;
-  if (prompt.empty()) throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt is empty", request.request_id);
-  for (size_t i = 0; i < prompt.size(); ++i) {
+  if (prompt.empty() && !embedding_lm_) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt is empty", request.request_id);
+  }
+  for (size_t i = 0; i < prompt.size() && !embedding_lm_; ++i) {
     if (prompt[i] < 0 || prompt[i] >= info_.vocab_size) {
       throw_error(ErrorCode::kInvalidArgument,
                   "request {}: prompt token {} (at index {}) is outside the vocabulary of {} tokens",
                   request.request_id, prompt[i], i, info_.vocab_size);
     }
   }
-  if (static_cast<int>(prompt.size()) > config_.max_model_len) {
+  if (!embedding_lm_ && static_cast<int>(prompt.size()) > config_.max_model_len) {
     throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt ({} tokens) is longer than max_model_len ({})",
                 request.request_id, prompt.size(), config_.max_model_len);
   }
@@ -166,7 +189,7 @@ SamplingParams ArEngine::check_request(const EngineRequest& request) const {
   for (const auto& [token, bias] : params.logit_bias) {
     if (token < 0 || token >= info_.vocab_size) {
       throw_error(ErrorCode::kInvalidArgument,
-                  "sampling parameter 'logit_bias' names token {}, outside the vocabulary of {} tokens", token,
+                  "sampling parameters: logit_bias token {} is outside the vocabulary of {} tokens", token,
                   info_.vocab_size);
     }
   }
@@ -185,7 +208,8 @@ void ArEngine::add_request(EngineRequest request) {
   }
   auto r = std::make_unique<Request>();
   r->id = request.request_id;
-  int prompt_len = static_cast<int>(request.prompt_token_ids.size());
+  const int prompt_len =
+      embedding_lm_ ? start_embedding_request(request, params, *r) : static_cast<int>(request.prompt_token_ids.size());
   r->max_tokens = params.max_tokens.value_or(std::max(1, config_.max_model_len - prompt_len));
   if (!params.ignore_eos) r->min_tokens_stop_ids = info_.eos_token_ids;
   r->min_tokens_stop_ids.insert(r->min_tokens_stop_ids.end(), params.stop_token_ids.begin(),
@@ -200,8 +224,19 @@ void ArEngine::add_request(EngineRequest request) {
         r->params.seed ? static_cast<uint64_t>(*r->params.seed) + static_cast<uint64_t>(i) : seed_source_.next_u64();
     auto c = std::make_unique<Completion>(*r, i, seed);
     c->seq.id = next_sequence_id_++;
-    c->seq.token_ids = request.prompt_token_ids;
     c->seq.num_prompt_tokens = prompt_len;
+    if (embedding_lm_) {
+      c->seq.token_ids.assign(static_cast<size_t>(prompt_len), kNoToken);
+      c->seq.embedded_prompt = true;
+      // A model that cannot recompute holds the KV of every position the request can feed: its
+      // prompt and each output but the last.
+      const int64_t positions = static_cast<int64_t>(prompt_len) + r->max_tokens - 1;
+      if (!embedding_lm_->recomputes_kv()) {
+        c->seq.reserved_tokens = static_cast<int>(std::min<int64_t>(positions, config_.max_model_len));
+      }
+    } else {
+      c->seq.token_ids = request.prompt_token_ids;
+    }
     if (detokenizer_) c->detokenizer = detokenizer_->start(request.prompt_token_ids, r->params.skip_special_tokens);
     completions_[&c->seq] = c.get();
     r->completions.push_back(std::move(c));
@@ -210,6 +245,25 @@ void ArEngine::add_request(EngineRequest request) {
   for (auto& c : r->completions) scheduler_.add(c->seq);
   std::string id = r->id;
   requests_.emplace(std::move(id), std::move(r));
+}
+
+int ArEngine::start_embedding_request(const EngineRequest& request, SamplingParams& params, Request& r) {
+  const std::string& id = request.request_id;
+  if (params.n != 1) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: sampling parameter 'n' must be 1 for this model, got {}", id,
+                params.n);
+  }
+  model::ArRequestStart start = embedding_lm_->start_request(
+      {id, request.additional_information, params.max_tokens, params.seed, params.ignore_eos});
+  if (start.num_prompt_rows < 1 || start.num_prompt_rows > config_.max_model_len) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt has {} rows, max_model_len is {}", id,
+                start.num_prompt_rows, config_.max_model_len);
+  }
+  if (start.max_tokens) params.max_tokens = start.max_tokens;
+  if (start.seed) params.seed = start.seed;
+  r.state = std::move(start.state);
+  r.suppressed_tokens = std::move(start.suppressed_tokens);
+  return start.num_prompt_rows;
 }
 
 bool ArEngine::needs_host_history(const Request& r) {
@@ -236,12 +290,13 @@ std::vector<RequestOutput> ArEngine::step() {
   bool reads_previous_step = false;
   for (const ScheduledSequence& s : plan.scheduled) {
     model::SequenceSlice slice;
-    slice.query_start = static_cast<int32_t>(batch_.token_ids.size());
+    slice.query_start = static_cast<int32_t>(batch_.positions.size());
     slice.query_len = s.num_new_tokens;
     slice.context_len = s.context_len;
     slice.block_table = s.seq->block_ids;
     slice.wants_logits = s.samples;
-    for (int i = 0; i < s.num_new_tokens; ++i) {
+    for (int i = 0; i < s.num_new_tokens && embedding_lm_; ++i) batch_.positions.push_back(s.context_len + i);
+    for (int i = 0; i < s.num_new_tokens && !embedding_lm_; ++i) {
       const int position = s.context_len + i;
       if (position < s.seq->num_tokens()) {
         batch_.token_ids.push_back(s.seq->token_ids[position]);
@@ -344,6 +399,10 @@ ArEngine::SamplingPath ArEngine::sampling_path() const {
 }
 
 void ArEngine::forward_and_sample(const SchedulerOutput& plan) {
+  if (embedding_lm_) {
+    forward_embedding_lm(plan);
+    return;
+  }
   const SamplingPath path = sampling_.empty() ? SamplingPath::kHost : sampling_path();
   if (path != SamplingPath::kHost) {
     // The model picks the tokens where the logits are (on a GPU only the ids cross to the host).
@@ -372,7 +431,44 @@ void ArEngine::forward_and_sample(const SchedulerOutput& plan) {
   }
   model_.forward(batch_, logits_);
   scheduler_.complete(plan);
+  sample_on_host();
+}
 
+void ArEngine::forward_embedding_lm(const SchedulerOutput& plan) {
+  step_states_.clear();
+  for (const ScheduledSequence& s : plan.scheduled) {
+    Request& r = completions_.at(s.seq)->request;
+    if (!r.acquired) {
+      embedding_lm_->acquire(*r.state);
+      r.acquired = true;
+    }
+    step_states_.push_back(r.state.get());
+  }
+  embedding_lm_->forward_step(batch_, step_states_, logits_);
+  scheduler_.complete(plan);
+  const size_t vocab = static_cast<size_t>(info_.vocab_size);
+  for (size_t row = 0; row < sampling_.size() && logits_.size() >= sampling_.size() * vocab; ++row) {
+    float* logits = logits_.data() + row * vocab;
+    for (const model::TokenRange& range : sampling_[row]->request.suppressed_tokens) {
+      const int32_t end = std::min(range.end, static_cast<int32_t>(vocab));
+      for (int32_t t = std::max(range.first, 0); t < end; ++t) logits[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  sample_on_host();
+  sampled_rows_.clear();
+  for (size_t row = 0; row < sampling_.size(); ++row) {
+    const Completion& c = *sampling_[row];
+    sampled_rows_.push_back({c.request.state.get(), sampled_[row].token_id, c.rng.seed(), c.seq.num_output_tokens()});
+  }
+  step_outputs_.assign(sampling_.size(), {});
+  embedding_lm_->finish_step(sampled_rows_, step_outputs_);
+  if (step_outputs_.size() != sampling_.size()) {
+    throw_error(ErrorCode::kInternal, "the model returned {} step outputs for {} rows", step_outputs_.size(),
+                sampling_.size());
+  }
+}
+
+void ArEngine::sample_on_host() {
   // Sampling reads only each sequence's own row, tokens and random stream, so rows are sampled in
   // parallel (a fixed split, each part with its own Sampler scratch); appending tokens, which touches
   // shared state, stays serial and in batch order.
@@ -418,6 +514,7 @@ std::vector<RequestOutput> ArEngine::finish_step() {
   std::vector<Request*> touched;
   for (size_t row = 0; row < sampling_.size(); ++row) {
     Completion& c = *sampling_[row];
+    if (embedding_lm_) c.unsent_step_outputs.push_back(std::move(step_outputs_[row]));
     append_token(c, sampled_[row]);
     Request& r = c.request;
     if (!r.in_step_output) {
@@ -493,6 +590,8 @@ CompletionOutput ArEngine::take_delta(Completion& c) {
   c.tokens_sent = static_cast<int>(output_tokens.size());
   out.logprobs = std::move(c.unsent_logprobs);
   c.unsent_logprobs.clear();
+  out.step_outputs = std::move(c.unsent_step_outputs);
+  c.unsent_step_outputs.clear();
 
   size_t end = c.text.size();
   if (!c.finish_reason) {
@@ -526,6 +625,7 @@ RequestOutput ArEngine::take_output(Request& r) {
 
 void ArEngine::forget(Request& r) {
   if (needs_host_history(r)) --num_synchronous_requests_;
+  if (r.acquired) embedding_lm_->release(*r.state);
   for (auto& c : r.completions) {
     std::replace(in_flight_rows_.begin(), in_flight_rows_.end(), c.get(), static_cast<Completion*>(nullptr));
     std::replace(launched_rows_.begin(), launched_rows_.end(), c.get(), static_cast<Completion*>(nullptr));

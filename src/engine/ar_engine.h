@@ -17,6 +17,14 @@
 // host before the next step (logprobs, logit_bias, penalties, min_tokens over stop tokens) makes
 // the engine run synchronously while it is unfinished.
 //
+// A model that is a model::EmbeddingInputLm (model/embedding_input_lm.h) builds its own input rows: its
+// requests start through the model (additional_information), their prompts are the model's rows,
+// fed whole (no chunked prefill, no prefix cache), every step samples on the host after the
+// request's suppressed token ranges and then hands the tokens to the model's finish_step, whose
+// per-row bytes come out as the completion's step_outputs. Such an engine runs synchronously (no
+// async scheduling) and a request has one completion. A model that cannot recompute KV has each
+// request's whole prompt + max_tokens reserved at admission and is never preempted.
+//
 // Threads: an ArEngine is owned by one thread, which makes every call (a stage worker's loop). The
 // exception is check_request(), which reads only immutable state and may be called from any thread.
 // Ownership: the engine borrows the model and the detokenizer; both must outlive it. It sizes and
@@ -31,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/json.h"
 #include "engine/detokenizer.h"
 #include "engine/engine_config.h"
 #include "engine/kv_cache_manager.h"
@@ -39,13 +48,16 @@
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "model/causal_lm.h"
+#include "model/embedding_input_lm.h"
 
 namespace omni::engine {
 
 struct EngineRequest {
   std::string request_id;
-  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> prompt_token_ids;  // ignored by an embedding-input model, which builds its prompt
   SamplingParams sampling_params;
+  // What an embedding-input model starts the request from (model::ArRequestInput).
+  Json additional_information;
 };
 
 struct EngineStats {
@@ -75,7 +87,7 @@ class ArEngine {
 
   // Checks a request as add_request would (except for a duplicate id) and returns its validated
   // sampling parameters. Throws omni::Error(kInvalidArgument) naming the parameter or token at fault.
-  // Any thread.
+  // Any thread. For an embedding-input model only the sampling parameters (start_request checks the rest).
   SamplingParams check_request(const EngineRequest& request) const;
   // Queues a request (FCFS). Throws as check_request, and for an id already in the engine.
   void add_request(EngineRequest request);
@@ -115,6 +127,14 @@ class ArEngine {
   bool picks_plain_argmax(const Completion& completion) const;
   // Appends sampled_[row] to sampling_[row] for every row and returns the step's outputs.
   std::vector<RequestOutput> finish_step();
+  // An embedding-input model's step: forward_step, the host sampler after each row's suppressed ranges, then
+  // its finish_step, whose outputs go to step_outputs_ (by row).
+  void forward_embedding_lm(const SchedulerOutput& plan);
+  // Samples every row of sampling_ from logits_ with the host Sampler, in parallel.
+  void sample_on_host();
+  // Starts an embedding-input model's request: the model plans it (its state, suppressed ranges and
+  // overrides of `params` go into `r`) and this returns its prompt rows.
+  int start_embedding_request(const EngineRequest& request, SamplingParams& params, Request& r);
   // Async scheduling: launches the model on batch_ (its placeholder tokens read from the step in
   // flight) and returns the outputs of the step in flight, leaving this one in flight.
   std::vector<RequestOutput> launch_and_overlap(const SchedulerOutput& plan, bool reads_previous_step);
@@ -130,6 +150,7 @@ class ArEngine {
   void forget(Request& request);
 
   model::CausalLm& model_;
+  model::EmbeddingInputLm* embedding_lm_;  // model_ when it is one, else nullptr
   model::CausalLmInfo info_;
   const Detokenizer* detokenizer_;
   ResolvedEngineConfig config_;
@@ -149,6 +170,10 @@ class ArEngine {
   std::vector<float> logits_;
   std::vector<int32_t> sampled_ids_;
   std::vector<tensor::ops::SamplingParams> device_params_;
+  // An embedding-input model's step: the request state of each slice, the sampled rows and their outputs.
+  std::vector<model::ArRequestState*> step_states_;
+  std::vector<model::ArSampledRow> sampled_rows_;
+  std::vector<std::vector<uint8_t>> step_outputs_;
   // Async scheduling: the rows of the step in flight, and of the step being launched, with nullptr
   // for a completion forgotten since (aborted); the unfinished requests that keep the engine
   // synchronous (needs_host_history).

@@ -1,6 +1,6 @@
-// Which ready chunks a code2wav stage decodes in its next decoder call (GenerationEngine::step).
+// Which ready chunks a streaming audio decoder stage decodes in its next decoder call (GenerationEngine::step).
 // Streaming audio has two kinds of chunk with different clocks:
-//   - a stream's first chunk (its initial_codec_chunk_frames): its client has no audio yet, so
+//   - a stream's first chunk (AudioChunking::first_chunk_frames): its client has no audio yet, so
 //     every moment it waits is time to first packet; first chunks are short (one frame by default)
 //     and many of them cost little more together than one alone (a decoder call is launch-bound);
 //   - a later chunk: its client is playing the audio sent so far, so the chunk is due when that
@@ -51,7 +51,7 @@ struct ChunkCandidate {
 struct ChunkScheduleLimits {
   int max_batch = 4;             // decode_batch_max_size
   int decoder_max_batch = 1;     // the decoder's own limit (StreamingAudioDecoder::max_batch())
-  int chunk_frames = 25;         // codec_chunk_frames: sizes the frame budget of a call of first chunks
+  int chunk_frames = 25;         // AudioChunking::chunk_frames: sizes the frame budget of a call of first chunks
   std::vector<int> batch_sizes;  // decode_cudagraph_batch_sizes, ascending, each <= max_batch; may be empty
 };
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "tensor/backend.h"
+
 namespace omni::engine {
 
 struct EngineConfig {
@@ -34,6 +36,10 @@ struct EngineConfig {
   // every running sequence gets one more token, and reads step N's ids afterwards (ArEngine). The
   // outputs are the same as without it.
   bool async_scheduling = false;
+  // The device's memory before the stage loaded anything. Set (on a GPU, for an embedding-input model,
+  // model/embedding_input_lm.h): the KV budget is this stage's gpu_memory_utilization share of the
+  // device (gpu_share_kv_cache_bytes), so stages sharing a device keep their own shares.
+  std::optional<tensor::DeviceMemory> memory_at_start;
 };
 
 struct ResolvedEngineConfig {

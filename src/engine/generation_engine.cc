@@ -21,8 +21,8 @@ constexpr double kEstimateWeight = 0.5;
 
 GenerationEngine::GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking, TimeSource now)
     : decoder_(decoder), chunking_(std::move(chunking)), now_(std::move(now)) {
-  expect_chunk_size("initial_codec_chunk_frames", chunking_.first_chunk_frames);
-  expect_chunk_size("codec_chunk_frames", chunking_.chunk_frames);
+  expect_chunk_size("first_chunk_frames", chunking_.first_chunk_frames);
+  expect_chunk_size("chunk_frames", chunking_.chunk_frames);
   if (chunking_.max_batch < 1) {
     throw_error(ErrorCode::kInvalidArgument, "decode_batch_max_size must be at least 1, got {}", chunking_.max_batch);
   }
@@ -45,7 +45,7 @@ void GenerationEngine::add_request(const std::string& request_id, std::optional<
   }
   Request r;
   r.first_chunk_frames = first_chunk_frames.value_or(chunking_.first_chunk_frames);
-  expect_chunk_size("initial_codec_chunk_frames", r.first_chunk_frames);
+  expect_chunk_size("first_chunk_frames", r.first_chunk_frames);
   r.stream = decoder_.open_stream();
   r.arrival = next_arrival_++;
   requests_.emplace(request_id, std::move(r));

@@ -1,9 +1,8 @@
-// GenerationEngine: serves a non-autoregressive streaming decoder (a code2wav stage) to many
-// requests at once. Each request's frames arrive piece by piece (async_chunk) and are decoded
-// in chunks as soon as enough have arrived: first `first_chunk_frames` (a short first chunk for a
-// quick first packet), then `chunk_frames` at a time, and whatever is left once the input ends.
-// Each request owns a decoder stream (model/audio_decoder.h), so the audio of any chunking is
-// the audio of decoding all frames at once; no left context is ever decoded twice.
+// GenerationEngine: serves a non-autoregressive streaming decoder (a vocoder that turns speech codes into audio) to
+// many requests at once. Each request's frames arrive piece by piece (async_chunk) and are decoded in chunks as soon as
+// enough have arrived: first `first_chunk_frames` (a short first chunk for a quick first packet), then `chunk_frames`
+// at a time, and whatever is left once the input ends. Each request owns a decoder stream (model/audio_decoder.h), so
+// the audio of any chunking is the audio of decoding all frames at once; no left context is ever decoded twice.
 //
 // Each step() is one decoder call over some of the ready requests, chosen by
 // engine/audio_chunk_schedule.h: first chunks ahead of running streams' later chunks (all of them
@@ -29,18 +28,13 @@
 
 #include "base/error.h"
 #include "engine/audio_chunk_schedule.h"
+#include "model/audio_chunking.h"
 #include "model/audio_decoder.h"
 
 namespace omni::engine {
 
-struct AudioChunking {
-  int first_chunk_frames = 1;  // vLLM-Omni's initial_codec_chunk_frames
-  int chunk_frames = 25;       // codec_chunk_frames
-  int max_batch = 4;           // decode_batch_max_size: streams per decode call of later chunks
-  // decode_cudagraph_batch_sizes: the batch buckets calls are grouped into (audio_chunk_schedule.h);
-  // empty = none. Buckets above max_batch are never used.
-  std::vector<int> batch_sizes;
-};
+// How requests' frames are cut into decoder calls (model/audio_chunking.h).
+using AudioChunking = model::AudioChunking;
 
 struct AudioOutput {
   std::string request_id;

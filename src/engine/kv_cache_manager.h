@@ -5,7 +5,8 @@
 // With prefix caching, a full block is registered in the cache once a forward has written its KV
 // (never at allocation time, so that no sequence can read a block that the same forward is still
 // writing), and a sequence entering the running set takes the longest chain of cached blocks that
-// matches its tokens, short of its last token (whose logits must be computed).
+// matches its tokens, short of its last token (whose logits must be computed). A sequence with an
+// embedded prompt (rows, not tokens) is neither looked up nor registered.
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once

@@ -35,6 +35,9 @@ struct CompletionOutput {
   std::vector<SampledToken> logprobs;         // one per entry of token_ids when the request asked for logprobs
   std::optional<FinishReason> finish_reason;  // set on the completion's last output
   StopReason stop_reason;
+  // With an embedding-input model that has per-step outputs (model/embedding_input_lm.h): one per entry of
+  // token_ids, the bytes its step produced (empty: none).
+  std::vector<std::vector<uint8_t>> step_outputs;
 };
 
 struct RequestOutput {

@@ -16,6 +16,9 @@ namespace omni::engine {
 // queue) -> running (recomputes its prompt and output so far) -> ...; any -> finished on abort.
 enum class SequenceStatus { kWaiting, kRunning, kPreempted, kFinished };
 
+// What token_ids holds at the positions of an embedded prompt.
+inline constexpr int32_t kNoToken = -1;
+
 struct Sequence {
   int64_t id = 0;                  // unique in its engine, increasing in arrival order
   std::vector<int32_t> token_ids;  // the prompt, then every sampled token
@@ -33,10 +36,18 @@ struct Sequence {
   int num_placeholders = 0;
   SequenceStatus status = SequenceStatus::kWaiting;
   int num_preemptions = 0;
+  // The prompt is rows the model builds (model/embedding_input_lm.h), not token ids: token_ids holds
+  // kNoToken at its positions, prompt_token_ids() is empty, and no block of it is prefix-cached.
+  bool embedded_prompt = false;
+  // > 0: admission takes blocks for this many tokens at once, so that the sequence never grows its
+  // KV and is never preempted (a model that cannot recompute it).
+  int reserved_tokens = 0;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
-  std::span<const int32_t> prompt_token_ids() const { return {token_ids.data(), size_t(num_prompt_tokens)}; }
+  std::span<const int32_t> prompt_token_ids() const {
+    return {token_ids.data(), embedded_prompt ? 0 : size_t(num_prompt_tokens)};
+  }
   std::span<const int32_t> output_token_ids() const {
     return std::span<const int32_t>(token_ids).subspan(num_prompt_tokens);
   }

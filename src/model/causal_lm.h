@@ -54,6 +54,8 @@ struct CausalLmInfo {
   int vocab_size = 0;
   int max_position_embeddings = 0;
   std::vector<int32_t> eos_token_ids;  // from generation_config.json, else config.json
+  // Whether the sampled ids are tokens of the checkpoint's tokenizer (text to detokenize).
+  bool text_tokens = true;
 };
 
 class CausalLm {

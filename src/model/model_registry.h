@@ -29,6 +29,9 @@ struct CausalLmLoadOptions {
   // Not owned, outlives the model. When set, the model is this rank's shard of a tensor-parallel
   // group (a family that cannot be split answers kUnsupported); the communicator works on `device`.
   tensor::Communicator* tensor_parallel = nullptr;
+  // The stage's engine arguments, for a stage model's own settings (model/embedding_input_lm.h); a text
+  // LM reads none of them.
+  Json engine_args = Json::object();
 };
 
 // Builds the model in `dir`, whose parsed config.json is `config` ("source" for error messages

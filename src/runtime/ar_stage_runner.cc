@@ -9,9 +9,11 @@
 
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "model/embedding_input_lm.h"
 #include "model/hf_config.h"
-#include "model/model_dtype.h"
+#include "model/stage_model_registry.h"
 #include "model/tokenizer/tokenizer.h"
+#include "runtime/engine_args.h"
 #include "runtime/tensor_parallel_model.h"
 #include "tensor/backend.h"
 
@@ -21,77 +23,72 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sampling keys a pipeline's sampling_constraints may set that are not engine parameters: every
-// "ar" stage detokenizes when its model has a tokenizer, so the flag carries no information here.
-constexpr std::string_view kPipelineOnlySamplingKeys[] = {"detokenize"};
-
-template <typename T>
-std::optional<T> optional_arg(const Json& args, const char* key, const StageRunnerContext& context) {
-  auto it = args.find(key);
-  if (it == args.end() || it->is_null()) return std::nullopt;
-  try {
-    return it->get<T>();
-  } catch (const std::exception&) {
-    throw_error(ErrorCode::kInvalidConfig, "stage {}: engine argument {} has the wrong type ({})", context.stage_id,
-                key, it->dump());
+// The sampling defaults below the request's: an embedding-input model's own, else
+// generation_config.json's temperature/top_p/top_k (as vLLM).
+engine::SamplingParams base_sampling(const model::EmbeddingInputLm* lm, const fs::path& dir) {
+  engine::SamplingParams base;
+  if (lm) {
+    const model::ArSamplingDefaults d = lm->sampling_defaults();
+    base.temperature = d.temperature.value_or(base.temperature);
+    base.top_k = d.top_k.value_or(base.top_k);
+    base.top_p = d.top_p.value_or(base.top_p);
+    base.repetition_penalty = d.repetition_penalty.value_or(base.repetition_penalty);
+    base.min_tokens = d.min_tokens.value_or(base.min_tokens);
+    return base;
   }
+  const model::GenerationDefaults defaults = model::read_generation_defaults(dir);
+  base.temperature = defaults.temperature.value_or(base.temperature);
+  base.top_p = defaults.top_p.value_or(base.top_p);
+  base.top_k = defaults.top_k.value_or(base.top_k);
+  return base;
 }
 
-engine::EngineConfig engine_config_from_args(const Json& args, const StageRunnerContext& context) {
-  engine::EngineConfig config;
-  config.max_num_seqs = optional_arg<int>(args, "max_num_seqs", context).value_or(config.max_num_seqs);
-  config.max_num_batched_tokens =
-      optional_arg<int>(args, "max_num_batched_tokens", context).value_or(config.max_num_batched_tokens);
-  config.enable_prefix_caching =
-      optional_arg<bool>(args, "enable_prefix_caching", context).value_or(config.enable_prefix_caching);
-  config.enable_chunked_prefill =
-      optional_arg<bool>(args, "enable_chunked_prefill", context).value_or(config.enable_chunked_prefill);
-  config.num_gpu_blocks_override =
-      optional_arg<int>(args, "num_gpu_blocks_override", context).value_or(config.num_gpu_blocks_override);
-  if (auto bytes = optional_arg<uint64_t>(args, "kv_cache_memory_bytes", context)) {
-    config.kv_cache_memory_bytes = static_cast<size_t>(*bytes);
+// The stage's model: the stage model the pipeline names (model/stage_model_registry.h), or, split
+// over tensor-parallel ranks or with none named, the model of the checkpoint's architecture.
+std::unique_ptr<model::CausalLm> load_model(const EngineArgs& args, const tensor::Device& device) {
+  const std::optional<std::string> name = args.optional<std::string>("stage_model");
+  const int ranks = args.tensor_parallel_size();
+  if (name && ranks == 1) return model::builtin_stage_models().create_ar(*name, args.stage_model_args());
+  return load_tensor_parallel_lm(args.model_dir(),
+                                 {.size = ranks, .device = device, .dtype = args.dtype(), .engine_args = args.json()});
+}
+
+// A choice's tokens when the model has per-step outputs: only those whose step produced one (a stop
+// token produces none), their outputs concatenated into the payload.
+void keep_tokens_with_step_outputs(engine::CompletionOutput& completion, StageOutput& choice) {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> payload;
+  for (size_t i = 0; i < completion.step_outputs.size() && i < choice.token_ids.size(); ++i) {
+    if (completion.step_outputs[i].empty()) continue;
+    tokens.push_back(choice.token_ids[i]);
+    payload.insert(payload.end(), completion.step_outputs[i].begin(), completion.step_outputs[i].end());
   }
-  config.max_model_len = optional_arg<int>(args, "max_model_len", context).value_or(config.max_model_len);
-  config.seed = optional_arg<uint64_t>(args, "seed", context).value_or(config.seed);
-  config.enforce_eager = optional_arg<bool>(args, "enforce_eager", context).value_or(config.enforce_eager);
-  config.async_scheduling = optional_arg<bool>(args, "async_scheduling", context).value_or(config.async_scheduling);
-  config.gpu_memory_utilization =
-      optional_arg<double>(args, "gpu_memory_utilization", context).value_or(config.gpu_memory_utilization);
-  return config;
+  choice.token_ids = std::move(tokens);
+  if (!payload.empty()) choice.payload = std::move(payload);
 }
 
 class ArStageRunner final : public StageRunner {
  public:
   ArStageRunner(const Json& engine_args, const StageRunnerContext& context) : stage_id_(context.stage_id) {
-    std::optional<std::string> model_dir = optional_arg<std::string>(engine_args, "model", context);
-    if (!model_dir || model_dir->empty()) {
-      throw_error(ErrorCode::kInvalidConfig, "stage {}: engine_args.model must name the checkpoint directory",
-                  context.stage_id);
+    const EngineArgs args(engine_args, context.stage_id);
+    const fs::path dir = args.model_dir();
+    const tensor::Device device = args.device();
+    engine::EngineConfig config = args.engine_config();
+    // Read before anything is loaded: a stage's share of a GPU is measured against it.
+    std::optional<tensor::DeviceMemory> memory_at_start;
+    if (device.type == tensor::DeviceType::kCuda) memory_at_start = tensor::cuda_memory_info(device.index);
+    model_ = load_model(args, device);
+    embedding_lm_ = dynamic_cast<model::EmbeddingInputLm*>(model_.get());
+    if (embedding_lm_) {
+      config.memory_at_start = memory_at_start;
+      for (std::string& key : embedding_lm_->ignored_sampling_keys()) ignored_sampling_keys_.push_back(std::move(key));
     }
-    const fs::path dir(*model_dir);
-    const int tensor_parallel_size = optional_arg<int>(engine_args, "tensor_parallel_size", context).value_or(1);
-    if (tensor_parallel_size < 1) {
-      throw_error(ErrorCode::kInvalidConfig, "stage {}: tensor_parallel_size must be >= 1, got {}", context.stage_id,
-                  tensor_parallel_size);
-    }
-    // The stage process sees only its own devices (CUDA_VISIBLE_DEVICES), so "cuda" is its first.
-    const std::string device_arg = optional_arg<std::string>(engine_args, "device", context).value_or("auto");
-    const tensor::Device device =
-        tensor::resolve_device(device_arg, fmt::format("stage {} engine argument device", context.stage_id));
-    const std::optional<tensor::DType> dtype =
-        model::parse_model_dtype(optional_arg<std::string>(engine_args, "dtype", context).value_or("auto"),
-                                 fmt::format("stage {} engine argument dtype", context.stage_id));
-    model_ = load_tensor_parallel_lm(dir, {.size = tensor_parallel_size, .device = device, .dtype = dtype});
-    if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) {
+    if (model_->info().text_tokens && (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json"))) {
       tokenizer_ = model::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);
     }
-    const model::GenerationDefaults defaults = model::read_generation_defaults(dir);
-    base_.temperature = defaults.temperature.value_or(base_.temperature);
-    base_.top_p = defaults.top_p.value_or(base_.top_p);
-    base_.top_k = defaults.top_k.value_or(base_.top_k);
-    engine_ =
-        std::make_unique<engine::ArEngine>(*model_, engine_config_from_args(engine_args, context), detokenizer_.get());
+    base_ = base_sampling(embedding_lm_, dir);
+    engine_ = std::make_unique<engine::ArEngine>(*model_, config, detokenizer_.get());
   }
 
   ~ArStageRunner() override {
@@ -100,13 +97,14 @@ class ArStageRunner final : public StageRunner {
   }
 
   void add_request(StageRequest request) override {
-    Json params = request.sampling_params;
-    for (std::string_view key : kPipelineOnlySamplingKeys) params.erase(std::string(key));
+    Json params = request.sampling_params.is_null() ? Json::object() : request.sampling_params;
+    for (const std::string& key : ignored_sampling_keys_) params.erase(key);
     const std::string source = fmt::format("stage {} request {} sampling_params", stage_id_, request.request_id);
     engine::EngineRequest engine_request;
     engine_request.request_id = request.request_id;
     engine_request.prompt_token_ids = std::move(request.prompt_token_ids);
     engine_request.sampling_params = engine::sampling_params_from_json(params, base_, source);
+    engine_request.additional_information = std::move(request.additional_information);
     engine_->add_request(std::move(engine_request));
   }
 
@@ -118,6 +116,13 @@ class ArStageRunner final : public StageRunner {
   }
 
   bool can_step() const override { return engine_->has_unfinished_requests(); }
+
+  std::vector<StepTiming> take_step_timings() override {
+    std::vector<StepTiming> timings;
+    if (!embedding_lm_) return timings;
+    for (model::StepPartTime& part : embedding_lm_->take_step_times()) timings.push_back({part.part, part.seconds});
+    return timings;
+  }
 
   std::vector<StageOutput> step() override {
     std::vector<StageOutput> outputs;
@@ -144,6 +149,7 @@ class ArStageRunner final : public StageRunner {
             entry.top.push_back({alternative.token_id, alternative.logprob});
           }
         }
+        if (!completion.step_outputs.empty()) keep_tokens_with_step_outputs(completion, choice);
         if (completion.finish_reason) {
           choice.finish_reason = std::string(engine::finish_reason_name(*completion.finish_reason));
           choice.more_choices = true;
@@ -168,6 +174,10 @@ class ArStageRunner final : public StageRunner {
  private:
   int stage_id_;
   std::unique_ptr<model::CausalLm> model_;
+  model::EmbeddingInputLm* embedding_lm_ = nullptr;  // model_ when it builds its own inputs
+  // Sampling keys a pipeline's sampling_constraints may set that are not engine parameters: every
+  // stage detokenizes when its model has a tokenizer, so the flag carries no information here.
+  std::vector<std::string> ignored_sampling_keys_ = {"detokenize"};
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<engine::TokenizerDetokenizer> detokenizer_;
   engine::SamplingParams base_;

@@ -66,9 +66,10 @@ class Orchestrator::Loop {
     if (options_.metrics) {
       step_time_ = &options_.metrics->histogram(
           "omnistage:stage_step_seconds",
-          "Time of one engine step of a stage (part \"step\": the whole step) and of its parts (the Qwen3-TTS "
-          "talker: \"talker\", \"code_predictor\"), and of taking one new request (part \"add_request\": e.g. "
-          "building the talker's prompt; requests queued behind it wait that long), as the stage worker measured it.",
+          "Time of one engine step of a stage (part \"step\": the whole step) and of its parts (those its runner "
+          "times, e.g. a model's forward and a per-step sub-model), and of taking one new request (part "
+          "\"add_request\": e.g. "
+          "building a prompt; requests queued behind it wait that long), as the stage worker measured it.",
           {"stage", "part"}, kHopBuckets);
     }
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

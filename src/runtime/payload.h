@@ -1,4 +1,4 @@
-// Bulk data that one stage hands to another (hidden states, codec frames, audio): the reference a
+// Bulk data that one stage hands to another (hidden states, speech codes, audio): the reference a
 // control message carries, and the consumer's read-only view of the bytes.
 #pragma once
 

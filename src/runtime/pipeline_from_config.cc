@@ -7,10 +7,9 @@
 #include <vector>
 
 #include "base/error.h"
-#include "model/model_registry.h"
+#include "model/stage_model_registry.h"
 #include "runtime/ar_stage_runner.h"
-#include "runtime/code2wav_stage_runner.h"
-#include "runtime/qwen3_tts_talker_runner.h"
+#include "runtime/generation_stage_runner.h"
 #include "runtime/shm_connector.h"
 #include "runtime/stage_runner.h"
 
@@ -21,7 +20,7 @@ namespace {
 Json plain(const OrderedJson& value) { return Json::parse(value.dump()); }
 
 // A connector as the deploy YAML defines it: vLLM-Omni's `extra` mixes the transport's own
-// options with those of the stages it connects (codec_chunk_frames, connector_get_max_wait…).
+// options with those of the stages it connects (the chunk sizes of a decoder, connector_get_max_wait…).
 // `transport` gets only the options its implementation reads (all of them for a connector whose
 // options are not listed); the consumer stage gets the whole `extra` as connector_extra.
 struct ResolvedConnector {
@@ -53,37 +52,41 @@ bool runner_registered(std::string_view kind) {
   return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
 }
 
-// The stage model that implements a stage of a model family with its own stage runners, by the
-// stage's execution type and architecture; empty when none.
-std::string family_runner_kind(const config::StagePipelineConfig& topology, const std::string& arch) {
-  if (topology.execution_type == config::ExecutionType::kLlmAr && arch == "Qwen3TTSForConditionalGeneration") {
-    return std::string(kQwen3TtsTalkerRunnerKind);
-  }
-  if (topology.execution_type == config::ExecutionType::kLlmGeneration && arch == "Qwen3TTSCode2Wav") {
-    return std::string(kQwen3TtsCode2WavRunnerKind);
+// The runner of each execution type's engine.
+std::string_view engine_runner_kind(config::ExecutionType type) {
+  switch (type) {
+    case config::ExecutionType::kLlmAr:
+      return kArRunnerKind;
+    case config::ExecutionType::kLlmGeneration:
+      return kGenerationRunnerKind;
+    case config::ExecutionType::kDiffusion:
+      break;
   }
   return {};
 }
 
-// The runner kind that implements a stage, from its execution type and architecture.
-std::string runner_kind(const config::EffectiveConfig& config, const config::EffectiveStage& stage) {
-  const config::StagePipelineConfig& topology = *stage.topology;
-  const std::string arch = topology.model_arch.empty() ? config.pipeline->model_arch : topology.model_arch;
-  const bool whole_model = topology.hf_config_name.empty();
-  if (topology.execution_type == config::ExecutionType::kLlmAr && whole_model &&
-      model::builtin_model_registry().has_causal_lm(arch)) {
-    return std::string(kArRunnerKind);
+// The runner kind that serves a stage: the engine runner of its execution type over the stage
+// model the pipeline names, or a runner registered under the stage model's own name (a stage
+// model that does not run on its execution type's engine yet).
+std::string runner_kind(const config::EffectiveConfig& config, const config::StagePipelineConfig& topology) {
+  const config::ExecutionType type = topology.execution_type;
+  const model::StageModels& models = model::builtin_stage_models();
+  if (!topology.stage_model.empty()) {
+    if (runner_registered(topology.stage_model)) return topology.stage_model;
+    if (models.has(type, topology.stage_model) && !engine_runner_kind(type).empty()) {
+      return std::string(engine_runner_kind(type));
+    }
   }
-  // A family runner counts only once it is built into this binary.
-  if (std::string kind = family_runner_kind(topology, arch); !kind.empty() && runner_registered(kind)) return kind;
+  const std::vector<std::string> registered = models.names(type);
   throw_error(ErrorCode::kUnsupported,
               "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
-              "model in omnistage (architecture {}{}; served today: llm_ar stages of {}). `omnistage config {}` "
-              "prints the effective configuration.",
-              config.pipeline->model_type, topology.stage_id, topology.model_stage,
-              config::execution_type_name(topology.execution_type), arch,
-              whole_model ? "" : ", sub-config " + topology.hf_config_name,
-              fmt::join(model::builtin_model_registry().causal_lm_architectures(), ", "), config.model);
+              "model in omnistage ({}; {} stage models built in: {}). `omnistage config {}` prints the effective "
+              "configuration.",
+              config.pipeline->model_type, topology.stage_id, topology.model_stage, config::execution_type_name(type),
+              topology.stage_model.empty() ? std::string("the pipeline names none")
+                                           : fmt::format("stage model '{}' is not registered", topology.stage_model),
+              config::execution_type_name(type),
+              registered.empty() ? std::string("none") : fmt::format("{}", fmt::join(registered, ", ")), config.model);
 }
 
 }  // namespace
@@ -102,11 +105,12 @@ PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config) {
     spec.num_replicas = static_cast<int>(stage.num_replicas);
     spec.engine_args = plain(stage.engine_args);
     spec.engine_args["model"] = config.model;
-    spec.engine_args["runner"] = runner_kind(config, stage);
+    spec.engine_args["runner"] = runner_kind(config, topology);
+    spec.engine_args["stage_model"] = topology.stage_model;
     spec.default_sampling_params = plain(stage.default_sampling_params);
     spec.sampling_constraints = topology.sampling_constraints;
-    // The stage model reads its chunking options (codec_chunk_frames, initial_codec_chunk_frames…)
-    // from the extra of the connectors that feed it.
+    // A decoding stage reads its chunking options (model/audio_chunking.h) from the extra of the
+    // connectors that feed it.
     Json connector_extra = Json::object();
     auto add_connector = [&](int source, const std::string& name) {
       ResolvedConnector connector = resolve_connector(config, spec.stage_id, name);
@@ -128,6 +132,10 @@ PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config) {
     }
     if (!connector_extra.empty()) spec.engine_args["connector_extra"] = std::move(connector_extra);
     pipeline.stages.push_back(std::move(spec));
+    if (model::builtin_stage_models().has(topology.execution_type, topology.stage_model)) {
+      pipeline.model_facts.merge(
+          model::builtin_stage_models().describe(topology.execution_type, topology.stage_model, config.model));
+    }
   }
   return pipeline;
 }

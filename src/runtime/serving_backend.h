@@ -33,8 +33,9 @@ struct GenerationRequest {
   // Requested output modalities ("text", "audio"); empty means the pipeline's default.
   std::vector<std::string> output_modalities;
   // Model-specific request inputs beyond the prompt (vLLM-Omni's additional_information), given
-  // to every stage the request runs on: for Qwen3-TTS the text, voice, language, instructions
-  // and task_type of /v1/audio/speech. A JSON object; the stages validate what they read.
+  // to every stage the request runs on: for a speech request the text, voice, language,
+  // instructions and task_type of /v1/audio/speech. A JSON object; the stages validate what they
+  // read.
   Json additional_information = Json::object();
 };
 

@@ -6,10 +6,7 @@
 #include <mutex>
 
 #include "runtime/ar_stage_runner.h"
-#include "runtime/qwen3_tts_talker_runner.h"
-#include "runtime/code2wav_stage_runner.h"
-#include "runtime/test_echo_runner.h"
-#include "runtime/test_tone_runner.h"
+#include "runtime/generation_stage_runner.h"
 
 namespace omni::runtime {
 
@@ -20,20 +17,13 @@ struct Registry {
   std::map<std::string, StageRunnerFactory> factories;
 };
 
-// Built-in kinds are listed here rather than self-registered, because a static library drops
-// object files nothing references.
+// Built-in kinds, one per engine, are listed here rather than self-registered, because a static
+// library drops object files nothing references.
 Registry& registry() {
   static Registry* instance = [] {
     auto* r = new Registry;
-    r->factories[std::string(kTestEchoRunnerKind)] = [](const Json& args, const StageRunnerContext& context) {
-      return std::make_unique<TestEchoRunner>(TestEchoRunner::Options::from_engine_args(args, context), context);
-    };
-    r->factories[std::string(kTestToneRunnerKind)] = [](const Json& args, const StageRunnerContext& context) {
-      return std::make_unique<TestToneRunner>(args, context);
-    };
     r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
-    r->factories[std::string(kQwen3TtsTalkerRunnerKind)] = make_qwen3_tts_talker_runner;
-    r->factories[std::string(kQwen3TtsCode2WavRunnerKind)] = make_code2wav_stage_runner;
+    r->factories[std::string(kGenerationRunnerKind)] = make_generation_stage_runner;
     return r;
   }();
   return *instance;

@@ -1,7 +1,9 @@
 // What a stage worker runs: one StageRunner owns the stage's engine and its requests. The worker
 // loop (stage_worker.h) is its only caller, from one thread; a runner never sees sockets or
-// processes. The production runner is the engine's ArEngine over the stage's model; runner kinds
-// are registered by name and chosen by the stage's engine_args["runner"].
+// processes. The production runners adapt one engine each ("ar": engine::ArEngine,
+// "generation": engine::GenerationEngine) to this protocol; runner kinds are registered by name and
+// chosen by the stage's engine_args["runner"] (pipeline_from_config.h sets it from the stage's
+// execution type). Tests register their stand-in runners with register_stage_runner().
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "runtime/engine_args.h"
 
 namespace omni::runtime {
 
@@ -11,13 +12,10 @@ namespace {
 // Reads an optional field, turning nlohmann's type errors into one that names the field.
 template <typename T>
 void read_field(const Json& json, const char* field, T& out, std::string_view source) {
-  auto it = json.find(field);
-  if (it == json.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const Json::exception& e) {
-    throw_error(ErrorCode::kInvalidConfig, "{}: field '{}' has the wrong type ({})", source, field, it->type_name());
-  }
+  std::optional<T> value = optional_field<T>(json, field, [&](const Json& wrong) {
+    throw_error(ErrorCode::kInvalidConfig, "{}: field '{}' has the wrong type ({})", source, field, wrong.type_name());
+  });
+  if (value) out = std::move(*value);
 }
 
 void read_object(const Json& json, const char* field, Json& out, std::string_view source) {

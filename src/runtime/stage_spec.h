@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "model/model_facts.h"
 
 namespace omni::runtime {
 
@@ -40,7 +41,8 @@ struct StageSpec {
   // The stage's devices: indices into the launcher's CUDA_VISIBLE_DEVICES (device_assignment.h).
   std::string devices;
   int num_replicas = 1;
-  // What the stage runner is built from; "runner" names the runner kind (stage_runner.h).
+  // What the stage runner is built from; "runner" names the runner kind (stage_runner.h),
+  // "stage_model" the stage model it runs (model/stage_model_registry.h).
   Json engine_args = Json::object();
   // Deploy defaults under a request's sampling parameters; the pipeline's constraints over both.
   Json default_sampling_params = Json::object();
@@ -49,6 +51,10 @@ struct StageSpec {
 
 struct PipelineSpec {
   std::vector<StageSpec> stages;  // index == stage_id
+  // What the served checkpoint tells the API (voices, task types, sample rate): the merged
+  // describe() of the stages' models (pipeline_from_config.h). Stays in the head process: it is
+  // for the server, not for the stages.
+  model::ModelFacts model_facts;
 };
 
 // Throws omni::Error(kInvalidConfig) naming the stage and field when: stage ids are not 0..N-1 in

@@ -1,5 +1,5 @@
-// The duration of one part of one engine step of a stage (the whole step, the Qwen3-TTS talker's
-// forward, its code predictor…): stage runners and workers measure them, heartbeats carry them to
+// The duration of one part of one engine step of a stage (the whole step, a model's forward, a
+// per-step sub-model…): stage runners and workers measure them, heartbeats carry them to
 // the head, which keeps them in its omnistage:stage_step_seconds{stage, part} histogram.
 #pragma once
 

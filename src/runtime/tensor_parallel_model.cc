@@ -218,7 +218,8 @@ std::unique_ptr<model::CausalLm> load_tensor_parallel_lm(const std::filesystem::
     throw_error(ErrorCode::kInvalidArgument, "tensor_parallel_size must be >= 1, got {}", launch.size);
   }
   if (launch.size == 1) {
-    return model::builtin_model_registry().create_causal_lm(dir, {.device = launch.device, .dtype = launch.dtype});
+    return model::builtin_model_registry().create_causal_lm(
+        dir, {.device = launch.device, .dtype = launch.dtype, .engine_args = launch.engine_args});
   }
   return std::make_unique<RankZeroLm>(dir, launch);
 }

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "base/json.h"
 #include "model/causal_lm.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -40,6 +41,8 @@ struct TensorParallelLaunch {
   std::optional<tensor::DType> dtype;
   // The omnistage executable the other ranks run.
   std::string program = "/proc/self/exe";
+  // The stage's engine arguments, for a model's own settings (model::CausalLmLoadOptions).
+  Json engine_args = Json::object();
 };
 
 // Loads the model in `dir` (model::builtin_model_registry()) split over launch.size ranks; with

@@ -4,13 +4,14 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/utf8.h"
 #include "media/time_stretch.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
-#include "server/speech_voices.h"
 
 namespace omni::server {
 
@@ -28,6 +29,14 @@ bool same_ascii_case_insensitive(std::string_view a, std::string_view b) {
            auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
            return lower(x) == lower(y);
          });
+}
+
+// The voice of `voices` that `name` names, ignoring ASCII case as Qwen3-TTS does; nullopt when none.
+std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name) {
+  for (const std::string& voice : voices) {
+    if (same_ascii_case_insensitive(voice, name)) return voice;
+  }
+  return std::nullopt;
 }
 
 void refuse_unsupported(const FieldReader& fields) {

@@ -28,8 +28,9 @@ namespace omni::server {
 
 // What the speech routes know of the served checkpoint (filled by the serve command).
 struct SpeechOptions {
-  std::vector<std::string> voices;    // built-in speakers (speech_voices.h); empty: voice not checked
-  std::string task_type;              // the checkpoint's task (speech_voices.h); empty: unknown
+  // From the model family's description of the checkpoint (model/model_facts.h).
+  std::vector<std::string> voices;    // built-in speakers; empty: voice not checked
+  std::string task_type;              // the checkpoint's task; empty: unknown
   int max_instructions_length = 500;  // --tts-max-instructions-length, in characters
 };
 

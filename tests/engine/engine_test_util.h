@@ -2,6 +2,8 @@
 // whole output from the streamed deltas.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <map>
 #include <random>
@@ -9,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/ar_engine.h"
 
 namespace omni::engine::testing {
@@ -49,6 +52,18 @@ inline void collect(const RequestOutput& out, Results& results) {
       r.stop_reason = c.stop_reason;
     }
   }
+}
+
+// The message of the kInvalidArgument error add_request throws for `request`; "accepted" when it
+// throws none.
+inline std::string rejection(ArEngine& engine, EngineRequest request) {
+  try {
+    engine.add_request(std::move(request));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return std::string(e.what());
+  }
+  return "accepted";
 }
 
 // Steps the engine until no request is left (at most `max_steps`).

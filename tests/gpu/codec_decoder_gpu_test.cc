@@ -137,7 +137,8 @@ TEST(Code2WavRunnerGpuTest, ServesStreamedRequestsInBatchesOnCuda) {
   runtime::StageRunnerContext context;
   context.stage_id = 1;
   auto runner = runtime::make_stage_runner(
-      {{"runner", "qwen3_tts_code2wav"},
+      {{"runner", "generation"},
+       {"stage_model", "qwen3_tts_code2wav"},
        {"model", dir.path().string()},
        {"device", "cuda"},
        {"connector_extra",

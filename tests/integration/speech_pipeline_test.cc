@@ -1,7 +1,7 @@
 // /v1/audio/speech end to end through the real runtime: the qwen3_tts pipeline and its bundled
 // deploy YAML turned into a PipelineSpec by pipeline_spec_from_config, the real Orchestrator and
-// one `omnistage stage-worker` process per stage, with the test-only "test-tone" runner standing
-// in for the talker and code2wav (test_tone_runner.h), behind the real ApiServer. Checks the
+// one `omnistage_test stage-worker` process per stage, with the test-only "test-tone" runner
+// standing in for the talker and code2wav (test_tone_runner.h), behind the real ApiServer. Checks the
 // connector's chunking options and the request's initial_codec_chunk_frames reaching code2wav,
 // every format streamed and not, frame-aligned lengths, seeded determinism, stream == file, the
 // errors, /v1/audio/voices, and the official OpenAI client's audio.speech.create.
@@ -15,15 +15,14 @@
 #include "media/audio_encoder.h"
 #include "media/pcm16.h"
 #include "model/pipelines.h"
-#include "runtime/code2wav_stage_runner.h"
+#include "runtime/ar_stage_runner.h"
 #include "runtime/device_assignment.h"
+#include "runtime/generation_stage_runner.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
-#include "runtime/qwen3_tts_talker_runner.h"
 #include "runtime/stage_runner.h"
-#include "runtime/test_tone_runner.h"
+#include "runtime/test_runners/test_tone_runner.h"
 #include "server/api_server.h"
-#include "server/speech_voices.h"
 #include "server/test_server.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -59,8 +58,12 @@ runtime::PipelineSpec tone_pipeline(const std::filesystem::path& model_dir) {
   runtime::PipelineSpec pipeline =
       runtime::pipeline_spec_from_config(config::build_effective_config(registry(), cli, environment));
   EXPECT_EQ(pipeline.stages.size(), 2u);
-  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kQwen3TtsTalkerRunnerKind);
-  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kQwen3TtsCode2WavRunnerKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["runner"], runtime::kArRunnerKind);
+  EXPECT_EQ(pipeline.stages[0].engine_args["stage_model"], "qwen3_tts_talker");
+  EXPECT_EQ(pipeline.stages[1].engine_args["runner"], runtime::kGenerationRunnerKind);
+  EXPECT_EQ(pipeline.stages[1].engine_args["stage_model"], "qwen3_tts_code2wav");
+  // The family describes the checkpoint for the server (voices as config.json spells them).
+  EXPECT_EQ(pipeline.model_facts.voices, (std::vector<std::string>{"Vivian", "ryan"}));
   // The bundled qwen3_tts.yaml's connector options reach code2wav.
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["initial_codec_chunk_frames"], 1);
   EXPECT_EQ(pipeline.stages[1].engine_args["connector_extra"]["codec_chunk_frames"], 25);
@@ -119,32 +122,33 @@ std::vector<float> tone(std::optional<int64_t> seed, size_t frames) {
 class SpeechPipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ = new TempDir;
-    write_checkpoint(*model_dir_);
+    checkpoint_dir = new TempDir;
+    write_checkpoint(*checkpoint_dir);
     runtime::OrchestratorOptions options;
-    options.worker_program = OMNISTAGE_BINARY;
-    orchestrator_ = new runtime::Orchestrator(tone_pipeline(model_dir_->path()), options);
+    options.worker_program = OMNISTAGE_TEST_BINARY;
+    const runtime::PipelineSpec pipeline = tone_pipeline(checkpoint_dir->path());
+    orchestrator = new runtime::Orchestrator(pipeline, options);
     server::ApiServerOptions api;
     api.port = 0;
     api.served_model_names = {"qwen3-tts"};
-    api.model_path = model_dir_->path().string();
-    api.speech.voices = server::load_checkpoint_voices(model_dir_->path());
-    metrics_ = new MetricsRegistry;
-    server_ = new server::ApiServer(api, *orchestrator_, nullptr, *metrics_);
-    server_->start();
+    api.model_path = checkpoint_dir->path().string();
+    api.speech.voices = pipeline.model_facts.voices;
+    metrics = new MetricsRegistry;
+    api_server = new server::ApiServer(api, *orchestrator, nullptr, *metrics);
+    api_server->start();
   }
 
   static void TearDownTestSuite() {
-    server_->stop();
-    orchestrator_->shutdown();
-    delete server_;
-    delete orchestrator_;
-    delete metrics_;
-    delete model_dir_;
+    api_server->stop();
+    orchestrator->shutdown();
+    delete api_server;
+    delete orchestrator;
+    delete metrics;
+    delete checkpoint_dir;
   }
 
   static std::string url(const std::string& path) {
-    return "http://127.0.0.1:" + std::to_string(server_->port()) + path;
+    return "http://127.0.0.1:" + std::to_string(api_server->port()) + path;
   }
 
   static CurlReply speech(const Json& body) {
@@ -152,16 +156,16 @@ class SpeechPipelineTest : public ::testing::Test {
                      url("/v1/audio/speech")});
   }
 
-  static TempDir* model_dir_;
-  static runtime::Orchestrator* orchestrator_;
-  static MetricsRegistry* metrics_;
-  static server::ApiServer* server_;
+  static TempDir* checkpoint_dir;
+  static runtime::Orchestrator* orchestrator;
+  static MetricsRegistry* metrics;
+  static server::ApiServer* api_server;
 };
 
-TempDir* SpeechPipelineTest::model_dir_ = nullptr;
-runtime::Orchestrator* SpeechPipelineTest::orchestrator_ = nullptr;
-MetricsRegistry* SpeechPipelineTest::metrics_ = nullptr;
-server::ApiServer* SpeechPipelineTest::server_ = nullptr;
+TempDir* SpeechPipelineTest::checkpoint_dir = nullptr;
+runtime::Orchestrator* SpeechPipelineTest::orchestrator = nullptr;
+MetricsRegistry* SpeechPipelineTest::metrics = nullptr;
+server::ApiServer* SpeechPipelineTest::api_server = nullptr;
 
 std::vector<size_t> sse_chunk_frames(const CurlReply& reply) {
   std::vector<size_t> frames;
@@ -262,7 +266,7 @@ TEST_F(SpeechPipelineTest, BadRequestsNeverReachTheStages) {
   CurlReply instructions = speech({{"input", "hi"}, {"instructions", std::string(501, 'i')}});
   EXPECT_EQ(instructions.status, 400);
   EXPECT_NE(instructions.body.find("the limit is 500"), std::string::npos) << instructions.body;
-  EXPECT_TRUE(orchestrator_->healthy());
+  EXPECT_TRUE(orchestrator->healthy());
 }
 
 TEST_F(SpeechPipelineTest, OpenAiClientAudioSpeechCreate) {

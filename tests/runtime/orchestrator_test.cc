@@ -1,4 +1,4 @@
-// Real stage processes (the omnistage binary's stage-worker), real sockets, real shared memory.
+// Real stage processes (the omnistage_test binary's stage-worker), real sockets, real shared memory.
 #include "runtime/orchestrator.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "runtime/runtime_test_support.h"
-#include "runtime/test_echo_runner.h"
+#include "runtime/test_runners/test_echo_runner.h"
 
 namespace omni::runtime {
 namespace {
@@ -314,10 +314,9 @@ TEST(OrchestratorTest, UnknownRunnerKindIsAConfigErrorFromTheStage) {
   ErrorCode code{};
   std::string message = error_of([&] { Orchestrator orchestrator(pipeline, test_options()); }, &code);
   EXPECT_EQ(code, ErrorCode::kInvalidConfig);
-  EXPECT_NE(
-      message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, qwen3_tts_code2wav, "
-                   "qwen3_tts_talker, test-echo, test-tone"),
-      std::string::npos)
+  EXPECT_NE(message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, generation, "
+                         "test-echo, test-tone"),
+            std::string::npos)
       << message;
   EXPECT_NE(message.find("exited with code 78"), std::string::npos) << message;
   EXPECT_TRUE(child_pids().empty());

@@ -23,7 +23,7 @@ StageSpec echo_stage(int id, std::vector<int> input_sources, bool final_output, 
 
 OrchestratorOptions test_options() {
   OrchestratorOptions options;
-  options.worker_program = OMNISTAGE_BINARY;
+  options.worker_program = OMNISTAGE_TEST_BINARY;
   options.stage_init_timeout = std::chrono::seconds(20);
   options.init_timeout = std::chrono::seconds(30);
   options.heartbeat_interval = std::chrono::milliseconds(100);

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     PipelineSpec pipeline;
     for (const Json& stage : json.at("stages")) pipeline.stages.push_back(stage_spec_from_json(stage, "PIPELINE_JSON"));
     OrchestratorOptions options;
-    options.worker_program = OMNISTAGE_BINARY;
+    options.worker_program = OMNISTAGE_TEST_BINARY;
     options.control_endpoint = json.value("control_endpoint", "");
     options.heartbeat_interval = std::chrono::milliseconds(100);
     Orchestrator orchestrator(pipeline, options);

@@ -14,10 +14,8 @@
 #include "media/pcm16.h"
 #include "media/time_stretch.h"
 #include "server/api_server.h"
-#include "server/speech_voices.h"
 #include "server/test_server.h"
 #include "server/tone_backend.h"
-#include "support/temp_dir.h"
 
 namespace omni::testing {
 namespace {
@@ -81,7 +79,7 @@ std::vector<float> pcm_samples(const std::string& bytes) {
   std::vector<float> out;
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
     int16_t value = static_cast<int16_t>(static_cast<uint8_t>(bytes[i]) | (static_cast<uint8_t>(bytes[i + 1]) << 8));
-    out.push_back(value / 32768.0f);
+    out.push_back(static_cast<float>(value) / 32768.0f);
   }
   return out;
 }
@@ -286,29 +284,6 @@ TEST_F(SpeechApiTest, AMissingVoiceIsVivianOrA400NamingTheVoices) {
   ASSERT_EQ(speech({{"speaker_embedding", {0.5, 0.25}}, {"response_format", "pcm"}}).status, 200);
   EXPECT_EQ(backend_->submitted().at(0).additional_information.count("voice"), 0u);
   EXPECT_EQ(backend_->submitted().at(0).additional_information["speaker_embedding"], Json({0.5, 0.25}));
-}
-
-TEST(SpeechVoicesTest, TheCheckpointTellsItsVoicesAndTask) {
-  TempDir dir;
-  EXPECT_TRUE(server::load_checkpoint_voices(dir.path()).empty());
-  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "");
-  dir.write("config.json", R"({"tts_model_type": "custom_voice",
-                               "talker_config": {"spk_id": {"Vivian": 3065, "aiden": 2861}}})");
-  EXPECT_EQ(server::load_checkpoint_voices(dir.path()), (std::vector<std::string>{"Vivian", "aiden"}));
-  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "CustomVoice");
-  dir.write("config.json", R"({"tts_model_type": "voice_design"})");
-  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "VoiceDesign");
-  dir.write("config.json", R"({"tts_model_type": "base"})");
-  EXPECT_EQ(server::load_checkpoint_task_type(dir.path()), "Base");
-  dir.write("config.json", R"({"tts_model_type": "clone"})");
-  try {
-    server::load_checkpoint_task_type(dir.path());
-    ADD_FAILURE() << "an unknown tts_model_type was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kLoadFailed);
-    EXPECT_NE(std::string(e.what()).find("tts_model_type \"clone\" is not one of custom_voice"), std::string::npos)
-        << e.what();
-  }
 }
 
 TEST_F(SpeechApiTest, ErrorBeforeAudioIsAStatusAndAfterItEndsTheStream) {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/test_tone_runner.h"
+#include "runtime/test_runners/test_tone_runner.h"
 
 namespace omni::testing {
 

@@ -15,6 +15,7 @@ void register_qwen3_pipelines(config::PipelineRegistry& registry) {
   llm.stage_id = 0;
   llm.model_stage = "llm";
   llm.execution_type = config::ExecutionType::kLlmAr;
+  llm.stage_model = "causal_lm";
   llm.final_output = true;
   llm.final_output_type = "text";
   llm.owns_tokenizer = true;

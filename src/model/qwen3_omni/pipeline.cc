@@ -21,6 +21,7 @@ config::StagePipelineConfig thinker_stage() {
   thinker.stage_id = 0;
   thinker.model_stage = "thinker";
   thinker.execution_type = config::ExecutionType::kLlmAr;
+  thinker.stage_model = "qwen3_omni_thinker";
   thinker.final_output = true;
   thinker.final_output_type = "text";
   thinker.owns_tokenizer = true;
@@ -49,6 +50,7 @@ void register_qwen3_omni_pipelines(config::PipelineRegistry& registry) {
   talker.stage_id = 1;
   talker.model_stage = "talker";
   talker.execution_type = config::ExecutionType::kLlmAr;
+  talker.stage_model = "qwen3_omni_talker";
   talker.input_sources = {0};
   talker.hf_config_name = "talker_config";
   talker.engine_output_type = "latent";
@@ -60,6 +62,7 @@ void register_qwen3_omni_pipelines(config::PipelineRegistry& registry) {
   code2wav.stage_id = 2;
   code2wav.model_stage = "code2wav";
   code2wav.execution_type = config::ExecutionType::kLlmGeneration;
+  code2wav.stage_model = "qwen3_omni_code2wav";
   code2wav.input_sources = {1};
   code2wav.final_output = true;
   code2wav.final_output_type = "audio";

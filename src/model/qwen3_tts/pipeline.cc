@@ -23,6 +23,7 @@ void register_qwen3_tts_pipelines(config::PipelineRegistry& registry) {
   talker.stage_id = 0;
   talker.model_stage = "qwen3_tts";
   talker.execution_type = config::ExecutionType::kLlmAr;
+  talker.stage_model = "qwen3_tts_talker";
   talker.owns_tokenizer = true;
   talker.engine_output_type = "latent";
   talker.produces_async_chunks = true;
@@ -33,6 +34,7 @@ void register_qwen3_tts_pipelines(config::PipelineRegistry& registry) {
   code2wav.stage_id = 1;
   code2wav.model_stage = "code2wav";
   code2wav.execution_type = config::ExecutionType::kLlmGeneration;
+  code2wav.stage_model = "qwen3_tts_code2wav";
   code2wav.input_sources = {0};
   code2wav.final_output = true;
   code2wav.final_output_type = "audio";

@@ -1,12 +1,9 @@
-// The qwen3_tts_talker stage runner on the tiny reference checkpoint of tests/data/tiny_qwen3_tts:
-// greedy generation of whole requests (prompt construction, talker steps, the code predictor and
-// the talker's logits processors) gives exactly the reference's codes, batched or alone; seeded
-// sampling is reproducible; the streaming text layout feeds one text token per frame;
-// generation_config.json's defaults sit under the deploy's and the request's; Base and
-// VoiceDesign checkpoints serve; EOS, max_new_tokens, min_tokens, suppression, KV reservation,
-// abort and bad requests behave as the runner's header says.
-#include "runtime/qwen3_tts_talker_runner.h"
-
+// The Qwen3-TTS talker stage (model/qwen3_tts/talker_stage_model.h on the "ar" runner) on the tiny reference checkpoint
+// of tests/data/tiny_qwen3_tts: greedy generation of whole requests (prompt construction, talker steps, the code
+// predictor and the talker's logits processors) gives exactly the reference's codes, batched or alone; seeded sampling
+// is reproducible; the streaming text layout feeds one text token per frame; generation_config.json's defaults sit
+// under the deploy's and the request's; Base and VoiceDesign checkpoints serve; EOS, max_new_tokens, min_tokens,
+// suppression, KV reservation, abort and bad requests behave as the stage model's header says.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +21,7 @@
 #include "model/qwen3_tts/random_checkpoint.h"
 #include "model/qwen3_tts/talker.h"
 #include "model/tokenizer/tokenizer.h"
+#include "runtime/ar_stage_runner.h"
 #include "runtime/stage_runner.h"
 #include "support/temp_dir.h"
 
@@ -36,7 +34,8 @@ const fs::path kDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts";
 constexpr int kEos = 2150 - 1984;
 
 Json engine_args(const Json& extra = Json::object()) {
-  Json args = {{"runner", std::string(kQwen3TtsTalkerRunnerKind)},
+  Json args = {{"runner", std::string(kArRunnerKind)},
+               {"stage_model", "qwen3_tts_talker"},
                {"model", kDir.string()},
                {"max_num_seqs", 4},
                {"max_model_len", 512},
@@ -97,7 +96,7 @@ const Json& reference() {
   return *ref;
 }
 
-TEST(Qwen3TtsTalkerRunner, GreedyGenerationMatchesTheReference) {
+TEST(Qwen3TtsTalkerStage, GreedyGenerationMatchesTheReference) {
   const int frames = reference()["max_frames"];
   const Json greedy = {{"temperature", 0.0}};
   std::map<std::string, Result> batched;
@@ -131,7 +130,7 @@ TEST(Qwen3TtsTalkerRunner, GreedyGenerationMatchesTheReference) {
 
 // The checkpoint's generation_config.json supplies the talker's and the sub-talker's defaults;
 // the deploy's subtalker_sampling_params and the request's sampling_params sit above them.
-TEST(Qwen3TtsTalkerRunner, GenerationConfigDefaultsSitUnderTheDeployAndTheRequest) {
+TEST(Qwen3TtsTalkerStage, GenerationConfigDefaultsSitUnderTheDeployAndTheRequest) {
   // A copy of the reference checkpoint whose generation_config.json asks for greedy decoding of
   // both (the reference's own settings: repetition penalty 1.05, min 2 frames).
   omni::testing::TempDir dir;
@@ -176,7 +175,7 @@ Json hello(int max_new_tokens = 6) {
   return {{"text", "Hello there."}, {"voice", "Vivian"}, {"max_new_tokens", max_new_tokens}};
 }
 
-TEST(Qwen3TtsTalkerRunner, SeededSamplingIsReproducibleWhateverTheBatch) {
+TEST(Qwen3TtsTalkerStage, SeededSamplingIsReproducibleWhateverTheBatch) {
   const Json sampled = {{"temperature", 0.9}, {"top_k", 50}, {"seed", 7}};
   auto sampling_args = engine_args({{"subtalker_sampling_params", {{"do_sample", true}, {"temperature", 0.9}}}});
   auto alone = make_stage_runner(sampling_args, {});
@@ -207,7 +206,7 @@ int32_t argmax(const float* values, int n) {
 // The streaming text layout (non_streaming_mode false) feeds the text one token per frame: decode
 // step k adds text token k+1, then tts_eos, then tts_pad (docs/models/qwen3_tts.md). The runner's
 // greedy frames equal a replay of that loop on the talker itself.
-TEST(Qwen3TtsTalkerRunner, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
+TEST(Qwen3TtsTalkerStage, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
   namespace tts = model::qwen3_tts;
   // Greedy without penalty and with EOS out of reach, so that every code is a plain argmax.
   const Json greedy = {{"temperature", 0.0}, {"repetition_penalty", 1.0}, {"logit_bias", {{"166", -1e9}}}};
@@ -292,7 +291,7 @@ void write_variant(const fs::path& dir, const std::string& tts_model_type) {
   std::ofstream(dir / "config.json") << config.dump();
 }
 
-TEST(Qwen3TtsTalkerRunner, ServesBaseAndVoiceDesignCheckpoints) {
+TEST(Qwen3TtsTalkerStage, ServesBaseAndVoiceDesignCheckpoints) {
   const Json greedy = {{"temperature", 0.0}};
   omni::testing::TempDir base_dir;
   write_variant(base_dir.path(), "base");
@@ -324,7 +323,7 @@ TEST(Qwen3TtsTalkerRunner, ServesBaseAndVoiceDesignCheckpoints) {
                   {"instructions are required"});
 }
 
-TEST(Qwen3TtsTalkerRunner, StopsOnCodecEosAfterMinTokensAndNeverSamplesControlIds) {
+TEST(Qwen3TtsTalkerStage, StopsOnCodecEosAfterMinTokensAndNeverSamplesControlIds) {
   auto runner = make_stage_runner(engine_args(), {});
   // EOS strongly favoured: min_tokens (2) still forces two frames, then EOS ends the request
   // without a frame.
@@ -345,7 +344,7 @@ TEST(Qwen3TtsTalkerRunner, StopsOnCodecEosAfterMinTokensAndNeverSamplesControlId
   EXPECT_EQ(run_all(*runner)["eos4"].frames.size(), 4u);
 }
 
-TEST(Qwen3TtsTalkerRunner, WaitsForKvBlocksAndSlotsAndAbortFreesThem) {
+TEST(Qwen3TtsTalkerStage, WaitsForKvBlocksAndSlotsAndAbortFreesThem) {
   // One request's reservation (22 prompt rows + 60 frames) takes all 6 blocks of 16 positions.
   auto runner = make_stage_runner(engine_args({{"num_gpu_blocks_override", 6}, {"max_model_len", 96}}), {});
   runner->add_request(speech_request("first", hello(60), {{"temperature", 0.0}}));
@@ -373,7 +372,7 @@ TEST(Qwen3TtsTalkerRunner, WaitsForKvBlocksAndSlotsAndAbortFreesThem) {
   EXPECT_EQ(results["y"].frames.size(), 2u);
 }
 
-TEST(Qwen3TtsTalkerRunner, BadRequestsAreInvalidArgumentsNamingTheField) {
+TEST(Qwen3TtsTalkerStage, BadRequestsAreInvalidArgumentsNamingTheField) {
   auto runner = make_stage_runner(engine_args({{"tts_max_instructions_length", 5}}), {});
   expect_rejected(*runner, speech_request("r", {{"text", ""}, {"voice", "aiden"}}), ErrorCode::kInvalidArgument,
                   {"text"});
@@ -398,7 +397,7 @@ TEST(Qwen3TtsTalkerRunner, BadRequestsAreInvalidArgumentsNamingTheField) {
   EXPECT_EQ(run_all(*runner)["ok"].frames.size(), 1u);
 }
 
-TEST(Qwen3TtsTalkerRunner, ConfigErrorsNameTheEngineArgument) {
+TEST(Qwen3TtsTalkerStage, ConfigErrorsNameTheEngineArgument) {
   try {
     make_stage_runner(engine_args({{"subtalker_sampling_params", {{"top_q", 1}}}}), {});
     FAIL() << "accepted";
@@ -411,7 +410,7 @@ TEST(Qwen3TtsTalkerRunner, ConfigErrorsNameTheEngineArgument) {
 
 // Placement: the talker runs where its stage's device engine argument says ("auto": the stage
 // process's first visible GPU, else the CPU); a GPU the process cannot see is refused by name.
-TEST(Qwen3TtsTalkerRunner, RunsOnTheDeviceItsStageNames) {
+TEST(Qwen3TtsTalkerStage, RunsOnTheDeviceItsStageNames) {
   try {
     make_stage_runner(engine_args({{"device", "cuda:9"}}), {.stage_id = 3});
     FAIL() << "accepted an invisible GPU";
@@ -425,7 +424,7 @@ TEST(Qwen3TtsTalkerRunner, RunsOnTheDeviceItsStageNames) {
 }
 
 // ignore_eos: exactly max_new_tokens frames even where the weights make codec EOS the argmax.
-TEST(Qwen3TtsTalkerRunner, IgnoreEosGivesExactlyMaxNewTokensFrames) {
+TEST(Qwen3TtsTalkerStage, IgnoreEosGivesExactlyMaxNewTokensFrames) {
   auto runner = make_stage_runner(engine_args(), {});
   runner->add_request(
       speech_request("eos", hello(7), {{"temperature", 0.0}, {"ignore_eos", true}, {"logit_bias", {{"166", 1000.0}}}}));
@@ -435,7 +434,7 @@ TEST(Qwen3TtsTalkerRunner, IgnoreEosGivesExactlyMaxNewTokensFrames) {
   for (int32_t code : result.code0s) EXPECT_NE(code, kEos);
 }
 
-TEST(Qwen3TtsTalkerRunner, ServesTheRandomWeightWriterCheckpoint) {
+TEST(Qwen3TtsTalkerStage, ServesTheRandomWeightWriterCheckpoint) {
   namespace tts = model::qwen3_tts;
   omni::testing::TempDir dir;
   tts::write_random_talker_checkpoint(dir.path(), tts::qwen3_tts_demo_shapes(), 3, tensor::DType::kBF16,

@@ -1,6 +1,7 @@
-// The qwen3_tts_code2wav runner on a random-weight codec: chunk sizes from the input connector's
-// extra, streamed payloads decoded as they arrive, several requests, abort, errors.
-#include "runtime/code2wav_stage_runner.h"
+// The generation runner over the Qwen3-TTS code2wav stage model on a random-weight codec: chunk
+// sizes from the input connector's extra, streamed payloads decoded as they arrive, several
+// requests, abort, errors.
+#include "runtime/generation_stage_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ namespace {
 
 constexpr int kSamplesPerFrame = 1920;
 
-class Code2WavRunnerTest : public ::testing::Test {
+class GenerationRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     checkpoint_dir = new testing::TempDir;
@@ -37,7 +38,8 @@ class Code2WavRunnerTest : public ::testing::Test {
   std::unique_ptr<StageRunner> make_runner(const Json& extra, const std::string& device = "cpu") {
     StageRunnerContext context;
     context.stage_id = 1;
-    return make_stage_runner({{"runner", "qwen3_tts_code2wav"},
+    return make_stage_runner({{"runner", "generation"},
+                              {"stage_model", "qwen3_tts_code2wav"},
                               {"model", checkpoint_dir->path().string()},
                               {"connector_extra", extra},
                               {"device", device}},
@@ -62,7 +64,7 @@ class Code2WavRunnerTest : public ::testing::Test {
   std::mt19937 rng_{5};
 };
 
-TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
+TEST_F(GenerationRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
   auto runner = make_runner({{"initial_codec_chunk_frames", 2},
                              {"codec_chunk_frames", 3},
                              {"codec_left_context_frames", 72},
@@ -92,11 +94,12 @@ TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
   };
   // Frames arrive one payload per talker step, 1 frame each, then the rest in one go.
   for (int f = 0; f < 5; ++f) {
-    runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(f * 16, 16))}, false});
+    runner->add_input("a",
+                      StageInputChunk{{}, {payload(std::span(codes).subspan(static_cast<size_t>(f) * 16, 16))}, false});
     drain();
   }
   EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3}));  // frames 0-1, then 2-4
-  runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(5 * 16))}, true});
+  runner->add_input("a", StageInputChunk{{}, {payload(std::span(codes).subspan(size_t{5} * 16))}, true});
   drain();
   EXPECT_EQ(chunk_frames, (std::vector<size_t>{2, 3, 3, 1}));
   EXPECT_EQ(finish, "stop");
@@ -106,7 +109,7 @@ TEST_F(Code2WavRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) {
   EXPECT_EQ(std::memcmp(audio.data(), want.data(), audio.size() * sizeof(float)), 0);
 }
 
-TEST_F(Code2WavRunnerTest, ServesSeveralRequestsAndAbortFreesOne) {
+TEST_F(GenerationRunnerTest, ServesSeveralRequestsAndAbortFreesOne) {
   auto runner = make_runner({{"codec_chunk_frames", 2}});
   const std::vector<int32_t> a = frames(3), b = frames(4);
   StageRequest ra, rb, rc;
@@ -151,7 +154,7 @@ TEST_F(Code2WavRunnerTest, ServesSeveralRequestsAndAbortFreesOne) {
   EXPECT_THROW(runner->add_input("c", StageInputChunk{{}, {payload(a)}, true}), Error);
 }
 
-TEST_F(Code2WavRunnerTest, FullPayloadRequestsAndBadInputFailOnlyThatRequest) {
+TEST_F(GenerationRunnerTest, FullPayloadRequestsAndBadInputFailOnlyThatRequest) {
   auto runner = make_runner(Json::object());
   const std::vector<int32_t> codes = frames(2);
   StageRequest whole;
@@ -190,7 +193,7 @@ TEST_F(Code2WavRunnerTest, FullPayloadRequestsAndBadInputFailOnlyThatRequest) {
   EXPECT_THROW(runner->add_request(bad_option), Error);
 }
 
-TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
+TEST_F(GenerationRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
   try {
     make_runner({{"codec_chunk_frames", "many"}});
     FAIL() << "no error";
@@ -220,7 +223,16 @@ TEST_F(Code2WavRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
     EXPECT_NE(std::string(e.what()).find("stage 1 engine argument device"), std::string::npos) << e.what();
   }
   StageRunnerContext context;
-  EXPECT_THROW(make_stage_runner({{"runner", "qwen3_tts_code2wav"}}, context), Error);
+  EXPECT_THROW(make_stage_runner({{"runner", "generation"}, {"stage_model", "qwen3_tts_code2wav"}}, context), Error);
+  try {
+    make_stage_runner({{"runner", "generation"}, {"model", checkpoint_dir->path().string()}}, context);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("stage 0: engine_args.stage_model must name a registered stage model"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

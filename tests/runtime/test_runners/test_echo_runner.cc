@@ -1,4 +1,4 @@
-#include "runtime/test_echo_runner.h"
+#include "runtime/test_runners/test_echo_runner.h"
 
 #include <unistd.h>
 
@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/engine_args.h"
 #include "runtime/stage_protocol.h"
 
 namespace omni::runtime {
@@ -22,18 +23,6 @@ uint64_t mix(uint64_t x) {
   x *= 0xc4ceb9fe1a85ec53ull;
   x ^= x >> 33;
   return x;
-}
-
-template <typename T>
-void read_option(const Json& args, const char* field, T& out, int stage_id) {
-  auto it = args.find(field);
-  if (it == args.end()) return;
-  try {
-    out = it->get<T>();
-  } catch (const Json::exception&) {
-    throw_error(ErrorCode::kInvalidConfig, "stage {}: engine_args.{} has the wrong type ({})", stage_id, field,
-                it->type_name());
-  }
 }
 
 }  // namespace
@@ -64,21 +53,22 @@ std::vector<uint8_t> echo_payload(uint64_t seed, int chunk, size_t size) {
   return bytes;
 }
 
-TestEchoRunner::Options TestEchoRunner::Options::from_engine_args(const Json& args, const StageRunnerContext& context) {
+TestEchoRunner::Options TestEchoRunner::Options::from_engine_args(const Json& engine_args,
+                                                                  const StageRunnerContext& context) {
+  const EngineArgs args(engine_args, context.stage_id);
   Options options;
-  int id = context.stage_id;
-  read_option(args, "max_tokens", options.max_tokens, id);
-  read_option(args, "step_delay_ms", options.step_delay_ms, id);
-  read_option(args, "payload_bytes", options.payload_bytes, id);
-  read_option(args, "payload_chunks", options.payload_chunks, id);
-  read_option(args, "init_delay_ms", options.init_delay_ms, id);
-  read_option(args, "fail_init", options.fail_init, id);
-  std::string code;
-  read_option(args, "fail_init_code", code, id);
-  if (!code.empty()) options.fail_init_code = error_code_from_name(code);
-  read_option(args, "crash_on_prompt_token", options.crash_on_prompt_token, id);
-  read_option(args, "crash_exit_code", options.crash_exit_code, id);
-  read_option(args, "stream_input", options.stream_input, id);
+  options.max_tokens = args.value_or("max_tokens", options.max_tokens);
+  options.step_delay_ms = args.value_or("step_delay_ms", options.step_delay_ms);
+  options.payload_bytes = args.value_or("payload_bytes", options.payload_bytes);
+  options.payload_chunks = args.value_or("payload_chunks", options.payload_chunks);
+  options.init_delay_ms = args.value_or("init_delay_ms", options.init_delay_ms);
+  options.fail_init = args.value_or("fail_init", options.fail_init);
+  if (auto code = args.optional<std::string>("fail_init_code"); code && !code->empty()) {
+    options.fail_init_code = error_code_from_name(*code);
+  }
+  options.crash_on_prompt_token = args.value_or("crash_on_prompt_token", options.crash_on_prompt_token);
+  options.crash_exit_code = args.value_or("crash_exit_code", options.crash_exit_code);
+  options.stream_input = args.value_or("stream_input", options.stream_input);
   return options;
 }
 

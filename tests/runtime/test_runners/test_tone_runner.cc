@@ -1,4 +1,4 @@
-#include "runtime/test_tone_runner.h"
+#include "runtime/test_runners/test_tone_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,24 +7,14 @@
 #include <thread>
 
 #include "base/utf8.h"
+#include "model/audio_chunking.h"
+#include "runtime/engine_args.h"
 
 namespace omni::runtime {
 
 namespace {
 
 constexpr double kAmplitude = 0.3;
-
-template <typename T>
-T read_option(const Json& object, const char* field, T fallback, int stage_id, const char* where) {
-  auto it = object.find(field);
-  if (it == object.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const Json::exception&) {
-    throw_error(ErrorCode::kInvalidConfig, "stage {}: {}.{} has the wrong type ({})", stage_id, where, field,
-                it->type_name());
-  }
-}
 
 }  // namespace
 
@@ -42,17 +32,17 @@ float tone_sample(double frequency, int sample_rate, int64_t index) {
 
 TestToneRunner::TestToneRunner(const Json& engine_args, const StageRunnerContext& context)
     : stage_id_(context.stage_id) {
-  sample_rate_ = read_option(engine_args, "sample_rate", sample_rate_, stage_id_, "engine_args");
-  samples_per_frame_ = read_option(engine_args, "samples_per_frame", samples_per_frame_, stage_id_, "engine_args");
-  step_delay_ms_ = read_option(engine_args, "step_delay_ms", step_delay_ms_, stage_id_, "engine_args");
-  Json extra = engine_args.value("connector_extra", Json::object());
-  default_initial_frames_ =
-      read_option(extra, "initial_codec_chunk_frames", default_initial_frames_, stage_id_, "connector_extra");
-  chunk_frames_ = read_option(extra, "codec_chunk_frames", chunk_frames_, stage_id_, "connector_extra");
-  if (sample_rate_ <= 0 || samples_per_frame_ <= 0 || default_initial_frames_ < 1 || chunk_frames_ < 1) {
-    throw_error(ErrorCode::kInvalidConfig,
-                "stage {}: test-tone needs positive sample_rate, samples_per_frame, initial_codec_chunk_frames and "
-                "codec_chunk_frames",
+  const EngineArgs args(engine_args, stage_id_);
+  sample_rate_ = args.value_or("sample_rate", sample_rate_);
+  samples_per_frame_ = args.value_or("samples_per_frame", samples_per_frame_);
+  step_delay_ms_ = args.value_or("step_delay_ms", step_delay_ms_);
+  const Json* extra = args.object("connector_extra");
+  const model::AudioChunking chunking =
+      model::read_audio_chunking(extra ? *extra : Json(nullptr), fmt::format("stage {} connector_extra", stage_id_));
+  default_initial_frames_ = chunking.first_chunk_frames;
+  chunk_frames_ = chunking.chunk_frames;
+  if (sample_rate_ <= 0 || samples_per_frame_ <= 0) {
+    throw_error(ErrorCode::kInvalidConfig, "stage {}: test-tone needs positive sample_rate and samples_per_frame",
                 stage_id_);
   }
 }
@@ -71,7 +61,8 @@ void TestToneRunner::add_request(StageRequest request) {
     running.frame_token = static_cast<int32_t>(tone_frequency(seed));
   } else {
     running.initial_frames =
-        static_cast<int>(info.value("initial_codec_chunk_frames", int64_t{default_initial_frames_}));
+        model::read_first_chunk_frames(info, fmt::format("stage {} request {}", stage_id_, request.request_id))
+            .value_or(default_initial_frames_);
     take_frames(running, request.prompt_token_ids);
     running.input_closed = !request.input_open;
   }

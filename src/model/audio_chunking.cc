@@ -1,0 +1,63 @@
+#include "model/audio_chunking.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "base/error.h"
+
+namespace omni::model {
+
+namespace {
+
+// A positive count of `unit` from `json`[key], or nullopt when absent; `where` names the source.
+std::optional<int> positive_count(const Json& json, const char* key, const std::string& where,
+                                  const char* unit = "frames") {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1'000'000) {
+    throw_error(ErrorCode::kInvalidConfig, "{}: {} must be a positive number of {}, got {}", where, key, unit,
+                it->dump());
+  }
+  return it->get<int>();
+}
+
+}  // namespace
+
+AudioChunking read_audio_chunking(const Json& extra, const std::string& where) {
+  AudioChunking chunking;
+  if (extra.is_null()) return chunking;
+  if (!extra.is_object()) throw_error(ErrorCode::kInvalidConfig, "{} must be an object, got {}", where, extra.dump());
+  chunking.first_chunk_frames =
+      positive_count(extra, "initial_codec_chunk_frames", where).value_or(chunking.first_chunk_frames);
+  chunking.chunk_frames = positive_count(extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
+  positive_count(extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
+  const std::optional<int> max_batch = positive_count(extra, "decode_batch_max_size", where, "requests");
+  if (auto buckets = extra.find("decode_cudagraph_batch_sizes"); buckets != extra.end() && !buckets->is_null()) {
+    if (!buckets->is_array() || buckets->empty()) {
+      throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes must be a list of batch sizes, got {}",
+                  where, buckets->dump());
+    }
+    for (const Json& size : *buckets) {
+      if (!size.is_number_integer() || size.get<int64_t>() < 1 || size.get<int64_t>() > 1'000'000) {
+        throw_error(ErrorCode::kInvalidConfig, "{}: decode_cudagraph_batch_sizes holds {}, not a batch size", where,
+                    size.dump());
+      }
+      chunking.batch_sizes.push_back(size.get<int>());
+    }
+  }
+  // Without decode_batch_max_size the largest bucket is the maximum, as on vLLM-Omni's graph path.
+  const int largest_bucket =
+      chunking.batch_sizes.empty() ? 0 : *std::max_element(chunking.batch_sizes.begin(), chunking.batch_sizes.end());
+  chunking.max_batch = max_batch.value_or(largest_bucket > 0 ? largest_bucket : chunking.max_batch);
+  return chunking;
+}
+
+std::optional<int> read_first_chunk_frames(const Json& additional_information, const std::string& where) {
+  try {
+    return positive_count(additional_information, "initial_codec_chunk_frames", where);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, e.what());
+  }
+}
+
+}  // namespace omni::model

@@ -1,0 +1,24 @@
+#include "model/model_facts.h"
+
+#include <algorithm>
+
+namespace omni::model {
+
+namespace {
+
+void add_sorted(std::vector<std::string>& into, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    auto at = std::lower_bound(into.begin(), into.end(), name);
+    if (at == into.end() || *at != name) into.insert(at, name);
+  }
+}
+
+}  // namespace
+
+void ModelFacts::merge(const ModelFacts& other) {
+  add_sorted(voices, other.voices);
+  add_sorted(task_types, other.task_types);
+  if (audio_sample_rate == 0) audio_sample_rate = other.audio_sample_rate;
+}
+
+}  // namespace omni::model

@@ -1,0 +1,95 @@
+#include "model/qwen3_tts/stage_models.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "model/qwen3_tts/codec_config.h"
+#include "model/qwen3_tts/codec_decoder.h"
+#include "model/qwen3_tts/codec_frames.h"
+#include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/talker_stage_model.h"
+
+namespace omni::model {
+
+namespace qwen3_tts {
+
+namespace {
+
+std::vector<std::string> voices_of(const Json& config, const std::filesystem::path& file) {
+  auto talker = config.find("talker_config");
+  if (talker == config.end() || !talker->is_object()) return {};
+  auto speakers = talker->find("spk_id");
+  if (speakers == talker->end() || speakers->is_null()) return {};
+  if (!speakers->is_object()) {
+    throw_error(ErrorCode::kLoadFailed, "{}: talker_config.spk_id must be an object of speaker name -> id, not {}",
+                file.string(), speakers->type_name());
+  }
+  std::vector<std::string> voices;
+  for (const auto& [name, id] : speakers->items()) voices.push_back(name);
+  std::sort(voices.begin(), voices.end());
+  return voices;
+}
+
+std::vector<std::string> task_types_of(const Json& config, const std::filesystem::path& file) {
+  auto type = config.find("tts_model_type");
+  if (type == config.end() || type->is_null()) return {};
+  std::string name = type->is_string() ? lower_ascii(type->get<std::string>()) : "";
+  name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+  if (name == "customvoice") return {"CustomVoice"};
+  if (name == "voicedesign") return {"VoiceDesign"};
+  if (name == "base") return {"Base"};
+  throw_error(ErrorCode::kLoadFailed, "{}: tts_model_type {} is not one of custom_voice, voice_design, base",
+              file.string(), type->dump());
+}
+
+// The codec decoder and the talker's frame payloads.
+class Code2WavStage final : public StreamingDecoderStage {
+ public:
+  explicit Code2WavStage(std::unique_ptr<CodecDecoder> decoder) : decoder_(std::move(decoder)) {}
+
+  const StreamingAudioDecoder& decoder() const override { return *decoder_; }
+  std::vector<int32_t> payload_codes(std::span<const uint8_t> payload) const override {
+    return decode_codec_frames(payload, decoder_->codes_per_frame());
+  }
+
+ private:
+  std::unique_ptr<CodecDecoder> decoder_;
+};
+
+}  // namespace
+
+ModelFacts describe_checkpoint(const std::filesystem::path& model_dir) {
+  const std::filesystem::path file = model_dir / "config.json";
+  ModelFacts facts;
+  if (!std::filesystem::exists(file)) return facts;
+  const Json config = read_json_file(file);
+  if (!config.is_object()) return facts;
+  facts.voices = voices_of(config, file);
+  facts.task_types = task_types_of(config, file);
+  if (std::filesystem::exists(model_dir / "speech_tokenizer" / "config.json")) {
+    facts.audio_sample_rate = read_codec_decoder_config(model_dir / "speech_tokenizer").output_sample_rate;
+  }
+  return facts;
+}
+
+std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs& args) {
+  return std::make_unique<Code2WavStage>(CodecDecoder::load(args.model_dir / "speech_tokenizer", args.device));
+}
+
+}  // namespace qwen3_tts
+
+void register_qwen3_tts_stage_models(StageModels& models) {
+  models.generation.add(std::string(qwen3_tts::kCode2WavStageModel), qwen3_tts::load_code2wav_stage,
+                        qwen3_tts::describe_checkpoint);
+  models.ar.add(
+      std::string(qwen3_tts::kTalkerStageModel),
+      [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
+        return std::make_unique<qwen3_tts::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
+      },
+      qwen3_tts::describe_checkpoint);
+}
+
+}  // namespace omni::model

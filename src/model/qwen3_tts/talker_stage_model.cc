@@ -1,0 +1,384 @@
+#include "model/qwen3_tts/talker_stage_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "model/qwen3_tts/codec_frames.h"
+#include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/prompt.h"
+#include "tensor/backend.h"
+
+namespace omni::model::qwen3_tts {
+
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+// The control ids: the top of the codec vocabulary (specials, languages, speakers), never sampled
+// except codec EOS.
+constexpr int32_t kNumControlIds = 1024;
+
+template <typename T>
+std::optional<T> engine_arg(const Json& args, const char* key) {
+  auto it = args.find(key);
+  if (it == args.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    throw_error(ErrorCode::kInvalidConfig, "engine argument {} has the wrong type ({})", key, it->dump());
+  }
+}
+
+template <typename T>
+std::optional<T> request_field(const Json& info, const char* key, std::string_view request_id) {
+  auto it = info.find(key);
+  if (it == info.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: additional_information.{} has the wrong type ({})",
+                request_id, key, it->dump());
+  }
+}
+
+// The talker's defaults: generation_config.json, and the rule that an utterance has at least two
+// code0s (so never an empty reply).
+ArSamplingDefaults talker_defaults(const TalkerGenerationDefaults& d) {
+  ArSamplingDefaults p;
+  p.temperature = d.do_sample.value_or(true) ? d.temperature.value_or(1.0f) : 0.0f;
+  p.top_k = d.top_k.value_or(0);
+  p.top_p = d.top_p.value_or(1.0f);
+  p.repetition_penalty = d.repetition_penalty.value_or(1.0f);
+  p.min_tokens = 2;
+  return p;
+}
+
+// The sub-talker's parameters: generation_config.json's subtalker_*, then the deploy's
+// subtalker_sampling_params (do_sample false = greedy, as in the official code), in the ranges and
+// with the normalisation of the request sampling parameters (a temperature below 1e-5 is greedy,
+// one below 1e-2 is raised to it; top_k -1 means all).
+SubtalkerSampling subtalker_sampling(const TalkerGenerationDefaults& d, const Json& overrides) {
+  bool do_sample = d.subtalker_do_sample.value_or(true);
+  SubtalkerSampling p;
+  p.temperature = d.subtalker_temperature.value_or(1.0f);
+  p.top_k = d.subtalker_top_k.value_or(0);
+  p.top_p = d.subtalker_top_p.value_or(1.0f);
+  if (!overrides.is_null()) {
+    if (!overrides.is_object()) throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params must be a mapping");
+    for (const auto& [key, value] : overrides.items()) {
+      try {
+        if (key == "do_sample") {
+          do_sample = value.get<bool>();
+        } else if (key == "temperature") {
+          p.temperature = value.get<float>();
+        } else if (key == "top_k") {
+          p.top_k = value.get<int>();
+        } else if (key == "top_p") {
+          p.top_p = value.get<float>();
+        } else {
+          throw_error(ErrorCode::kInvalidConfig,
+                      "subtalker_sampling_params.{} is not supported (do_sample, temperature, top_k, top_p)", key);
+        }
+      } catch (const Json::exception&) {
+        throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.{} has the wrong type ({})", key,
+                    value.dump());
+      }
+    }
+  }
+  if (!do_sample) p.temperature = 0.0f;
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
+    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.temperature must be >= 0, got {}", p.temperature);
+  }
+  if (!std::isfinite(p.top_p) || p.top_p <= 0.0f || p.top_p > 1.0f) {
+    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.top_p must be in (0, 1], got {}", p.top_p);
+  }
+  if (p.top_k < -1) {
+    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.top_k must be -1, 0 or at least 1, got {}",
+                p.top_k);
+  }
+  constexpr float kGreedyTemperature = 1e-5f, kMinTemperature = 1e-2f;
+  if (p.temperature < kGreedyTemperature) {
+    p.top_p = 1.0f;
+    p.top_k = 0;
+  } else if (p.temperature < kMinTemperature) {
+    p.temperature = kMinTemperature;
+  }
+  if (p.top_k == -1) p.top_k = 0;
+  return p;
+}
+
+void log_steps(const char* what, bool prepared, bool graphs) {
+  spdlog::info("Qwen3-TTS talker: {} {}", what,
+               !prepared ? "unavailable on this device"
+               : graphs  ? "with CUDA graphs"
+                         : "eager (enforce_eager)");
+}
+
+}  // namespace
+
+struct TalkerStageModel::Request final : ArRequestState {
+  TalkerPromptPlan plan;       // until the prompt is built
+  TalkerPrompt prompt;         // from the first step on
+  int slot = -1;               // the predictor slot, while running
+  std::vector<int32_t> frame;  // the last complete frame's codes
+  int frames = 0;
+
+  // The text-track vector decode step k adds: the prompt's trailing rows, then tts_pad.
+  const float* text_track(int64_t k) const {
+    const Tensor& trailing = prompt.trailing;
+    return k < trailing.shape()[0] ? trailing.data<float>() + k * trailing.shape()[1] : prompt.tts_pad.data<float>();
+  }
+};
+
+TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device) {
+  talker_ = std::make_unique<Talker>(dir, read_talker_config(dir), device);
+  tokenizer_ = Tokenizer::load(dir);
+  const TalkerGenerationDefaults defaults = read_talker_generation_defaults(dir);
+  defaults_ = talker_defaults(defaults);
+  default_max_new_tokens_ = defaults.max_new_tokens.value_or(std::numeric_limits<int>::max());
+  auto sub = engine_args.find("subtalker_sampling_params");
+  subtalker_ = subtalker_sampling(defaults, sub == engine_args.end() ? Json() : *sub);
+  max_instructions_length_ =
+      engine_arg<int>(engine_args, "tts_max_instructions_length").value_or(kDefaultMaxInstructionsLength);
+  if (max_instructions_length_ < 0) {
+    throw_error(ErrorCode::kInvalidConfig, "tts_max_instructions_length must be >= 0, got {}",
+                max_instructions_length_);
+  }
+  frame_steps_ = engine_arg<bool>(engine_args, "code_predictor_frame_steps").value_or(true);
+  decode_steps_ = engine_arg<bool>(engine_args, "talker_decode_steps").value_or(true);
+  info_.vocab_size = talker_->codec_vocab_size();
+  info_.max_position_embeddings = talker_->config().talker.max_position_embeddings;
+  info_.eos_token_ids = {talker_->config().codec_eos_id};
+  info_.text_tokens = false;
+}
+
+void TalkerStageModel::forward(const ForwardBatch& /*batch*/, std::vector<float>& /*logits*/) {
+  throw_error(ErrorCode::kUnsupported, "the Qwen3-TTS talker builds its own input rows; it takes no token ids");
+}
+
+bool TalkerStageModel::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq,
+                                            bool capture_graphs) {
+  if (!decode_steps_ || talker_->device().type != tensor::DeviceType::kCuda) return false;
+  const bool prepared = talker_->prepare_decode_steps(batch_sizes, max_blocks_per_seq, capture_graphs);
+  log_steps("talker decode steps", prepared, capture_graphs);
+  return prepared;
+}
+
+size_t TalkerStageModel::activation_bytes(int max_tokens, int max_logit_rows) const {
+  return talker_->talker_stack().activation_bytes(max_tokens, max_logit_rows);
+}
+
+// The talker never detokenizes, and it stops on the checkpoint's own codec EOS id.
+std::vector<std::string> TalkerStageModel::ignored_sampling_keys() const { return {"stop_token_ids"}; }
+
+ArSamplingDefaults TalkerStageModel::sampling_defaults() const { return defaults_; }
+
+ArRequestStart TalkerStageModel::start_request(const ArRequestInput& input) {
+  const std::string_view id = input.request_id;
+  const Json& info = input.additional_information;
+  if (!info.is_object()) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: additional_information must be an object with the text", id);
+  }
+  SpeechRequest speech;
+  speech.text = request_field<std::string>(info, "text", id).value_or("");
+  speech.task_type = request_field<std::string>(info, "task_type", id).value_or("");
+  speech.voice = request_field<std::string>(info, "voice", id).value_or("");
+  speech.language = request_field<std::string>(info, "language", id).value_or("");
+  speech.instructions = request_field<std::string>(info, "instructions", id).value_or("");
+  speech.speaker_embedding =
+      request_field<std::vector<float>>(info, "speaker_embedding", id).value_or(std::vector<float>{});
+  speech.non_streaming_mode = request_field<bool>(info, "non_streaming_mode", id);
+  int max_new = input.max_tokens.value_or(default_max_new_tokens_);
+  if (auto v = request_field<int>(info, "max_new_tokens", id)) max_new = *v;
+  if (max_new < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: max_new_tokens must be at least 1, got {}", id, max_new);
+  }
+  ArRequestStart start;
+  start.max_tokens = max_new;
+  start.seed = input.seed;
+  if (auto v = request_field<int64_t>(info, "seed", id)) start.seed = *v;
+  // The prompt itself is built on its first step, together with the others starting then.
+  auto request = std::make_unique<Request>();
+  request->plan = plan_talker_prompt(speech, *talker_, *tokenizer_, max_instructions_length_);
+  start.num_prompt_rows = static_cast<int>(request->plan.num_rows());
+  start.state = std::move(request);
+  const int32_t vocab = talker_->codec_vocab_size();
+  const int32_t eos = talker_->config().codec_eos_id;
+  const int32_t controls = std::max(0, vocab - kNumControlIds);
+  // ignore_eos: exactly max_new_tokens frames (benchmarks).
+  if (input.ignore_eos || eos < controls || eos >= vocab) {
+    start.suppressed_tokens = {{controls, vocab}};
+    if (input.ignore_eos && (eos < controls || eos >= vocab)) start.suppressed_tokens.push_back({eos, eos + 1});
+  } else {
+    start.suppressed_tokens = {{controls, eos}, {eos + 1, vocab}};
+  }
+  return start;
+}
+
+void TalkerStageModel::prepare_requests(int max_num_seqs, const std::vector<int>& batch_sizes, bool capture_graphs) {
+  talker_->init_predictor_cache(max_num_seqs);
+  free_slots_.clear();
+  for (int slot = max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+  if (frame_steps_ && talker_->device().type == tensor::DeviceType::kCuda) {
+    log_steps("code predictor frame steps", talker_->prepare_frame_steps(batch_sizes, capture_graphs), capture_graphs);
+  }
+  spdlog::info("Qwen3-TTS talker on {}, {} predictor slots", tensor::device_name(talker_->device()), max_num_seqs);
+}
+
+void TalkerStageModel::acquire(ArRequestState& state) {
+  auto& request = static_cast<Request&>(state);
+  if (free_slots_.empty()) {
+    throw_error(ErrorCode::kInternal, "Qwen3-TTS talker: more running requests than predictor slots");
+  }
+  request.slot = free_slots_.back();
+  free_slots_.pop_back();
+}
+
+void TalkerStageModel::release(ArRequestState& state) {
+  auto& request = static_cast<Request&>(state);
+  if (request.slot >= 0) free_slots_.push_back(request.slot);
+  request.slot = -1;
+}
+
+void TalkerStageModel::forward_step(const ForwardBatch& batch, std::span<ArRequestState* const> states,
+                                    std::vector<float>& logits) {
+  step_started_ = Clock::now();
+  requests_.clear();
+  std::vector<Request*> starting;
+  for (size_t i = 0; i < states.size(); ++i) {
+    auto* request = static_cast<Request*>(states[i]);
+    requests_.push_back(request);
+    if (batch.seqs[i].context_len == 0) starting.push_back(request);
+  }
+  if (starting.empty()) {
+    feed_frames(batch, requests_, logits);
+  } else {
+    // One text projection for every prompt of the step reads its weights once.
+    std::vector<TalkerPromptPlan> plans;
+    plans.reserve(starting.size());
+    for (Request* request : starting) plans.push_back(std::move(request->plan));
+    std::vector<TalkerPrompt> prompts = build_talker_prompts(plans, *talker_);
+    for (size_t i = 0; i < starting.size(); ++i) starting[i]->prompt = std::move(prompts[i]);
+    forward_rows(batch, requests_, logits);
+  }
+  talker_time_ = Clock::now() - step_started_;
+}
+
+void TalkerStageModel::feed_frames(const ForwardBatch& batch, std::span<Request* const> requests,
+                                   std::vector<float>& logits) {
+  std::vector<int32_t> slots, frames;
+  std::vector<const float*> text;
+  for (const Request* request : requests) {
+    slots.push_back(request->slot);
+    frames.insert(frames.end(), request->frame.begin(), request->frame.end());
+    // Decode step k feeds frame k.
+    text.push_back(request->text_track(request->frames - 1));
+  }
+  talker_->forward_frames(batch, slots, frames, text, logits, hidden_);
+}
+
+void TalkerStageModel::forward_rows(const ForwardBatch& batch, std::span<Request* const> requests,
+                                    std::vector<float>& logits) {
+  const int64_t h = talker_->hidden_size();
+  Tensor inputs = Tensor::zeros({static_cast<int64_t>(batch.positions.size()), h}, DType::kF32);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& request = *requests[i];
+    const SequenceSlice& seq = batch.seqs[i];
+    float* out = inputs.data<float>() + static_cast<int64_t>(seq.query_start) * h;
+    if (seq.context_len == 0) {
+      if (seq.query_len != request.prompt.rows.shape()[0]) {
+        throw_error(ErrorCode::kInternal, "Qwen3-TTS talker: a prompt slice of {} rows for a prompt of {}",
+                    seq.query_len, request.prompt.rows.shape()[0]);
+      }
+      std::copy_n(request.prompt.rows.data<float>(), seq.query_len * h, out);
+    } else {
+      std::copy_n(request.text_track(request.frames - 1), h, out);
+      talker_->add_frame_embedding(request.frame, out);
+    }
+  }
+  talker_->forward(batch, inputs, logits, hidden_);
+}
+
+void TalkerStageModel::finish_step(std::span<const ArSampledRow> rows, std::vector<std::vector<uint8_t>>& outputs) {
+  const auto predicting = Clock::now();
+  // The code predictor for the rows whose code0 is not the end of speech: one batch per codebook on
+  // the talker's device, the draws there too (one copy back per step).
+  const int32_t eos = talker_->config().codec_eos_id;
+  const int groups = talker_->num_code_groups() - 1;
+  std::vector<Request*> framed;
+  std::vector<int32_t> row_ids, slots, code0s;
+  std::vector<tensor::ops::SamplingParams> params;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].token == eos) continue;
+    auto* request = static_cast<Request*>(rows[i].state);
+    framed.push_back(request);
+    row_ids.push_back(static_cast<int32_t>(i));
+    slots.push_back(request->slot);
+    code0s.push_back(rows[i].token);
+    tensor::ops::SamplingParams p;
+    p.temperature = subtalker_.temperature;
+    p.top_k = subtalker_.top_k;
+    p.top_p = subtalker_.top_p;
+    p.seed = rows[i].seed;
+    p.step = static_cast<uint64_t>(request->frames) * groups;
+    params.push_back(p);
+  }
+  if (!framed.empty()) {
+    Tensor hidden = hidden_;
+    if (framed.size() != rows.size()) {
+      Tensor ids = Tensor::empty({static_cast<int64_t>(row_ids.size())}, DType::kI32);
+      std::copy(row_ids.begin(), row_ids.end(), ids.data<int32_t>());
+      hidden = Tensor::empty({ids.dim(0), hidden_.dim(1)}, hidden_.dtype(), hidden_.device());
+      tensor::ops::embedding(hidden_, ids, hidden);
+    }
+    std::vector<int32_t> codes;
+    talker_->predict_frames(slots, hidden, code0s, params, codes);
+    for (size_t i = 0; i < framed.size(); ++i) {
+      Request& request = *framed[i];
+      request.frame.assign(1, code0s[i]);
+      request.frame.insert(request.frame.end(), codes.begin() + static_cast<std::ptrdiff_t>(i * groups),
+                           codes.begin() + static_cast<std::ptrdiff_t>((i + 1) * groups));
+      ++request.frames;
+      outputs[row_ids[i]] = encode_codec_frames(request.frame, talker_->num_code_groups());
+    }
+  }
+  const auto predicted = Clock::now();
+  step_log_.add(rows.size(), talker_time_, predicted - predicting);
+  step_times_.push_back({"talker", std::chrono::duration<double>(talker_time_).count()});
+  step_times_.push_back({"code_predictor", std::chrono::duration<double>(predicted - predicting).count()});
+}
+
+void TalkerStageModel::StepLog::add(size_t batch, Clock::duration talker, Clock::duration predictor) {
+  constexpr std::chrono::seconds kInterval{5};
+  ++steps_;
+  rows_ += batch;
+  talker_ += talker;
+  predictor_ += predictor;
+  if (Clock::now() - since_ < kInterval) return;
+  const double steps = static_cast<double>(steps_);
+  spdlog::info("Qwen3-TTS talker: {} steps, mean batch {:.1f}; per step: talker {:.2f} ms, code predictor {:.2f} ms",
+               steps_, static_cast<double>(rows_) / steps,
+               std::chrono::duration<double, std::milli>(talker_).count() / steps,
+               std::chrono::duration<double, std::milli>(predictor_).count() / steps);
+  *this = StepLog();
+}
+
+void register_family(ModelRegistry& registry) {
+  registry.add_causal_lm("Qwen3TTSForConditionalGeneration",
+                         [](const std::filesystem::path& dir, const Json& /*config*/,
+                            const CausalLmLoadOptions& options) -> std::unique_ptr<CausalLm> {
+                           if (options.tensor_parallel) {
+                             throw_error(ErrorCode::kUnsupported,
+                                         "the Qwen3-TTS talker cannot be split over tensor-parallel ranks");
+                           }
+                           return std::make_unique<TalkerStageModel>(dir, options.engine_args, options.device);
+                         });
+}
+
+}  // namespace omni::model::qwen3_tts
