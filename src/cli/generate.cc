@@ -17,14 +17,14 @@
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/causal_lm.h"
-#include "model/chat_template/chat_template.h"
 #include "model/hf_config.h"
 #include "model/model_dtype.h"
-#include "model/tokenizer/tokenizer.h"
 #include "runtime/tensor_parallel_model.h"
 #include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
+#include "text/chat_template/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::cli {
 namespace {
@@ -99,22 +99,22 @@ std::vector<int32_t> parse_token_ids_flag(const std::string& text) {
 }
 
 // The tokenizer named by --tokenizer, else the model folder's when it has one, else none.
-std::unique_ptr<model::Tokenizer> load_tokenizer(const GenerateOptions& options) {
-  if (!options.tokenizer.empty()) return model::Tokenizer::load(options.tokenizer);
+std::unique_ptr<text::Tokenizer> load_tokenizer(const GenerateOptions& options) {
+  if (!options.tokenizer.empty()) return text::Tokenizer::load(options.tokenizer);
   const fs::path dir(options.model);
-  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return model::Tokenizer::load(dir);
+  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return text::Tokenizer::load(dir);
   return nullptr;
 }
 
 // --messages: a JSON list of chat messages, rendered with the chat template of the tokenizer's
 // folder (as apply_chat_template with add_generation_prompt) and encoded.
-std::vector<int32_t> render_messages(const GenerateOptions& options, const model::Tokenizer* tokenizer) {
+std::vector<int32_t> render_messages(const GenerateOptions& options, const text::Tokenizer* tokenizer) {
   const fs::path dir = options.tokenizer.empty() ? fs::path(options.model) : fs::path(options.tokenizer);
   if (!tokenizer) {
     throw_error(ErrorCode::kInvalidArgument, "--messages needs a tokenizer, and {} has none (give --tokenizer)",
                 dir.string());
   }
-  std::optional<model::ChatTemplate> chat_template = model::ChatTemplate::load(dir);
+  std::optional<text::ChatTemplate> chat_template = text::ChatTemplate::load(dir);
   if (!chat_template) {
     throw_error(ErrorCode::kInvalidArgument,
                 "--messages needs a chat template, and {} has none (no chat_template.jinja, no chat_template in "
@@ -160,7 +160,7 @@ std::string flag_of(std::string_view parameter) {
 // Reads F.jsonl: one object per non-empty line with "prompt_token_ids" (a list of ids) or "prompt"
 // (text, needs a tokenizer), and optionally "sampling_params" over the command line's.
 std::vector<PromptJob> read_prompts_file(const std::string& path, const engine::SamplingParams& base,
-                                         const model::Tokenizer* tokenizer) {
+                                         const text::Tokenizer* tokenizer) {
   std::ifstream in(path);
   if (!in) throw_error(ErrorCode::kNotFound, "--prompts-file: cannot open {}", path);
   std::vector<PromptJob> jobs;
@@ -282,7 +282,7 @@ int run_generate(const GenerateOptions& options) {
   }
 
   const model::GenerationDefaults defaults = model::read_generation_defaults(options.model);
-  std::unique_ptr<model::Tokenizer> tokenizer = load_tokenizer(options);
+  std::unique_ptr<text::Tokenizer> tokenizer = load_tokenizer(options);
   const engine::SamplingParams base = base_sampling(options, defaults);
   std::vector<PromptJob> jobs;
   if (!options.prompts_file.empty()) {

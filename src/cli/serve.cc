@@ -15,13 +15,13 @@
 #include "base/metrics.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
-#include "model/chat_template/chat_template.h"
-#include "model/tokenizer/tokenizer.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
 #include "runtime/termination_signals.h"
 #include "server/api_server.h"
 #include "server/tokenizer_renderer.h"
+#include "text/chat_template/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::cli {
 
@@ -58,8 +58,8 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
     if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
     name = value;
   }
-  return std::make_unique<server::TokenizerRenderer>(model::Tokenizer::load(model_dir),
-                                                     model::ChatTemplate(source, name));
+  return std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(model_dir),
+                                                     text::ChatTemplate(source, name));
 }
 
 server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config,

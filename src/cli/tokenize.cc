@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::cli {
 namespace {
@@ -25,7 +25,7 @@ void print_ids(const std::vector<int32_t>& ids) {
 }
 
 int run_tokenize(const TokenizeOptions& options) {
-  const auto tokenizer = model::Tokenizer::load(options.tokenizer);
+  const auto tokenizer = text::Tokenizer::load(options.tokenizer);
   if (options.jsonl.empty()) {
     print_ids(tokenizer->encode(options.text, options.add_special_tokens));
     return 0;

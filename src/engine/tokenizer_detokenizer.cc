@@ -1,6 +1,6 @@
 #include "engine/tokenizer_detokenizer.h"
 
-#include "model/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/incremental_decoder.h"
 
 namespace omni::engine {
 
@@ -8,13 +8,13 @@ namespace {
 
 class IncrementalDecoderStream : public DetokenizerStream {
  public:
-  IncrementalDecoderStream(const model::Tokenizer& tokenizer, bool skip_special_tokens)
+  IncrementalDecoderStream(const text::Tokenizer& tokenizer, bool skip_special_tokens)
       : decoder_(tokenizer, skip_special_tokens) {}
 
   std::string push(int32_t token_id) override { return decoder_.push(token_id); }
 
  private:
-  model::IncrementalDecoder decoder_;
+  text::IncrementalDecoder decoder_;
 };
 
 }  // namespace

@@ -12,10 +12,10 @@
 #include "model/embedding_input_lm.h"
 #include "model/hf_config.h"
 #include "model/stage_model_registry.h"
-#include "model/tokenizer/tokenizer.h"
 #include "runtime/engine_args.h"
 #include "runtime/tensor_parallel_model.h"
 #include "tensor/backend.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::runtime {
 
@@ -84,7 +84,7 @@ class ArStageRunner final : public StageRunner {
       for (std::string& key : embedding_lm_->ignored_sampling_keys()) ignored_sampling_keys_.push_back(std::move(key));
     }
     if (model_->info().text_tokens && (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json"))) {
-      tokenizer_ = model::Tokenizer::load(dir);
+      tokenizer_ = text::Tokenizer::load(dir);
       detokenizer_ = std::make_unique<engine::TokenizerDetokenizer>(*tokenizer_);
     }
     base_ = base_sampling(embedding_lm_, dir);
@@ -178,7 +178,7 @@ class ArStageRunner final : public StageRunner {
   // Sampling keys a pipeline's sampling_constraints may set that are not engine parameters: every
   // stage detokenizes when its model has a tokenizer, so the flag carries no information here.
   std::vector<std::string> ignored_sampling_keys_ = {"detokenize"};
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<engine::TokenizerDetokenizer> detokenizer_;
   engine::SamplingParams base_;
   std::unique_ptr<engine::ArEngine> engine_;

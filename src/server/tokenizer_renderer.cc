@@ -5,13 +5,13 @@
 namespace omni::server {
 
 std::unique_ptr<TokenizerRenderer> TokenizerRenderer::load(const std::filesystem::path& model_dir) {
-  auto tokenizer = model::Tokenizer::load(model_dir);
-  auto chat_template = model::ChatTemplate::load(model_dir);
+  auto tokenizer = text::Tokenizer::load(model_dir);
+  auto chat_template = text::ChatTemplate::load(model_dir);
   return std::make_unique<TokenizerRenderer>(std::move(tokenizer), std::move(chat_template));
 }
 
-TokenizerRenderer::TokenizerRenderer(std::unique_ptr<model::Tokenizer> tokenizer,
-                                     std::optional<model::ChatTemplate> chat_template)
+TokenizerRenderer::TokenizerRenderer(std::unique_ptr<text::Tokenizer> tokenizer,
+                                     std::optional<text::ChatTemplate> chat_template)
     : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
 
 std::vector<int32_t> TokenizerRenderer::encode(std::string_view text, bool add_special_tokens) const {

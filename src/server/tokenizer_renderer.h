@@ -1,5 +1,5 @@
-// The PromptRenderer of a real model: its Tokenizer and chat template (model/tokenizer,
-// model/chat_template), rendering chat requests the way vLLM's OpenAI server does.
+// The PromptRenderer of a real model: its Tokenizer and chat template (text/tokenizer,
+// text/chat_template), rendering chat requests the way vLLM's OpenAI server does.
 //
 // Threads: immutable after load(); every method may run on many threads at once.
 #pragma once
@@ -8,9 +8,9 @@
 #include <memory>
 #include <optional>
 
-#include "model/chat_template/chat_template.h"
-#include "model/tokenizer/tokenizer.h"
 #include "server/prompt_renderer.h"
+#include "text/chat_template/chat_template.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::server {
 
@@ -20,7 +20,7 @@ class TokenizerRenderer : public PromptRenderer {
   // template still serves /v1/completions; its chat requests fail with a 400 that says so.
   // Throws what Tokenizer::load and ChatTemplate::load throw (kNotFound, kLoadFailed).
   static std::unique_ptr<TokenizerRenderer> load(const std::filesystem::path& model_dir);
-  TokenizerRenderer(std::unique_ptr<model::Tokenizer> tokenizer, std::optional<model::ChatTemplate> chat_template);
+  TokenizerRenderer(std::unique_ptr<text::Tokenizer> tokenizer, std::optional<text::ChatTemplate> chat_template);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const override;
@@ -32,8 +32,8 @@ class TokenizerRenderer : public PromptRenderer {
   int32_t vocab_size() const override { return tokenizer_->vocab_size(); }
 
  private:
-  std::unique_ptr<model::Tokenizer> tokenizer_;
-  std::optional<model::ChatTemplate> chat_template_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::optional<text::ChatTemplate> chat_template_;
 };
 
 }  // namespace omni::server

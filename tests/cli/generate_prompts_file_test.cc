@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/json.h"
-#include "model/tokenizer/tokenizer.h"
 #include "support/subprocess.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni {
 namespace {
@@ -167,7 +167,7 @@ TEST_F(GeneratePromptsFileTest, WithATokenizerPromptsAreTextAndStopStringsCutThe
     fs::copy_file(kModel / f, model / f);
   }
   fs::copy_file(kTokenizer, model / "tokenizer.json");
-  auto tokenizer = model::Tokenizer::load(model);
+  auto tokenizer = text::Tokenizer::load(model);
 
   Json greedy = {{"temperature", 0}, {"ignore_eos", true}, {"max_tokens", 30}};
   auto full =
@@ -226,9 +226,11 @@ TEST_F(GeneratePromptsFileTest, WithATokenizerPromptsAreTextAndStopStringsCutThe
 
   // Chat messages: without a chat template they are refused; with one, they render through it
   // (here to the concatenated contents) and generate like the rendered text.
-  std::vector<std::string> chat = {OMNISTAGE_BINARY, "generate", "--model", model.string(), "--messages",
-                                   Json::array({{{"role", "user"}, {"content", words}}}).dump(), "--temperature", "0",
-                                   "--ignore-eos", "--max-tokens", "30"};
+  std::vector<std::string> chat = {
+      OMNISTAGE_BINARY, "generate",   "--model",
+      model.string(),   "--messages", Json::array({{{"role", "user"}, {"content", words}}}).dump(),
+      "--temperature",  "0",          "--ignore-eos",
+      "--max-tokens",   "30"};
   auto no_template = run_process(chat);
   EXPECT_NE(no_template.exit_code, 0);
   EXPECT_NE(no_template.err.find("--messages needs a chat template"), std::string::npos) << no_template.err;

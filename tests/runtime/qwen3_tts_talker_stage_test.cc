@@ -20,10 +20,10 @@
 #include "model/qwen3_tts/prompt.h"
 #include "model/qwen3_tts/random_checkpoint.h"
 #include "model/qwen3_tts/talker.h"
-#include "model/tokenizer/tokenizer.h"
 #include "runtime/ar_stage_runner.h"
 #include "runtime/stage_runner.h"
 #include "support/temp_dir.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::runtime {
 namespace {
@@ -215,7 +215,7 @@ TEST(Qwen3TtsTalkerStage, StreamingLayoutFeedsTheTextOneTokenPerFrame) {
   speech.voice = "aiden";
   speech.non_streaming_mode = false;
   tts::Talker talker(kDir, tts::read_talker_config(kDir));
-  const tts::TalkerPrompt prompt = tts::build_talker_prompt(speech, talker, *model::Tokenizer::load(kDir));
+  const tts::TalkerPrompt prompt = tts::build_talker_prompt(speech, talker, *text::Tokenizer::load(kDir));
   const int frames = static_cast<int>(prompt.trailing.shape()[0]) + 3;  // past the end of the text
 
   auto runner = make_stage_runner(engine_args(), {});
@@ -452,7 +452,7 @@ TEST(Qwen3TtsTalkerStage, ServesTheRandomWeightWriterCheckpoint) {
   EXPECT_EQ(config.text_vocab_size, 151936);
 
   // The Qwen2Tokenizer files: the real ids, the TTS tokens added.
-  const auto tokenizer = model::Tokenizer::load(dir.path());
+  const auto tokenizer = text::Tokenizer::load(dir.path());
   EXPECT_EQ(tokenizer->encode("<|im_start|>assistant\n"), (std::vector<int32_t>{151644, 77091, 198}));
   EXPECT_EQ(tokenizer->encode("<tts_pad><tts_text_bos><tts_text_eod>"), (std::vector<int32_t>{151671, 151672, 151673}));
 

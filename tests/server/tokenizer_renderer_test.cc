@@ -61,7 +61,7 @@ TEST(TokenizerRenderer, EncodesDecodesAndNamesTokens) {
 }
 
 TEST(TokenizerRenderer, AModelWithoutAChatTemplateRefusesChatsByName) {
-  server::TokenizerRenderer plain(model::Tokenizer::load(qwen3_dir()), std::nullopt);
+  server::TokenizerRenderer plain(text::Tokenizer::load(qwen3_dir()), std::nullopt);
   try {
     plain.render_chat({{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
     ADD_FAILURE() << "a chat was rendered without a template";

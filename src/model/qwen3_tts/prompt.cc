@@ -120,8 +120,8 @@ size_t TalkerPromptPlan::num_rows() const {
   return num_instruct + 3 + (codec_prefix.size() - 1) + (non_streaming ? num_text + 2 : 1);
 }
 
-TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
-                                    int max_instructions_length) {
+TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker,
+                                    const text::Tokenizer& tokenizer, int max_instructions_length) {
   const TalkerConfig& config = talker.config();
   if (blank(request.text)) throw_error(ErrorCode::kInvalidArgument, "text (input) must not be empty");
   const TtsModelType task = resolve_task_type(request, config);
@@ -240,7 +240,7 @@ std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan>
   return prompts;
 }
 
-TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const text::Tokenizer& tokenizer,
                                  int max_instructions_length) {
   const TalkerPromptPlan plan = plan_talker_prompt(request, talker, tokenizer, max_instructions_length);
   return std::move(build_talker_prompts(std::span(&plan, 1), talker).front());

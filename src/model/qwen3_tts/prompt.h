@@ -21,8 +21,8 @@
 
 #include "model/qwen3_tts/config.h"
 #include "model/qwen3_tts/talker.h"
-#include "model/tokenizer/tokenizer.h"
 #include "tensor/tensor.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -72,7 +72,8 @@ struct TalkerPromptPlan {
 
 // Checks and tokenizes the request (the errors of build_talker_prompt). `max_instructions_length`
 // bounds the instructions in characters (Unicode code points).
-TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker,
+                                    const text::Tokenizer& tokenizer,
                                     int max_instructions_length = kDefaultMaxInstructionsLength);
 
 // The prompts of `plans`, their text tracks projected in one call; each prompt equals the one
@@ -81,7 +82,7 @@ TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& 
 std::vector<TalkerPrompt> build_talker_prompts(std::span<const TalkerPromptPlan> plans, const Talker& talker);
 
 // Plans and builds one prompt.
-TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const Tokenizer& tokenizer,
+TalkerPrompt build_talker_prompt(const SpeechRequest& request, const Talker& talker, const text::Tokenizer& tokenizer,
                                  int max_instructions_length = kDefaultMaxInstructionsLength);
 
 // The codec prefix of docs/models/qwen3_tts.md (think/nothink, language, the speaker slot, pad, bos) as codec ids,

@@ -138,7 +138,7 @@ struct TalkerStageModel::Request final : ArRequestState {
 
 TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device) {
   talker_ = std::make_unique<Talker>(dir, read_talker_config(dir), device);
-  tokenizer_ = Tokenizer::load(dir);
+  tokenizer_ = text::Tokenizer::load(dir);
   const TalkerGenerationDefaults defaults = read_talker_generation_defaults(dir);
   defaults_ = talker_defaults(defaults);
   default_max_new_tokens_ = defaults.max_new_tokens.value_or(std::numeric_limits<int>::max());

@@ -43,7 +43,7 @@
 #include "model/embedding_input_lm.h"
 #include "model/model_registry.h"
 #include "model/qwen3_tts/talker.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -105,7 +105,7 @@ class TalkerStageModel final : public EmbeddingInputLm {
   void forward_rows(const ForwardBatch& batch, std::span<Request* const> requests, std::vector<float>& logits);
 
   std::unique_ptr<Talker> talker_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   CausalLmInfo info_;
   ArSamplingDefaults defaults_;
   int default_max_new_tokens_ = 0;

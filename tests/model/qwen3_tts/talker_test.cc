@@ -22,8 +22,8 @@
 #include "base/json.h"
 #include "model/qwen3_tts/config.h"
 #include "model/qwen3_tts/prompt.h"
-#include "model/tokenizer/tokenizer.h"
 #include "tensor/npy.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::model::qwen3_tts {
 namespace {
@@ -49,7 +49,7 @@ double relative_error(const float* got, const float* want, size_t n) {
 struct TinyCheckpoint {
   Json reference = read_json_file(kDir / "reference.json");
   Talker talker{kDir, read_talker_config(kDir)};
-  std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(kDir);
+  std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(kDir);
 };
 
 TinyCheckpoint& tiny() {
@@ -244,7 +244,8 @@ TEST(TinyTalker, ForwardFramesOnTheCpuIsForwardOfTheFrameRows) {
                Error);
 }
 
-void expect_prompt(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request, const Json& entry) {
+void expect_prompt(const Talker& talker, const text::Tokenizer& tokenizer, const SpeechRequest& request,
+                   const Json& entry) {
   const TalkerPrompt prompt = build_talker_prompt(request, talker, tokenizer);
   EXPECT_EQ(prompt.text_ids, entry["text_ids"].get<std::vector<int32_t>>());
   const Tensor want = tensor::load_npy(kDir / entry["rows"].get<std::string>());
@@ -402,7 +403,7 @@ TEST(TinyTalker, TheLayoutDefaultsToStreamingForBaseOnly) {
   EXPECT_EQ(whole.trailing.shape()[0], 1);
 }
 
-void expect_invalid(const Talker& talker, const Tokenizer& tokenizer, const SpeechRequest& request,
+void expect_invalid(const Talker& talker, const text::Tokenizer& tokenizer, const SpeechRequest& request,
                     const std::vector<std::string>& fragments, int max_instructions = kDefaultMaxInstructionsLength) {
   try {
     build_talker_prompt(request, talker, tokenizer, max_instructions);
