@@ -331,7 +331,7 @@ int run_generate(const GenerateOptions& options) {
                   max_model_len == info.max_position_embeddings ? " (the model's max_position_embeddings)" : "");
     }
     try {
-      engine.add_request({std::to_string(i), job.token_ids, job.sampling});
+      engine.add_request({std::to_string(i), job.token_ids, job.sampling, Json()});
     } catch (const Error& e) {
       // A sampling value from the command line is named by its flag, one from a file by its line.
       std::string message = e.what();

@@ -60,7 +60,8 @@ double mean(const std::vector<double>& values) {
 EngineRun run_batch(engine::ArEngine& engine, std::mt19937_64& rng, int batch, int input_len, int output_len,
                     int vocab) {
   for (int i = 0; i < batch; ++i) {
-    engine.add_request({std::to_string(i), random_prompt(rng, input_len, vocab), fixed_length_greedy(output_len)});
+    engine.add_request(
+        {std::to_string(i), random_prompt(rng, input_len, vocab), fixed_length_greedy(output_len), Json()});
   }
   return run_until_done(engine);
 }

@@ -45,7 +45,7 @@ int run_throughput(const ThroughputFlags& flags) {
   // A short untimed round at full width, so that device memory, matrix plans and kernels are warm.
   for (int i = 0; i < flags.max_num_seqs; ++i) {
     loaded.engine->add_request({"warmup-" + std::to_string(i), random_prompt(rng, flags.input_len, vocab),
-                                fixed_length_greedy(std::min(flags.output_len, 4))});
+                                fixed_length_greedy(std::min(flags.output_len, 4)), Json()});
   }
   run_until_done(*loaded.engine);
 
@@ -55,7 +55,7 @@ int run_throughput(const ThroughputFlags& flags) {
   sampling.top_k = flags.top_k;
   for (int i = 0; i < flags.num_prompts; ++i) {
     sampling.seed = i;
-    loaded.engine->add_request({std::to_string(i), random_prompt(rng, flags.input_len, vocab), sampling});
+    loaded.engine->add_request({std::to_string(i), random_prompt(rng, flags.input_len, vocab), sampling, Json()});
   }
   const EngineRun run = run_until_done(*loaded.engine);
   const double total_tokens =
