@@ -1,13 +1,13 @@
 #include "model/qwen3_tts/talker_stage_model.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "config/sampling_ranges.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/config.h"
 #include "model/qwen3_tts/prompt.h"
@@ -92,15 +92,13 @@ SubtalkerSampling subtalker_sampling(const TalkerGenerationDefaults& d, const Js
     }
   }
   if (!do_sample) p.temperature = 0.0f;
-  if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
-    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.temperature must be >= 0, got {}", p.temperature);
-  }
-  if (!std::isfinite(p.top_p) || p.top_p <= 0.0f || p.top_p > 1.0f) {
-    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.top_p must be in (0, 1], got {}", p.top_p);
-  }
-  if (p.top_k < -1) {
-    throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.top_k must be -1, 0 or at least 1, got {}",
-                p.top_k);
+  const std::pair<const config::SamplingRange&, double> checked[] = {
+      {config::kTemperature, p.temperature}, {config::kTopP, p.top_p}, {config::kTopK, p.top_k}};
+  for (const auto& [range, value] : checked) {
+    if (!range.contains(value)) {
+      throw_error(ErrorCode::kInvalidConfig, "subtalker_sampling_params.{} must be {}, got {}", range.field, range.rule,
+                  value);
+    }
   }
   constexpr float kGreedyTemperature = 1e-5f, kMinTemperature = 1e-2f;
   if (p.temperature < kGreedyTemperature) {
