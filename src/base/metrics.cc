@@ -252,8 +252,8 @@ std::string MetricsRegistry::render_prometheus() const {
 
 std::string merge_prometheus_texts(const std::vector<std::string>& texts) {
   struct Family {
-    std::string help;  // the whole "# HELP" line
-    std::string type;  // the whole "# TYPE" line
+    std::string help;                 // the whole "# HELP" line
+    std::string type;                 // the whole "# TYPE" line
     std::vector<std::string> series;  // "name{labels}", in first-seen order
     std::map<std::string, double> values;
   };

@@ -56,8 +56,8 @@ struct Frontend {
 
 class Launcher {
  public:
-  Launcher(const runtime::PipelineSpec& pipeline, runtime::OrchestratorOptions options, std::string host,
-           uint16_t port, int count)
+  Launcher(const runtime::PipelineSpec& pipeline, runtime::OrchestratorOptions options, std::string host, uint16_t port,
+           int count)
       : count_(count),
         host_(std::move(host)),
         address_(host_, port),

@@ -10,8 +10,8 @@ namespace omni::runtime {
 namespace {
 
 constexpr std::array<std::string_view, 14> kTypeNames = {
-    "register", "ready",       "init_failed",    "submit", "output", "abort",   "error",
-    "heartbeat", "shutdown", "input_chunk", "frontend_reset", "sleep", "wakeup", "control_ack"};
+    "register",  "ready",    "init_failed", "submit",         "output", "abort",  "error",
+    "heartbeat", "shutdown", "input_chunk", "frontend_reset", "sleep",  "wakeup", "control_ack"};
 
 Json to_wire(const PayloadRef& ref) {
   Json json = {{"connector", ref.connector},

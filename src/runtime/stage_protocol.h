@@ -150,15 +150,14 @@ struct StageControlAck {
   // The process's resident memory before and after the operation, from /proc/self/statm.
   int64_t rss_before_bytes = 0;
   int64_t rss_after_bytes = 0;
-  double seconds = 0;                 // how long the operation took
-  std::optional<ErrorCode> error;     // set when the operation failed (kUnsupported: not possible here)
-  std::string message;                // the error's message
+  double seconds = 0;              // how long the operation took
+  std::optional<ErrorCode> error;  // set when the operation failed (kUnsupported: not possible here)
+  std::string message;             // the error's message
 };
 
-using StageMessage =
-    std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage, AbortMessage,
-                 ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage, FrontendResetMessage, SleepMessage,
-                 WakeUpMessage, StageControlAck>;
+using StageMessage = std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage,
+                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage,
+                                  FrontendResetMessage, SleepMessage, WakeUpMessage, StageControlAck>;
 
 // The message's type name on the wire ("register", "submit"…), for logs and errors.
 std::string_view message_type_name(const StageMessage& message);

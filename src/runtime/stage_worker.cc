@@ -187,10 +187,10 @@ class Worker {
     if (auto* submit = std::get_if<SubmitMessage>(&message)) {
       if (asleep_level_ > 0 || routes_.count(submit->request_id)) {
         Error refused(ErrorCode::kUnavailable,
-                      asleep_level_ > 0 ? fmt::format("stage {} is asleep (POST /v1/omni/wakeup wakes it)",
-                                                      config_.stage.stage_id)
-                                        : fmt::format("stage {}: request id '{}' is in use by another API frontend",
-                                                      config_.stage.stage_id, submit->request_id));
+                      asleep_level_ > 0
+                          ? fmt::format("stage {} is asleep (POST /v1/omni/wakeup wakes it)", config_.stage.stage_id)
+                          : fmt::format("stage {}: request id '{}' is in use by another API frontend",
+                                        config_.stage.stage_id, submit->request_id));
         channel(from).send(ErrorMessage{submit->request_id, refused.code(), refused.what(), false});
         for (const PayloadRef& ref : submit->inputs) discard_input(ref);
         return;
@@ -278,7 +278,8 @@ class Worker {
   }
 
   StageControlAck put_to_sleep(int level) {
-    StageControlAck ack{config_.stage.stage_id, config_.replica, "sleep", asleep_level_, resident_bytes(), 0, 0, {}, {}};
+    StageControlAck ack{
+        config_.stage.stage_id, config_.replica, "sleep", asleep_level_, resident_bytes(), 0, 0, {}, {}};
     const auto started = Clock::now();
     try {
       if (level != 1 && level != 2) {
@@ -310,7 +311,8 @@ class Worker {
   }
 
   StageControlAck wake_up() {
-    StageControlAck ack{config_.stage.stage_id, config_.replica, "wakeup", asleep_level_, resident_bytes(), 0, 0, {}, {}};
+    StageControlAck ack{
+        config_.stage.stage_id, config_.replica, "wakeup", asleep_level_, resident_bytes(), 0, 0, {}, {}};
     const auto started = Clock::now();
     try {
       if (asleep_level_ == 1) runner_->wake_up();
@@ -406,9 +408,12 @@ class Worker {
 Json to_json(const StageLaunchConfig& config) {
   Json outputs = Json::object();
   for (const auto& [to, spec] : config.output_connectors) outputs["to_stage_" + std::to_string(to)] = to_json(spec);
-  return {{"stage", to_json(config.stage)}, {"replica", config.replica},
-          {"session", config.session},      {"shm_threshold_bytes", config.shm_threshold_bytes},
-          {"output_connectors", outputs},   {"heartbeat_interval_ms", config.heartbeat_interval_ms},
+  return {{"stage", to_json(config.stage)},
+          {"replica", config.replica},
+          {"session", config.session},
+          {"shm_threshold_bytes", config.shm_threshold_bytes},
+          {"output_connectors", outputs},
+          {"heartbeat_interval_ms", config.heartbeat_interval_ms},
           {"frontend_endpoints", config.frontend_endpoints}};
 }
 

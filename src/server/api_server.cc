@@ -59,8 +59,8 @@ struct ApiServer::Impl {
                               std::chrono::seconds(60), options.drain_timeout, options.reuse_port},
             [this](HttpRequest& request, std::shared_ptr<Responder> responder) {
               if (options.api_server_count != 1) {
-                responder = std::make_shared<FrontendResponder>(std::move(responder),
-                                                                std::to_string(options.frontend_index));
+                responder =
+                    std::make_shared<FrontendResponder>(std::move(responder), std::to_string(options.frontend_index));
               }
               handle(request, responder);
             },
@@ -72,8 +72,9 @@ struct ApiServer::Impl {
                                       {"frontend"})
                              .with({std::to_string(options.frontend_index)});
     add_info_routes(router, context,
-                    options.render_metrics ? options.render_metrics
-                                           : std::function<std::string()>([&registry] { return registry.render_prometheus(); }));
+                    options.render_metrics ? options.render_metrics : std::function<std::string()>([&registry] {
+                      return registry.render_prometheus();
+                    }));
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);

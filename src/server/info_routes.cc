@@ -39,12 +39,13 @@ void add_info_routes(Router& router, const ServingContext& context, std::functio
     responder->respond(json_response({{"version", context.version}}));
   });
 
-  router.add("GET", "/metrics", [render = std::move(render_metrics)](HttpRequest&, std::shared_ptr<Responder> responder) {
-    HttpResponse response;
-    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = render();
-    responder->respond(std::move(response));
-  });
+  router.add("GET", "/metrics",
+             [render = std::move(render_metrics)](HttpRequest&, std::shared_ptr<Responder> responder) {
+               HttpResponse response;
+               response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+               response.body = render();
+               responder->respond(std::move(response));
+             });
 }
 
 }  // namespace omni::server

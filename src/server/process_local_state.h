@@ -19,7 +19,6 @@ std::optional<std::string> process_local_operation(std::string_view method, std:
 
 // The refusal of `method` `path` for a frontend among `api_server_count` (0: not known), or nullopt
 // when the request may go on.
-std::optional<HttpResponse> process_local_refusal(std::string_view method, std::string_view path,
-                                                  int api_server_count);
+std::optional<HttpResponse> process_local_refusal(std::string_view method, std::string_view path, int api_server_count);
 
 }  // namespace omni::server

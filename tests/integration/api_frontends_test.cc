@@ -43,10 +43,17 @@ struct Reply {
 // curl with the API key, the response headers read from its stderr.
 Reply request(const ServeProcess& server, const std::string& path, const std::optional<std::string>& body,
               const std::string& method = "", int max_time = 60) {
-  std::vector<std::string> argv = {"/usr/bin/curl", "-sS",         "-N",
-                                   "--max-time",    std::to_string(max_time), "-D",
-                                   "/dev/stderr",   "-w",          "\n%{http_code}",
-                                   "-H",            std::string("Authorization: Bearer ") + kApiKey};
+  std::vector<std::string> argv = {"/usr/bin/curl",
+                                   "-sS",
+                                   "-N",
+                                   "--max-time",
+                                   std::to_string(max_time),
+                                   "-D",
+                                   "/dev/stderr",
+                                   "-w",
+                                   "\n%{http_code}",
+                                   "-H",
+                                   std::string("Authorization: Bearer ") + kApiKey};
   if (!method.empty()) argv.insert(argv.end(), {"-X", method});
   if (body) argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", *body});
   argv.push_back(server.url(path));
@@ -154,7 +161,8 @@ class ApiFrontendsTest : public ::testing::Test {
 // The 64 replies equal the one-frontend references and every frontend answered some of them, by
 // the response header and by the merged /metrics.
 void expect_like_one_frontend(const ServeProcess& server, int frontends, const std::vector<std::string>& references,
-                              const std::vector<Reply>& replies, const std::function<std::string(const Reply&)>& output) {
+                              const std::vector<Reply>& replies,
+                              const std::function<std::string(const Reply&)>& output) {
   std::map<int, int> per_frontend;
   for (int i = 0; i < static_cast<int>(replies.size()); ++i) {
     EXPECT_EQ(replies[i].status, 200) << replies[i].body;
@@ -184,8 +192,8 @@ TEST_F(ApiFrontendsTest, Qwen3TwoAndFourFrontendsAnswerLikeOne) {
   {
     auto one = serve("qwen3", "qwen3_n1.log", {});
     ASSERT_GT(one->port(), 0);
-    for (int p = 0; p < kPrompts; ++p) references.push_back(completion_text(request(*one, "/v1/completions",
-                                                                                    completion_body(p, 8))));
+    for (int p = 0; p < kPrompts; ++p)
+      references.push_back(completion_text(request(*one, "/v1/completions", completion_body(p, 8))));
     EXPECT_EQ(request(*one, "/v1/completions", completion_body(0, 8)).frontend, -1) << "no frontend header with one";
   }
   for (int n : {2, 4}) {
@@ -197,8 +205,9 @@ TEST_F(ApiFrontendsTest, Qwen3TwoAndFourFrontendsAnswerLikeOne) {
     auto replies = concurrently(kConcurrent, [&](int i) {
       return request(*server, "/v1/completions", completion_body(i % kPrompts, 8, i % 2 == 1));
     });
-    expect_like_one_frontend(*server, n, references, replies,
-                             [](const Reply& r) { return r.body.starts_with("data: ") ? streamed_text(r) : completion_text(r); });
+    expect_like_one_frontend(*server, n, references, replies, [](const Reply& r) {
+      return r.body.starts_with("data: ") ? streamed_text(r) : completion_text(r);
+    });
     const std::string session = server->session();
     EXPECT_EQ(server->terminate(30s), 0) << server->log();
     EXPECT_TRUE(shm_entries("omnistage_" + session).empty()) << "the session's shared memory is removed";
@@ -245,17 +254,17 @@ TEST_F(ApiFrontendsTest, KilledFrontendFailsOnlyItsRequestsAndComesBack) {
   ASSERT_EQ(frontends.size(), 2u);
 
   // Process-local operations are refused; the routes of every frontend stay as they are otherwise.
-  for (const auto& [method, path, operation] :
-       std::vector<std::tuple<std::string, std::string, std::string>>{{"POST", "/v1/omni/sleep", "Sleep"},
-                                                                      {"POST", "/v1/omni/wakeup", "Wakeup"},
-                                                                      {"POST", "/v1/audio/voices", "Runtime voice upload"},
-                                                                      {"DELETE", "/v1/audio/voices/aiden",
-                                                                       "Runtime voice deletion"}}) {
+  for (const auto& [method, path, operation] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", "/v1/omni/sleep", "Sleep"},
+           {"POST", "/v1/omni/wakeup", "Wakeup"},
+           {"POST", "/v1/audio/voices", "Runtime voice upload"},
+           {"DELETE", "/v1/audio/voices/aiden", "Runtime voice deletion"}}) {
     Reply r = request(*server, path, "{}", method);
     EXPECT_EQ(r.status, 409) << method << " " << path << ": " << r.body;
     EXPECT_EQ(Json::parse(r.body)["error"]["message"],
-              operation + " is not supported with --api-server-count > 1 because the operation uses process-local "
-                          "frontend state");
+              operation +
+                  " is not supported with --api-server-count > 1 because the operation uses process-local "
+                  "frontend state");
   }
 
   const std::string reference = completion_text(request(*server, "/v1/completions", completion_body(1, 600)));
@@ -271,7 +280,8 @@ TEST_F(ApiFrontendsTest, KilledFrontendFailsOnlyItsRequestsAndComesBack) {
     kill(std::stoi(m[1]), SIGKILL);
     killed = true;
   });
-  auto replies = concurrently(16, [&](int) { return request(*server, "/v1/completions", completion_body(1, 600, true)); });
+  auto replies =
+      concurrently(16, [&](int) { return request(*server, "/v1/completions", completion_body(1, 600, true)); });
   killer.join();
   ASSERT_TRUE(killed);
   int survivors = 0;
@@ -300,7 +310,8 @@ TEST_F(ApiFrontendsTest, KilledFrontendFailsOnlyItsRequestsAndComesBack) {
   }
   EXPECT_EQ(children_running(server->pid(), "serve").size(), 2u) << server->log();
   EXPECT_EQ(children_running(server->pid(), "stage-worker"), workers) << "the stage process is the same";
-  auto after = concurrently(32, [&](int i) { return request(*server, "/v1/completions", completion_body(i % kPrompts, 4)); });
+  auto after =
+      concurrently(32, [&](int i) { return request(*server, "/v1/completions", completion_body(i % kPrompts, 4)); });
   std::set<int> answered_by;
   for (const Reply& r : after) {
     EXPECT_EQ(r.status, 200) << r.body;
@@ -314,8 +325,8 @@ TEST_F(ApiFrontendsTest, FlagsThatCannotCombineWithSeveralFrontendsAreNamed) {
   for (const auto& [flags, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--enable-sleep-mode"}, "--enable-sleep-mode"},
            {{"--omni-dp-size-local", "2", "--stage-id", "0", "-oma", "127.0.0.1", "-omp", "26000"}, "--stage-id"}}) {
-    std::vector<std::string> argv = {OMNISTAGE_BINARY, "serve", (dir_->path() / "qwen3").string(),
-                                     "--api-server-count", "2"};
+    std::vector<std::string> argv = {OMNISTAGE_BINARY, "serve", (dir_->path() / "qwen3").string(), "--api-server-count",
+                                     "2"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     ProcessResult r = run_process(argv);
     EXPECT_EQ(r.exit_code, 64) << r.err;
@@ -331,7 +342,8 @@ TEST_F(ApiFrontendsTest, SleepFreesTheStageMemoryAndWakeUpRestoresTheOutputs) {
   ASSERT_EQ(workers.size(), 1u);
   auto outputs = [&] {
     std::vector<std::string> texts;
-    for (int p = 0; p < kPrompts; ++p) texts.push_back(completion_text(request(*server, "/v1/completions", completion_body(p, 8))));
+    for (int p = 0; p < kPrompts; ++p)
+      texts.push_back(completion_text(request(*server, "/v1/completions", completion_body(p, 8))));
     return texts;
   };
   const std::vector<std::string> before = outputs();
