@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "base/error.h"
 
@@ -245,6 +246,59 @@ std::string MetricsRegistry::render_prometheus() const {
         out += fmt::format("{}_count{} {}\n", name, label_block(family.label_names_, labels), snap.count);
       }
     }
+  }
+  return out;
+}
+
+std::string merge_prometheus_texts(const std::vector<std::string>& texts) {
+  struct Family {
+    std::string help;                 // the whole "# HELP" line
+    std::string type;                 // the whole "# TYPE" line
+    std::vector<std::string> series;  // "name{labels}", in first-seen order
+    std::map<std::string, double> values;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Family> families;
+  auto family = [&](const std::string& name) -> Family& {
+    auto [it, added] = families.try_emplace(name);
+    if (added) order.push_back(name);
+    return it->second;
+  };
+  for (const std::string& text : texts) {
+    std::string current;  // the family of the latest TYPE line
+    size_t begin = 0;
+    while (begin < text.size()) {
+      size_t end = text.find('\n', begin);
+      if (end == std::string::npos) end = text.size();
+      const std::string line = text.substr(begin, end - begin);
+      begin = end + 1;
+      if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) {
+        const size_t name_end = line.find(' ', 7);
+        const std::string name = line.substr(7, name_end == std::string::npos ? std::string::npos : name_end - 7);
+        Family& f = family(name);
+        std::string& kept = line[2] == 'H' ? f.help : f.type;
+        if (kept.empty()) kept = line;
+        if (line[2] == 'T') current = name;
+        continue;
+      }
+      if (line.empty() || line[0] == '#') continue;
+      const size_t space = line.rfind(' ');
+      if (space == std::string::npos || space == 0) continue;
+      const std::string key = line.substr(0, space);
+      const double value = std::strtod(line.c_str() + space + 1, nullptr);
+      const std::string name = key.substr(0, key.find('{'));
+      Family& f = family(current.empty() || !name.starts_with(current) ? name : current);
+      auto [it, added] = f.values.try_emplace(key, 0.0);
+      if (added) f.series.push_back(key);
+      it->second += value;
+    }
+  }
+  std::string out;
+  for (const std::string& name : order) {
+    const Family& f = families.at(name);
+    if (!f.help.empty()) out += f.help + "\n";
+    if (!f.type.empty()) out += f.type + "\n";
+    for (const std::string& key : f.series) out += fmt::format("{} {}\n", key, format_value(f.values.at(key)));
   }
   return out;
 }

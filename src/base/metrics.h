@@ -121,4 +121,12 @@ class MetricsRegistry {
   std::map<std::string, Entry> families_;
 };
 
+// Merges the expositions of several processes' registries (render_prometheus() of each API
+// frontend) into one, as Prometheus client libraries do in multi-process mode: the samples of a
+// series (same name and labels) are summed over the processes — counters, histogram buckets, sums
+// and counts, and gauges alike — and each family keeps the HELP and TYPE of its first appearance,
+// families and series in the order they first appear. Series that carry a per-process label (e.g.
+// frontend) stay apart. Lines that are not a sample, a HELP or a TYPE are dropped.
+std::string merge_prometheus_texts(const std::vector<std::string>& texts);
+
 }  // namespace omni

@@ -9,16 +9,19 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "cli/api_frontends.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
 #include "runtime/termination_signals.h"
 #include "server/api_server.h"
+#include "server/frontend_metrics.h"
 #include "server/tokenizer_renderer.h"
 #include "text/chat_template/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -37,10 +40,6 @@ std::vector<std::string> unsupported_flags(const ServeFlags& flags) {
   }
   if (flags.values["worker_backend"] == "ray") {
     out.push_back("--worker-backend ray (the Ray worker backend does not exist)");
-  }
-  if (flags.values["api_server_count"].get<int64_t>() > 1) {
-    out.push_back(fmt::format("--api-server-count {} (multiple API frontends do not exist yet)",
-                              flags.values["api_server_count"].get<int64_t>()));
   }
   return out;
 }
@@ -85,6 +84,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
       options.max_model_len = it->get<int>();
     }
   }
+  options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
   options.speech.voices = facts.voices;
@@ -111,31 +111,59 @@ int run_serve(const ServeFlags& flags) {
     throw_error(ErrorCode::kUnsupported, "not supported yet: {}", fmt::join(unsupported, "; "));
   }
   const runtime::PipelineSpec pipeline = runtime::pipeline_spec_from_config(config);
+  runtime::OrchestratorOptions orchestrator_options;
+  orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());
+  orchestrator_options.init_timeout = std::chrono::seconds(flags.values["init_timeout"].get<int64_t>());
+  orchestrator_options.shm_threshold_bytes = flags.values["shm_threshold_bytes"].get<uint64_t>();
+
+  // --api-server-count N > 1: this process launches the stages and N frontends (cli/api_frontends.h),
+  // and each frontend runs the rest of this function attached to them.
+  const int api_server_count = static_cast<int>(flags.values["api_server_count"].get<int64_t>());
+  const std::optional<ApiFrontendRole> frontend = api_frontend_role();
+  if (api_server_count > 1) check_api_frontends_config(config);
+  if (api_server_count > 1 && !frontend) {
+    return run_api_frontend_launcher(flags, pipeline, orchestrator_options, api_server_count);
+  }
+
   const std::filesystem::path model_dir(config.model);
   std::unique_ptr<server::TokenizerRenderer> renderer = load_renderer(model_dir, flags);
 
   // Before any thread starts, so that SIGINT/SIGTERM reach only this thread's wait below.
   runtime::TerminationSignals signals;
   MetricsRegistry metrics;
-  runtime::OrchestratorOptions orchestrator_options;
-  orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());
-  orchestrator_options.init_timeout = std::chrono::seconds(flags.values["init_timeout"].get<int64_t>());
-  orchestrator_options.shm_threshold_bytes = flags.values["shm_threshold_bytes"].get<uint64_t>();
   orchestrator_options.metrics = &metrics;
+  if (frontend) orchestrator_options.attach = frontend->attach;
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
-  server::ApiServer api(api_server_options(flags, config, pipeline.model_facts), orchestrator, renderer.get(), metrics);
+  server::ApiServerOptions options = api_server_options(flags, config, pipeline.model_facts);
+  std::unique_ptr<server::FrontendMetrics> frontend_metrics;
+  if (frontend) {
+    options.port = frontend->port;
+    options.reuse_port = true;
+    options.api_server_count = frontend->attach.count;
+    options.frontend_index = frontend->attach.index;
+    frontend_metrics = std::make_unique<server::FrontendMetrics>(metrics, frontend->attach.session,
+                                                                 frontend->attach.index, frontend->attach.count);
+    options.render_metrics = [m = frontend_metrics.get()] { return m->render(); };
+  }
+  server::ApiServer api(std::move(options), orchestrator, renderer.get(), metrics);
   try {
     api.start();
+    if (frontend_metrics) frontend_metrics->start();
   } catch (...) {
     orchestrator.shutdown();
     throw;
   }
-  spdlog::info("serve: session {}, shared-memory segments /dev/shm/omnistage_{}_*", orchestrator.session(),
-               orchestrator.session());
-  spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
-               flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
-               api.port());
+  if (frontend) {
+    spdlog::info("serve: API frontend {} of {} serving (pid {})", frontend->attach.index, frontend->attach.count,
+                 getpid());
+  } else {
+    spdlog::info("serve: session {}, shared-memory segments /dev/shm/omnistage_{}_*", orchestrator.session(),
+                 orchestrator.session());
+    spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
+                 flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
+                 api.port());
+  }
   const int signal = signals.wait();
   spdlog::info("serve: {} received, shutting down", strsignal(signal));
   api.stop();

@@ -201,7 +201,30 @@ SamplingParams ArEngine::check_request(const EngineRequest& request) const {
   return params;
 }
 
+void ArEngine::sleep() {
+  if (asleep_) return;
+  if (requests_.empty() && in_flight_) finish_in_flight();  // a step of aborted requests: nothing to keep
+  if (has_unfinished_requests()) {
+    throw_error(ErrorCode::kUnavailable, "the engine cannot sleep with {} unfinished requests", requests_.size());
+  }
+  model_.init_kv_cache(0);
+  kv_.reset();
+  asleep_ = true;
+}
+
+void ArEngine::wake_up() {
+  if (!asleep_) return;
+  model_.init_kv_cache(config_.num_blocks);
+  if (!config_.decode_batch_sizes.empty()) {
+    // The recorded steps read the KV storage where it was; it lives elsewhere now.
+    const int max_blocks = (config_.max_model_len + model::kKvBlockSize - 1) / model::kKvBlockSize;
+    model_.prepare_decode_steps(config_.decode_batch_sizes, max_blocks, config_.cuda_graphs);
+  }
+  asleep_ = false;
+}
+
 void ArEngine::add_request(EngineRequest request) {
+  if (asleep_) throw_error(ErrorCode::kUnavailable, "request {}: the engine is asleep", request.request_id);
   SamplingParams params = check_request(request);
   if (requests_.count(request.request_id)) {
     throw_error(ErrorCode::kInvalidArgument, "request id '{}' is already in the engine", request.request_id);
@@ -273,6 +296,7 @@ bool ArEngine::needs_host_history(const Request& r) {
 }
 
 std::vector<RequestOutput> ArEngine::step() {
+  if (asleep_) throw_error(ErrorCode::kUnavailable, "the engine is asleep");
   const bool overlap = config_.async_scheduling && num_synchronous_requests_ == 0;
   // The next step needs the tokens of the one in flight on the host: read them first.
   if (in_flight_ && !overlap) return finish_in_flight();

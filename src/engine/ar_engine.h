@@ -103,6 +103,15 @@ class ArEngine {
   bool has_unfinished_requests() const { return !requests_.empty() || in_flight_; }
   EngineStats stats() const;
 
+  // Sleep mode (level 1): with no unfinished request, frees the model's KV storage (its weights
+  // stay where they are) and forgets the prefix cache; wake_up() allocates the storage again (and
+  // re-records the decode steps of a model on a GPU). While asleep add_request() and step() throw
+  // omni::Error(kUnavailable). sleep() throws kUnavailable while requests are unfinished; both are
+  // no-ops in the state they lead to.
+  void sleep();
+  void wake_up();
+  bool asleep() const { return asleep_; }
+
  private:
   struct Request;
   struct Completion;
@@ -178,6 +187,7 @@ class ArEngine {
   // for a completion forgotten since (aborted); the unfinished requests that keep the engine
   // synchronous (needs_host_history).
   bool in_flight_ = false;
+  bool asleep_ = false;
   std::vector<Completion*> in_flight_rows_;
   std::vector<Completion*> launched_rows_;
   std::vector<int32_t> previous_rows_;

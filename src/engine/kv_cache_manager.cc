@@ -11,6 +11,11 @@ using model::kKvBlockSize;
 KvCacheManager::KvCacheManager(int num_blocks, bool enable_prefix_caching)
     : pool_(num_blocks), prefix_caching_(enable_prefix_caching) {}
 
+void KvCacheManager::reset() {
+  pool_ = BlockPool(pool_.num_blocks());
+  stats_ = {};
+}
+
 int KvCacheManager::blocks_for_tokens(int num_tokens) { return (num_tokens + kKvBlockSize - 1) / kKvBlockSize; }
 
 PrefixCacheStats KvCacheManager::stats() const {

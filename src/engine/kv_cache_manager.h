@@ -59,6 +59,9 @@ class KvCacheManager {
   // Drops every block reference of `seq` (last block first, so that a sequence's tail is evicted
   // before its more shareable head) and resets its computed tokens to 0.
   void free(Sequence& seq);
+  // Forgets every block and the prefix cache (sleep mode: the storage behind them was freed). No
+  // sequence may hold blocks.
+  void reset();
 
  private:
   BlockPool pool_;

@@ -117,6 +117,13 @@ class ArStageRunner final : public StageRunner {
 
   bool can_step() const override { return engine_->has_unfinished_requests(); }
 
+  void sleep() override {
+    engine_->sleep();
+    tensor::release_freed_memory(model_->device());
+  }
+  void wake_up() override { engine_->wake_up(); }
+  tensor::Device device() const override { return model_->device(); }
+
   std::vector<StepTiming> take_step_timings() override {
     std::vector<StepTiming> timings;
     if (!embedding_lm_) return timings;

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 
@@ -172,6 +175,33 @@ ExitStatus ChildProcess::wait_or_kill(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return *status_;
+}
+
+ProcessWatch::ProcessWatch(pid_t pid) : pid_(pid) {
+  fd_ = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd_ < 0) throw_error(ErrorCode::kUnavailable, "cannot watch process {}: {}", pid, std::strerror(errno));
+}
+
+ProcessWatch::ProcessWatch(ProcessWatch&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), fd_(std::exchange(other.fd_, -1)) {}
+
+ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    pid_ = std::exchange(other.pid_, -1);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+ProcessWatch::~ProcessWatch() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool ProcessWatch::ended() const {
+  if (fd_ < 0) return true;
+  pollfd item{fd_, POLLIN, 0};
+  return ::poll(&item, 1, 0) > 0;
 }
 
 }  // namespace omni::runtime

@@ -51,4 +51,24 @@ class ChildProcess {
   std::optional<ExitStatus> status_;
 };
 
+// Watches a process that is not this one's child (a stage replica that an API frontend's launcher
+// started) through a pidfd: ended() turns true once it has exited, reaped or not.
+class ProcessWatch {
+ public:
+  // Throws omni::Error(kUnavailable) naming the pid when it cannot be watched (it has ended already).
+  explicit ProcessWatch(pid_t pid);
+  ProcessWatch(ProcessWatch&& other) noexcept;
+  ProcessWatch& operator=(ProcessWatch&& other) noexcept;
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+  ~ProcessWatch();
+
+  pid_t pid() const { return pid_; }
+  bool ended() const;
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
 }  // namespace omni::runtime

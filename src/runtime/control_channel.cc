@@ -27,6 +27,8 @@ std::string replica_identity(int stage_id, int replica) {
 
 ControlServer::ControlServer(const std::string& endpoint) : socket_(context_, zmq::socket_type::router) {
   socket_.set(zmq::sockopt::router_mandatory, 1);
+  // A replica that reconnects under its routing id (a reset channel) replaces its old connection.
+  socket_.set(zmq::sockopt::router_handover, 1);
   socket_.set(zmq::sockopt::sndhwm, 0);
   socket_.set(zmq::sockopt::rcvhwm, 0);
   socket_.set(zmq::sockopt::linger, 0);
@@ -95,6 +97,19 @@ void ControlClient::send(const StageMessage& message) {
 }
 
 void ControlClient::wait(std::chrono::milliseconds timeout, int wake_fd) { wait_on(socket_, timeout, wake_fd); }
+
+void ControlClient::drop_unsent() { socket_.set(zmq::sockopt::linger, 0); }
+
+void wait_any(const std::vector<ControlClient*>& clients, std::chrono::milliseconds timeout, int wake_fd) {
+  std::vector<zmq::pollitem_t> items;
+  for (ControlClient* client : clients) items.push_back({client->socket_.handle(), 0, ZMQ_POLLIN, 0});
+  if (wake_fd >= 0) items.push_back({nullptr, wake_fd, ZMQ_POLLIN, 0});
+  try {
+    zmq::poll(items.data(), items.size(), timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+  }
+}
 
 std::optional<StageMessage> ControlClient::receive() {
   while (true) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "runtime/stage_protocol.h"
@@ -63,13 +64,21 @@ class ControlClient {
 
   void send(const StageMessage& message);
   void wait(std::chrono::milliseconds timeout, int wake_fd);
+  // Closes without waiting for queued messages: they were for a peer that is gone.
+  void drop_unsent();
   // Non-blocking; malformed messages are logged and skipped like on the server.
   std::optional<StageMessage> receive();
 
  private:
+  friend void wait_any(const std::vector<ControlClient*>& clients, std::chrono::milliseconds timeout, int wake_fd);
+
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::string endpoint_;
 };
+
+// Returns once a message is waiting on any of `clients`, `wake_fd` (if >= 0) is readable, or
+// `timeout` passed.
+void wait_any(const std::vector<ControlClient*>& clients, std::chrono::milliseconds timeout, int wake_fd);
 
 }  // namespace omni::runtime

@@ -49,7 +49,19 @@ double seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count
 const std::vector<double> kHopBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                          0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1.0};
 
+// A sleep or wake-up of some stages, waiting for its replicas' answers.
+struct ControlOp {
+  bool sleep = true;  // else wake-up
+  std::vector<int> stage_ids;
+  int level = 0;
+  StageControlDone done;
+};
+
 }  // namespace
+
+std::string frontend_control_endpoint(const std::string& session, int index) {
+  return fmt::format("ipc://@omnistage-{}-frontend{}", session, index);
+}
 
 // The orchestrator thread's event loop: takes the API threads' commands (submit, abort) and the
 // replicas' control messages and hands each to the unit that owns what it is about — replica
@@ -59,7 +71,7 @@ class Orchestrator::Loop {
   Loop(PipelineSpec pipeline, OrchestratorOptions options)
       : pipeline_(checked(std::move(pipeline))),
         options_(std::move(options)),
-        session_(new_session()),
+        session_(options_.attach ? options_.attach->session : new_session()),
         replicas_(pipeline_),
         router_(pipeline_, replicas_, ConnectorContext{session_, options_.shm_threshold_bytes},
                 options_.edge_inflight_limit, router_links(), router_metrics()) {
@@ -97,22 +109,65 @@ class Orchestrator::Loop {
     std::lock_guard lock(mutex_);
     if (stopping_) throw_error(ErrorCode::kUnavailable, "the server is shutting down");
     if (!failure_.empty()) throw_error(ErrorCode::kUnavailable, "{}", failure_);
+    for (int stage_id : plan.stages) {
+      if (sleeping_.count(stage_id)) {
+        throw_error(ErrorCode::kUnavailable, "stage {} is asleep (POST /v1/omni/wakeup wakes it)", stage_id);
+      }
+    }
     if (!live_ids_.insert(request.request_id).second) {
       throw_error(ErrorCode::kInvalidArgument, "request id '{}' is already in use", request.request_id);
     }
-    commands_.push_back(Command{std::move(request), std::move(sink), std::move(plan), {}, Clock::now()});
+    commands_.push_back(Command{std::move(request), std::move(sink), std::move(plan), {}, Clock::now(), {}, -1});
     wake();
   }
 
   void abort(const std::string& request_id) {
     std::lock_guard lock(mutex_);
-    commands_.push_back(Command{{}, {}, {}, request_id, Clock::now()});
+    commands_.push_back(Command{{}, {}, {}, request_id, Clock::now(), {}, -1});
     wake();
   }
 
   bool healthy() const {
     std::lock_guard lock(mutex_);
     return failure_.empty() && !stopping_;
+  }
+
+  void control(bool sleep, std::vector<int> stage_ids, int level, StageControlDone done) {
+    for (int id : stage_ids) {
+      if (id < 0 || id >= static_cast<int>(pipeline_.stages.size())) {
+        throw_error(ErrorCode::kInvalidArgument, "stage_ids: the pipeline has no stage {} (its stages are 0..{})", id,
+                    pipeline_.stages.size() - 1);
+      }
+    }
+    if (sleep && level != 1 && level != 2) {
+      throw_error(ErrorCode::kInvalidArgument, "level: must be 1 or 2, not {}", level);
+    }
+    if (stage_ids.empty()) {
+      for (const StageSpec& stage : pipeline_.stages) stage_ids.push_back(stage.stage_id);
+    }
+    std::sort(stage_ids.begin(), stage_ids.end());
+    stage_ids.erase(std::unique(stage_ids.begin(), stage_ids.end()), stage_ids.end());
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw_error(ErrorCode::kUnavailable, "the server is shutting down");
+    Command command;
+    command.control = ControlOp{sleep, std::move(stage_ids), level, std::move(done)};
+    command.queued = Clock::now();
+    commands_.push_back(std::move(command));
+    wake();
+  }
+
+  std::vector<int> sleeping_stages() const {
+    std::lock_guard lock(mutex_);
+    return {sleeping_.begin(), sleeping_.end()};
+  }
+
+  void reset_frontend(int index) {
+    std::lock_guard lock(mutex_);
+    Command command;
+    command.reset_frontend = index;
+    command.queued = Clock::now();
+    commands_.push_back(std::move(command));
+    wake();
   }
 
   void shutdown() {
@@ -142,6 +197,8 @@ class Orchestrator::Loop {
     RequestPlan plan;
     std::string abort_id;  // set for an abort
     Clock::time_point queued;
+    std::optional<ControlOp> control;  // set for a sleep or wake-up
+    int reset_frontend = -1;           // set for a frontend reset
   };
 
   static PipelineSpec checked(PipelineSpec pipeline) {
@@ -192,7 +249,9 @@ class Orchestrator::Loop {
     sigaddset(&termination, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &termination, nullptr);
     try {
-      server_.emplace(options_.control_endpoint.empty() ? "ipc://@omnistage-" + session_ : options_.control_endpoint);
+      server_.emplace(options_.attach                     ? frontend_control_endpoint(session_, options_.attach->index)
+                      : options_.control_endpoint.empty() ? "ipc://@omnistage-" + session_
+                                                          : options_.control_endpoint);
       {
         std::lock_guard lock(mutex_);
         endpoint_ = server_->endpoint();
@@ -201,7 +260,7 @@ class Orchestrator::Loop {
     } catch (...) {
       replicas_.stop_all(std::chrono::milliseconds(0));
       publish_replicas();
-      unlink_session_segments(session_);
+      if (!options_.attach) unlink_session_segments(session_);
       server_.reset();
       started.set_exception(std::current_exception());
       return;
@@ -212,13 +271,24 @@ class Orchestrator::Loop {
   }
 
   void start_replicas() {
+    if (options_.attach) {  // the launcher started them; they register here once ready
+      for (int stage_id = 0; stage_id < replicas_.num_stages(); ++stage_id) {
+        for (Replica& replica : replicas_.stage(stage_id)) replica.started = Clock::now();
+      }
+      wait_until_ready();
+      return;
+    }
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     ReplicaLaunch launch{options_.worker_program,
                          endpoint_for_replicas(server_->endpoint()),
                          session_,
                          options_.shm_threshold_bytes,
                          options_.heartbeat_interval,
-                         visible ? std::optional<std::string>(visible) : std::nullopt};
+                         visible ? std::optional<std::string>(visible) : std::nullopt,
+                         {}};
+    for (int i = 0; i < options_.api_frontends; ++i) {
+      launch.frontend_endpoints.push_back(frontend_control_endpoint(session_, i));
+    }
     replicas_.launch(launch);
     publish_replicas();
     wait_until_ready();
@@ -268,7 +338,11 @@ class Orchestrator::Loop {
         commands.swap(commands_);
       }
       for (Command& command : commands) {
-        if (command.abort_id.empty()) {
+        if (command.control) {
+          controls_.push_back(std::move(*command.control));
+        } else if (command.reset_frontend >= 0) {
+          send_to_ready(FrontendResetMessage{command.reset_frontend});
+        } else if (command.abort_id.empty()) {
           router_.start(std::move(command.request), std::move(command.sink), std::move(command.plan), command.queued);
         } else {
           router_.end_request(command.abort_id, std::nullopt);
@@ -276,8 +350,105 @@ class Orchestrator::Loop {
       }
       receive_messages();
       check_replicas();
+      start_next_control();
       server_->wait(kLoopTick, wake_fd_);
     }
+  }
+
+  void send_to_ready(const StageMessage& message) {
+    for (int stage_id = 0; stage_id < replicas_.num_stages(); ++stage_id) {
+      for (const Replica& replica : replicas_.stage(stage_id)) {
+        if (replica.phase == ReplicaPhase::kReady) server_->send(replica.identity, message);
+      }
+    }
+  }
+
+  // ---- sleep mode ---------------------------------------------------------------------------
+
+  // Starts the oldest queued sleep or wake-up once the one before it has been answered.
+  void start_next_control() {
+    while (!active_control_ && !controls_.empty()) {
+      ControlOp op = std::move(controls_.front());
+      controls_.pop_front();
+      StageControlResult result;
+      std::vector<int> stages;
+      {
+        std::lock_guard lock(mutex_);
+        for (int id : op.stage_ids) {
+          if (op.sleep || sleeping_.count(id)) stages.push_back(id);
+        }
+        if (op.sleep) sleeping_.insert(stages.begin(), stages.end());  // new requests for them are refused now
+      }
+      if (stages.empty()) {  // a wake-up with no stage asleep
+        result.status = "SKIPPED";
+        op.done(std::move(result));
+        continue;
+      }
+      for (int id : stages) {
+        for (const Replica& replica : replicas_.stage(id)) {
+          if (replica.phase != ReplicaPhase::kReady) continue;
+          bool sent = op.sleep ? server_->send(replica.identity, SleepMessage{op.level})
+                               : server_->send(replica.identity, WakeUpMessage{});
+          if (sent) awaiting_.insert({replica.stage_id, replica.index});
+        }
+      }
+      op.stage_ids = stages;
+      active_control_ = std::move(op);
+      control_result_ = StageControlResult{};
+      asleep_after_.clear();
+      if (awaiting_.empty()) {
+        control_result_.error = Error(ErrorCode::kUnavailable,
+                                      fmt::format("stage {} has no live replica", active_control_->stage_ids.front()));
+        finish_control();
+      }
+    }
+  }
+
+  void on_control_ack(const Replica& replica, const StageControlAck& ack) {
+    if (!active_control_ || !awaiting_.erase({replica.stage_id, replica.index})) {
+      spdlog::warn("stage {} replica {}: unexpected {} answer ignored", replica.stage_id, replica.index, ack.operation);
+      return;
+    }
+    control_result_.acks.push_back({{"stage_id", ack.stage_id},
+                                    {"replica", ack.replica},
+                                    {"level", ack.level},
+                                    {"rss_before_bytes", ack.rss_before_bytes},
+                                    {"rss_after_bytes", ack.rss_after_bytes},
+                                    {"seconds", ack.seconds}});
+    if (ack.error && !control_result_.error) control_result_.error = Error(*ack.error, ack.message);
+    if (ack.level > 0) asleep_after_.insert(replica.stage_id);
+    if (awaiting_.empty()) finish_control();
+  }
+
+  // Every replica answered (or failed): a stage sleeps when one of its replicas does.
+  void finish_control() {
+    {
+      std::lock_guard lock(mutex_);
+      for (int id : active_control_->stage_ids) {
+        if (asleep_after_.count(id)) {
+          sleeping_.insert(id);
+        } else {
+          sleeping_.erase(id);
+        }
+      }
+    }
+    ControlOp op = std::move(*active_control_);
+    active_control_.reset();
+    op.done(std::move(control_result_));
+  }
+
+  void fail_controls(const Error& error) {
+    if (active_control_) {
+      awaiting_.clear();
+      if (!control_result_.error) control_result_.error = error;
+      finish_control();
+    }
+    for (ControlOp& op : controls_) {
+      StageControlResult result;
+      result.error = error;
+      op.done(std::move(result));
+    }
+    controls_.clear();
   }
 
   void finish() {
@@ -288,12 +459,19 @@ class Orchestrator::Loop {
     }
     Error stopping(ErrorCode::kUnavailable, "the server is shutting down");
     for (Command& command : pending) {
-      if (command.abort_id.empty()) {
+      if (command.control) {
+        controls_.push_back(std::move(*command.control));
+      } else if (command.reset_frontend < 0 && command.abort_id.empty()) {
         RequestRouter::deliver(command.sink, RequestRouter::error_event(stopping));
         forget_id(command.request.request_id);
       }
     }
+    fail_controls(stopping);
     router_.end_all(stopping);
+    if (options_.attach) {  // the replicas and the session's segments are the launcher's
+      server_.reset();
+      return;
+    }
     for (int stage_id = 0; stage_id < replicas_.num_stages(); ++stage_id) {
       for (const Replica& replica : replicas_.stage(stage_id)) {
         if (replica.phase == ReplicaPhase::kReady) server_->send(replica.identity, ShutdownMessage{});
@@ -324,6 +502,8 @@ class Orchestrator::Loop {
       } else {
         router_.on_error(*replica, *error);
       }
+    } else if (auto* ack = std::get_if<StageControlAck>(&message)) {
+      on_control_ack(*replica, *ack);
     } else if (auto* heartbeat = std::get_if<HeartbeatMessage>(&message)) {
       replicas_.on_heartbeat(*replica, *heartbeat);
       if (step_time_) {
@@ -359,6 +539,10 @@ class Orchestrator::Loop {
     }
     publish_replicas();
     for (const std::string& id : affected) router_.end_request(id, Error(ErrorCode::kUnavailable, message));
+    if (active_control_ && awaiting_.erase({replica.stage_id, replica.index})) {
+      if (!control_result_.error) control_result_.error = Error(ErrorCode::kUnavailable, message);
+      if (awaiting_.empty()) finish_control();
+    }
   }
 
   void publish_replicas() {
@@ -387,6 +571,14 @@ class Orchestrator::Loop {
   std::string failure_;
   std::vector<ReplicaInfo> replica_infos_;
   std::string endpoint_;
+  std::set<int> sleeping_;  // stages asleep, or being put to sleep
+
+  // Sleep mode, the orchestrator thread's own: queued operations, the one waiting for answers.
+  std::deque<ControlOp> controls_;
+  std::optional<ControlOp> active_control_;
+  std::set<std::pair<int, int>> awaiting_;  // (stage, replica) whose answer is due
+  std::set<int> asleep_after_;              // stages a replica of which answered asleep
+  StageControlResult control_result_;
 
   // The orchestrator thread's own.
   std::optional<ControlServer> server_;
@@ -407,6 +599,14 @@ void Orchestrator::submit(GenerationRequest request, EventSink sink) {
 }
 void Orchestrator::abort(const std::string& request_id) { loop_->abort(request_id); }
 bool Orchestrator::healthy() const { return loop_->healthy(); }
+void Orchestrator::sleep(std::vector<int> stage_ids, int level, StageControlDone done) {
+  loop_->control(true, std::move(stage_ids), level, std::move(done));
+}
+void Orchestrator::wake_up(std::vector<int> stage_ids, StageControlDone done) {
+  loop_->control(false, std::move(stage_ids), 0, std::move(done));
+}
+std::vector<int> Orchestrator::sleeping_stages() const { return loop_->sleeping_stages(); }
+void Orchestrator::reset_frontend(int index) { loop_->reset_frontend(index); }
 void Orchestrator::shutdown() { loop_->shutdown(); }
 std::vector<Orchestrator::ReplicaInfo> Orchestrator::replicas() const { return loop_->replicas(); }
 std::string Orchestrator::control_endpoint() const { return loop_->control_endpoint(); }

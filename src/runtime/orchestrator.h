@@ -10,6 +10,14 @@
 // SIGKILL if it ends without shutting them down. That thread blocks SIGINT and SIGTERM: handling
 // them is the process owner's job (runtime/termination_signals.h, then shutdown()).
 //
+// With API frontends (serve --api-server-count N) there is one launcher and N attached heads: the
+// launcher's orchestrator (api_frontends = N) starts the replicas and tells them the frontends'
+// control endpoints, serves no request and resets a frontend's channels when it ends; each
+// frontend's orchestrator (attach) starts no process, binds its own endpoint and takes the
+// replicas once each has registered there, then routes its own requests exactly as a single head
+// does. It watches the replicas' pids (runtime/child_process.h ProcessWatch) and leaves the
+// session's shared memory and the replicas' shutdown to the launcher.
+//
 // Routing (full-payload and async_chunk, with each edge's in-flight limit) is request_router.h's;
 // the replicas' lifecycle (start, ready, heartbeats, failure, which replica takes a request) is
 // replica_set.h's; the orchestrator's thread only dispatches commands and messages to them.
@@ -18,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +36,16 @@
 #include "runtime/stage_spec.h"
 
 namespace omni::runtime {
+
+// The control endpoint of API frontend `index` of the launcher whose session is `session`.
+std::string frontend_control_endpoint(const std::string& session, int index);
+
+// An orchestrator of an API frontend: it attaches to the replicas of the launcher's session.
+struct FrontendAttach {
+  std::string session;  // the launcher's (its shared-memory segments' prefix)
+  int index = 0;        // this frontend's, 0..count-1
+  int count = 1;
+};
 
 struct OrchestratorOptions {
   // The omnistage binary the replicas run (its `stage-worker` subcommand).
@@ -51,6 +70,11 @@ struct OrchestratorOptions {
   //     own time starts when it takes the request.
   //   omnistage:stage_step_seconds{stage, part}: the stage worker's step timings (heartbeats).
   MetricsRegistry* metrics = nullptr;
+  // A launcher of this many API frontends (0: none, this head serves the requests itself).
+  int api_frontends = 0;
+  // Set for an API frontend's orchestrator (then worker_program, control_endpoint and
+  // api_frontends are not used).
+  std::optional<FrontendAttach> attach;
 };
 
 class Orchestrator final : public ServingBackend {
@@ -66,6 +90,13 @@ class Orchestrator final : public ServingBackend {
   void submit(GenerationRequest request, EventSink sink) override;
   void abort(const std::string& request_id) override;
   bool healthy() const override;
+  void sleep(std::vector<int> stage_ids, int level, StageControlDone done) override;
+  void wake_up(std::vector<int> stage_ids, StageControlDone done) override;
+  std::vector<int> sleeping_stages() const override;
+
+  // A launcher's: API frontend `index` ended; its replicas drop its requests and wait on a new
+  // channel for the frontend started in its place.
+  void reset_frontend(int index);
 
   // Ends every live request (an error event, kUnavailable), asks the replicas to exit, kills those
   // still running after shutdown_grace, and removes this session's shared-memory segments.

@@ -55,8 +55,13 @@ void ReplicaSet::launch(const ReplicaLaunch& launch) {
     int per_replica = stage.engine_args.value("tensor_parallel_size", 1);
     auto devices =
         replica_visible_devices(stage.stage_id, stage.devices, stage.num_replicas, per_replica, launch.visible_devices);
-    StageLaunchConfig config{
-        stage, 0, launch.session, launch.shm_threshold_bytes, {}, static_cast<int>(launch.heartbeat_interval.count())};
+    StageLaunchConfig config{stage,
+                             0,
+                             launch.session,
+                             launch.shm_threshold_bytes,
+                             {},
+                             static_cast<int>(launch.heartbeat_interval.count()),
+                             launch.frontend_endpoints};
     for (int to : consumers_of(pipeline_, stage.stage_id)) {
       config.output_connectors[to] = edge_connector(pipeline_.stages[to], stage.stage_id);
     }
@@ -88,8 +93,15 @@ void ReplicaSet::on_startup_message(Replica& replica, const StageMessage& messag
   replica.last_heard = now;
   if (const auto* failed = std::get_if<InitFailedMessage>(&message)) {
     replica.init_failure = *failed;
-  } else if (std::holds_alternative<RegisterMessage>(message)) {
+  } else if (const auto* registered = std::get_if<RegisterMessage>(&message)) {
     replica.phase = ReplicaPhase::kRegistered;
+    if (!replica.process && (!replica.watch || replica.watch->pid() != registered->pid)) {
+      try {
+        replica.watch.emplace(static_cast<pid_t>(registered->pid));
+      } catch (const Error& e) {
+        spdlog::warn("stage {} replica {}: {}", replica.stage_id, replica.index, e.what());
+      }
+    }
   } else if (std::holds_alternative<ReadyMessage>(message)) {
     replica.phase = ReplicaPhase::kReady;
     spdlog::info("stage {} replica {}: ready", replica.stage_id, replica.index);
@@ -158,6 +170,9 @@ std::vector<ReplicaSet::Lapse> ReplicaSet::lapsed(Clock::time_point now, std::ch
           lapses.push_back({&replica, "its process " + status->describe(), true});
           continue;
         }
+      } else if (replica.watch && replica.watch->ended()) {
+        lapses.push_back({&replica, fmt::format("its process (pid {}) ended", replica.watch->pid()), true});
+        continue;
       }
       if (now - replica.last_heard > heartbeat_timeout) {
         if (replica.process) replica.process->signal_group(SIGKILL);
@@ -186,8 +201,8 @@ std::vector<ReplicaInfo> ReplicaSet::infos() const {
   std::vector<ReplicaInfo> infos;
   for (const auto& stage : stages_) {
     for (const Replica& r : stage) {
-      infos.push_back({r.stage_id, r.index, r.process ? r.process->pid() : -1, r.phase == ReplicaPhase::kFailed,
-                       r.running_requests});
+      pid_t pid = r.process ? r.process->pid() : r.watch ? r.watch->pid() : -1;
+      infos.push_back({r.stage_id, r.index, pid, r.phase == ReplicaPhase::kFailed, r.running_requests});
     }
   }
   return infos;

@@ -40,6 +40,8 @@ struct Replica {
   int index = 0;
   std::string identity;  // its routing id on the control channel (replica_identity())
   std::optional<ChildProcess> process;
+  // A replica another process started (an API frontend's): its process, watched from its Register.
+  std::optional<ProcessWatch> watch;
   ReplicaPhase phase = ReplicaPhase::kStarting;
   Clock::time_point started;
   Clock::time_point last_heard;
@@ -66,6 +68,8 @@ struct ReplicaLaunch {
   std::chrono::milliseconds heartbeat_interval{1000};
   // The launcher's CUDA_VISIBLE_DEVICES; the stages' `devices` index into it.
   std::optional<std::string> visible_devices;
+  // The API frontends' control endpoints (StageLaunchConfig::frontend_endpoints); empty for none.
+  std::vector<std::string> frontend_endpoints;
 };
 
 class ReplicaSet {
@@ -88,7 +92,9 @@ class ReplicaSet {
   Replica* find(const std::string& identity);
 
   // A start-up message from `replica` (Register, Ready, InitFailed) moves it along; any message
-  // counts as heard at `now`. Other message types change nothing here.
+  // counts as heard at `now`. Other message types change nothing here. A Register of a replica
+  // without a process of this set starts watching its pid (an API frontend's replicas); a replica
+  // that registers again (its channel was reset) is kRegistered again until its next Ready.
   void on_startup_message(Replica& replica, const StageMessage& message, Clock::time_point now);
   // Any message of a running replica: it is alive at `now`.
   void heard(Replica& replica, Clock::time_point now) { replica.last_heard = now; }

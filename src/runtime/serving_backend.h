@@ -59,6 +59,15 @@ struct ResponseEvent {
 
 using EventSink = std::function<void(ResponseEvent)>;
 
+// The outcome of putting stages to sleep or waking them up (POST /v1/omni/sleep, /v1/omni/wakeup).
+struct StageControlResult {
+  std::string status = "SUCCESS";  // or "SKIPPED": nothing to do (no stage was asleep)
+  // One entry per stage replica: {stage_id, replica, level, rss_before_bytes, rss_after_bytes, seconds}.
+  Json acks = Json::array();
+  std::optional<Error> error;  // the first replica's failure (kUnsupported: it cannot sleep so)
+};
+using StageControlDone = std::function<void(StageControlResult)>;
+
 class ServingBackend {
  public:
   virtual ~ServingBackend() = default;
@@ -72,6 +81,30 @@ class ServingBackend {
   virtual void abort(const std::string& request_id) = 0;
   // False once any stage of the pipeline has failed (GET /health answers 503).
   virtual bool healthy() const = 0;
+
+  // Sleep mode. sleep() puts `stage_ids` (empty: every stage) to sleep at `level` (1: KV cache
+  // freed, weights kept; 2: weights freed too), ending the requests running there; wake_up()
+  // wakes those of `stage_ids` (empty: every stage) that sleep. `done` is called once, from a
+  // thread of the backend, when every replica answered. Both throw omni::Error(kInvalidArgument)
+  // for a stage id the pipeline lacks, before anything is done. While a stage sleeps, submit()
+  // of a request that needs it throws kUnavailable naming the stage. The defaults cannot sleep
+  // (kUnsupported through `done`).
+  virtual void sleep(std::vector<int> stage_ids, int level, StageControlDone done);
+  virtual void wake_up(std::vector<int> stage_ids, StageControlDone done);
+  // The stages asleep now, ascending.
+  virtual std::vector<int> sleeping_stages() const { return {}; }
 };
+
+inline void ServingBackend::sleep(std::vector<int> /*stage_ids*/, int /*level*/, StageControlDone done) {
+  StageControlResult result;
+  result.error = Error(ErrorCode::kUnsupported, "this server's backend has no sleep mode");
+  done(std::move(result));
+}
+
+inline void ServingBackend::wake_up(std::vector<int> /*stage_ids*/, StageControlDone done) {
+  StageControlResult result;
+  result.error = Error(ErrorCode::kUnsupported, "this server's backend has no sleep mode");
+  done(std::move(result));
+}
 
 }  // namespace omni::runtime

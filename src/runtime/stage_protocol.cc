@@ -9,8 +9,9 @@ namespace omni::runtime {
 
 namespace {
 
-constexpr std::array<std::string_view, 10> kTypeNames = {"register", "ready", "init_failed", "submit",   "output",
-                                                         "abort",    "error", "heartbeat",   "shutdown", "input_chunk"};
+constexpr std::array<std::string_view, 14> kTypeNames = {
+    "register",  "ready",    "init_failed", "submit",         "output", "abort",  "error",
+    "heartbeat", "shutdown", "input_chunk", "frontend_reset", "sleep",  "wakeup", "control_ack"};
 
 Json to_wire(const PayloadRef& ref) {
   Json json = {{"connector", ref.connector},
@@ -154,6 +155,19 @@ struct Encoder {
     }
   }
   void operator()(const ShutdownMessage&) {}
+  void operator()(const FrontendResetMessage& m) { out["frontend"] = m.frontend; }
+  void operator()(const SleepMessage& m) { out["level"] = m.level; }
+  void operator()(const WakeUpMessage&) {}
+  void operator()(const StageControlAck& m) {
+    out.update({{"stage_id", m.stage_id},
+                {"replica", m.replica},
+                {"operation", m.operation},
+                {"level", m.level},
+                {"rss_before_bytes", m.rss_before_bytes},
+                {"rss_after_bytes", m.rss_after_bytes},
+                {"seconds", m.seconds}});
+    if (m.error) out.update({{"code", error_code_name(*m.error)}, {"message", m.message}});
+  }
 };
 
 StageMessage decode_fields(std::string_view type, const Json& j) {
@@ -207,6 +221,24 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
         j.at("stage_id").get<int>(), j.at("replica").get<int>(), j.at("running_requests").get<int64_t>(), {}};
     if (auto it = j.find("step_timings"); it != j.end()) {
       for (const Json& t : *it) m.step_timings.push_back({t.at(0).get<std::string>(), t.at(1).get<double>()});
+    }
+    return m;
+  }
+  if (type == "frontend_reset") return FrontendResetMessage{j.at("frontend").get<int>()};
+  if (type == "sleep") return SleepMessage{j.at("level").get<int>()};
+  if (type == "wakeup") return WakeUpMessage{};
+  if (type == "control_ack") {
+    StageControlAck m;
+    m.stage_id = j.at("stage_id").get<int>();
+    m.replica = j.at("replica").get<int>();
+    m.operation = j.at("operation").get<std::string>();
+    m.level = j.at("level").get<int>();
+    m.rss_before_bytes = j.at("rss_before_bytes").get<int64_t>();
+    m.rss_after_bytes = j.at("rss_after_bytes").get<int64_t>();
+    m.seconds = j.at("seconds").get<double>();
+    if (auto it = j.find("code"); it != j.end()) {
+      m.error = error_code_from_name(it->get<std::string>());
+      m.message = j.at("message").get<std::string>();
     }
     return m;
   }

@@ -6,6 +6,12 @@
 //
 // Conversation: worker → Register; worker builds its runner; worker → Ready (or InitFailed and
 // exit). Then head → Submit / InputChunk / Abort / Shutdown, worker → Output / Error / Heartbeat.
+// Sleep mode: head → Sleep / WakeUp, worker → StageControlAck (one per Sleep or WakeUp).
+//
+// With several API frontends (serve --api-server-count N) a replica holds one channel to the
+// process that started it (the launcher: Register, Ready, Heartbeat, Shutdown, FrontendReset) and
+// one to each frontend (Register, Ready, then the request conversation above); each request's
+// outputs go back on the channel of the frontend that submitted it.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +30,7 @@
 namespace omni::runtime {
 
 // Bumped on any incompatible change; a peer speaking another version is refused with both named.
-inline constexpr int kProtocolVersion = 2;
+inline constexpr int kProtocolVersion = 3;
 
 // worker → head, first message, before the runner is built.
 struct RegisterMessage {
@@ -119,8 +125,39 @@ struct HeartbeatMessage {
 // head → worker: finish now (drop all requests) and exit 0.
 struct ShutdownMessage {};
 
+// launcher → worker: API frontend `frontend` ended. The worker drops that frontend's requests and
+// opens a new channel to its endpoint (Register, Ready on it), for the frontend started in its place.
+struct FrontendResetMessage {
+  int frontend = 0;
+};
+
+// head → worker: put the stage to sleep. The replica's running requests end with an error;
+// level 1 frees the KV cache (weights stay, on the host), level 2 frees the weights too (reloaded
+// from the checkpoint on wake-up). Answered with a StageControlAck.
+struct SleepMessage {
+  int level = 1;
+};
+
+// head → worker: wake a sleeping stage up. Answered with a StageControlAck.
+struct WakeUpMessage {};
+
+// worker → head: the outcome of a Sleep or WakeUp.
+struct StageControlAck {
+  int stage_id = 0;
+  int replica = 0;
+  std::string operation;  // "sleep" or "wakeup"
+  int level = 0;          // the level the replica sleeps at after the operation; 0 when awake
+  // The process's resident memory before and after the operation, from /proc/self/statm.
+  int64_t rss_before_bytes = 0;
+  int64_t rss_after_bytes = 0;
+  double seconds = 0;              // how long the operation took
+  std::optional<ErrorCode> error;  // set when the operation failed (kUnsupported: not possible here)
+  std::string message;             // the error's message
+};
+
 using StageMessage = std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage,
-                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage>;
+                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage,
+                                  FrontendResetMessage, SleepMessage, WakeUpMessage, StageControlAck>;
 
 // The message's type name on the wire ("register", "submit"…), for logs and errors.
 std::string_view message_type_name(const StageMessage& message);

@@ -38,6 +38,14 @@ void StageRunner::add_input(const std::string& request_id, StageInputChunk /*chu
               request_id);
 }
 
+void StageRunner::sleep() {
+  throw_error(ErrorCode::kUnsupported, "this stage's runner cannot sleep at level 1 (level 2 frees it whole)");
+}
+
+void StageRunner::wake_up() {
+  throw_error(ErrorCode::kUnsupported, "this stage's runner cannot sleep at level 1 (level 2 frees it whole)");
+}
+
 void register_stage_runner(const std::string& kind, StageRunnerFactory factory) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

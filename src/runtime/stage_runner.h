@@ -19,6 +19,7 @@
 #include "runtime/stage_spec.h"
 #include "runtime/step_timing.h"
 #include "runtime/token_logprobs.h"
+#include "tensor/device.h"
 
 namespace omni::runtime {
 
@@ -82,6 +83,15 @@ class StageRunner {
   // The timings of the parts of the steps since the previous call, oldest first (the worker times
   // each whole step itself as part "step"); the default has no finer parts.
   virtual std::vector<StepTiming> take_step_timings() { return {}; }
+
+  // Sleep mode, level 1 (the worker does level 2 by destroying the runner and building it again):
+  // with no running request, frees what can be rebuilt without the checkpoint — an AR stage's KV
+  // cache — keeping the weights; wake_up() restores it and the stage serves as before. Both throw
+  // omni::Error(kUnsupported) by default: this runner cannot sleep at level 1.
+  virtual void sleep();
+  virtual void wake_up();
+  // Where the runner's model lives (the worker releases that device's freed memory after a sleep).
+  virtual tensor::Device device() const { return tensor::Device::cpu(); }
 };
 
 // What a runner factory gets besides the engine args.

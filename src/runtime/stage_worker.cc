@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "runtime/stage_protocol.h"
 #include "runtime/stage_runner.h"
 #include "runtime/termination_signals.h"
+#include "tensor/backend.h"
 
 namespace omni::runtime {
 
@@ -20,24 +22,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The channel a request came in on: -1 for the head's, else the frontend's index.
+constexpr int kHeadChannel = -1;
+
 struct RequestRoute {
   std::vector<int> output_stages;
   int next_chunk = 0;
   Clock::time_point submitted;  // when this worker took the Submit
   bool output_sent = false;
+  int channel = kHeadChannel;
 };
+
+// The process's resident set size, from /proc/self/statm (0 when unreadable).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0;
+  int64_t resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
 
 class Worker {
  public:
   Worker(const std::string& endpoint, const StageLaunchConfig& config)
-      : config_(config), client_(endpoint, replica_identity(config.stage.stage_id, config.replica)) {}
+      : config_(config), client_(endpoint, replica_identity(config.stage.stage_id, config.replica)) {
+    for (size_t i = 0; i < config_.frontend_endpoints.size(); ++i) frontends_.push_back(connect_frontend(i));
+  }
 
   int run() {
     const int stage_id = config_.stage.stage_id;
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    client_.send(RegisterMessage{stage_id, config_.replica, getpid(), host, visible ? visible : ""});
+    register_message_ = RegisterMessage{stage_id, config_.replica, getpid(), host, visible ? visible : ""};
+    client_.send(register_message_);
 
     try {
       ConnectorContext context{config_.session, config_.shm_threshold_bytes};
@@ -45,8 +63,7 @@ class Worker {
         inputs_[from] = make_connector(edge_connector(config_.stage, from), context);
       }
       for (const auto& [to, spec] : config_.output_connectors) outputs_[to] = make_connector(spec, context);
-      runner_ = make_stage_runner(config_.stage.engine_args,
-                                  StageRunnerContext{stage_id, config_.replica, visible ? visible : ""});
+      runner_ = build_runner();
     } catch (const Error& e) {
       client_.send(InitFailedMessage{stage_id, config_.replica, e.code(), e.what(), e.exit_code()});
       return e.exit_code();
@@ -56,29 +73,66 @@ class Worker {
       return exit_code(ErrorCode::kInternal);
     }
     client_.send(ReadyMessage{stage_id, config_.replica});
-    spdlog::info("stage {} replica {} ready (pid {})", stage_id, config_.replica, getpid());
+    for (auto& frontend : frontends_) announce(*frontend);
+    spdlog::info("stage {} replica {} ready (pid {}{})", stage_id, config_.replica, getpid(),
+                 frontends_.empty() ? "" : fmt::format(", serving {} API frontends", frontends_.size()));
     return loop();
   }
 
  private:
+  std::unique_ptr<StageRunner> build_runner() const {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return make_stage_runner(config_.stage.engine_args,
+                             StageRunnerContext{config_.stage.stage_id, config_.replica, visible ? visible : ""});
+  }
+
+  std::unique_ptr<ControlClient> connect_frontend(size_t index) const {
+    return std::make_unique<ControlClient>(config_.frontend_endpoints[index],
+                                           replica_identity(config_.stage.stage_id, config_.replica));
+  }
+
+  // Register and Ready on a frontend's channel: they wait in the socket until the frontend binds.
+  void announce(ControlClient& frontend) {
+    frontend.send(register_message_);
+    frontend.send(ReadyMessage{config_.stage.stage_id, config_.replica});
+  }
+
+  ControlClient& channel(int index) { return index == kHeadChannel ? client_ : *frontends_[index]; }
+
+  std::vector<ControlClient*> all_channels() {
+    std::vector<ControlClient*> channels{&client_};
+    for (auto& frontend : frontends_) channels.push_back(frontend.get());
+    return channels;
+  }
+
+  bool can_step() const { return runner_ && runner_->can_step(); }
+
   int loop() {
     const auto heartbeat_interval = std::chrono::milliseconds(config_.heartbeat_interval_ms);
     auto next_heartbeat = Clock::now() + heartbeat_interval;
     while (true) {
       auto now = Clock::now();
       auto idle_wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - now);
-      client_.wait(
-          runner_->can_step() ? std::chrono::milliseconds(0) : std::max(idle_wait, std::chrono::milliseconds(0)),
-          termination_.fd());
+      wait_any(all_channels(),
+               can_step() ? std::chrono::milliseconds(0) : std::max(idle_wait, std::chrono::milliseconds(0)),
+               termination_.fd());
       if (int signal = termination_.take()) {
         spdlog::info("stage {} replica {}: signal {}, exiting", config_.stage.stage_id, config_.replica, signal);
         return 0;
       }
       while (auto message = client_.receive()) {
-        if (std::holds_alternative<ShutdownMessage>(*message)) return 0;
-        handle(*message);
+        if (std::holds_alternative<ShutdownMessage>(*message)) {
+          // The launcher stops the frontends first: what is queued for them has nobody to read it.
+          for (auto& frontend : frontends_) frontend->drop_unsent();
+          return 0;
+        }
+        handle(*message, kHeadChannel);
       }
-      if (runner_->can_step()) {
+      for (int i = 0; i < static_cast<int>(frontends_.size()); ++i) {
+        // A reset replaces the channel, so it is looked up again for every message.
+        while (auto message = frontends_[i]->receive()) handle(*message, i);
+      }
+      if (can_step()) {
         std::vector<StageOutput> outputs;
         try {
           const auto started = Clock::now();
@@ -93,38 +147,61 @@ class Worker {
       }
       // The step timings also leave as soon as the stage goes idle, so that the head's metrics
       // hold every step of a finished run.
-      if (Clock::now() >= next_heartbeat || (!step_timings_.empty() && !runner_->can_step())) {
-        HeartbeatMessage heartbeat{config_.stage.stage_id, config_.replica,
-                                   static_cast<int64_t>(runner_->running_requests()), std::move(step_timings_)};
-        for (StepTiming& t : runner_->take_step_timings()) heartbeat.step_timings.push_back(std::move(t));
-        client_.send(heartbeat);
-        step_timings_.clear();
+      if (Clock::now() >= next_heartbeat || (!step_timings_.empty() && !can_step())) {
+        send_heartbeats();
         next_heartbeat = Clock::now() + heartbeat_interval;
       }
     }
   }
 
+  // Every channel hears that the replica is alive; the step timings go to one of them only (the
+  // head, or the first frontend), so that they are counted once in the metrics.
+  void send_heartbeats() {
+    HeartbeatMessage heartbeat{config_.stage.stage_id, config_.replica,
+                               runner_ ? static_cast<int64_t>(runner_->running_requests()) : 0,
+                               std::move(step_timings_)};
+    if (runner_) {
+      for (StepTiming& t : runner_->take_step_timings()) heartbeat.step_timings.push_back(std::move(t));
+    }
+    step_timings_.clear();
+    HeartbeatMessage plain{heartbeat.stage_id, heartbeat.replica, heartbeat.running_requests, {}};
+    client_.send(frontends_.empty() ? heartbeat : plain);
+    for (size_t i = 0; i < frontends_.size(); ++i) frontends_[i]->send(i == 0 ? heartbeat : plain);
+  }
+
   int fatal(ErrorCode code, const std::string& what, int exit_status) {
     std::string message = fmt::format("stage {} replica {} failed: {}", config_.stage.stage_id, config_.replica, what);
     spdlog::error("{}", message);
-    client_.send(ErrorMessage{"", code, message, true});
+    for (ControlClient* c : all_channels()) c->send(ErrorMessage{"", code, message, true});
     return exit_status;
   }
 
   void request_error(const std::string& request_id, const Error& e) {
-    client_.send(ErrorMessage{request_id, e.code(), e.what(), false});
-    routes_.erase(request_id);
+    auto route = routes_.find(request_id);
+    channel(route == routes_.end() ? kHeadChannel : route->second.channel)
+        .send(ErrorMessage{request_id, e.code(), e.what(), false});
+    if (route != routes_.end()) routes_.erase(route);
   }
 
-  void handle(StageMessage& message) {
+  void handle(StageMessage& message, int from) {
     if (auto* submit = std::get_if<SubmitMessage>(&message)) {
+      if (asleep_level_ > 0 || routes_.count(submit->request_id)) {
+        Error refused(ErrorCode::kUnavailable,
+                      asleep_level_ > 0
+                          ? fmt::format("stage {} is asleep (POST /v1/omni/wakeup wakes it)", config_.stage.stage_id)
+                          : fmt::format("stage {}: request id '{}' is in use by another API frontend",
+                                        config_.stage.stage_id, submit->request_id));
+        channel(from).send(ErrorMessage{submit->request_id, refused.code(), refused.what(), false});
+        for (const PayloadRef& ref : submit->inputs) discard_input(ref);
+        return;
+      }
       StageRequest request{
           submit->request_id, std::move(submit->prompt_token_ids),      std::move(submit->sampling_params), {},
           submit->input_open, std::move(submit->additional_information)};
       try {
         const auto taken = Clock::now();
+        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, taken, false, from};
         request.inputs = read_payloads(submit->inputs);
-        routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, taken, false};
         runner_->add_request(std::move(request));
         // The messages behind this one wait for it: the head counts that wait in their hop.
         step_timings_.push_back({"add_request", std::chrono::duration<double>(Clock::now() - taken).count()});
@@ -132,10 +209,9 @@ class Worker {
         request_error(submit->request_id, e);
       }
     } else if (auto* chunk = std::get_if<InputChunkMessage>(&message)) {
-      if (!routes_.count(chunk->request_id)) {  // failed or aborted here already
-        for (const PayloadRef& ref : chunk->payloads) {
-          if (auto it = inputs_.find(ref.address.from_stage); it != inputs_.end()) it->second->discard(ref);
-        }
+      auto route = routes_.find(chunk->request_id);
+      if (route == routes_.end() || route->second.channel != from) {  // failed or aborted here already
+        for (const PayloadRef& ref : chunk->payloads) discard_input(ref);
         return;
       }
       try {
@@ -146,12 +222,113 @@ class Worker {
         request_error(chunk->request_id, e);
       }
     } else if (auto* abort = std::get_if<AbortMessage>(&message)) {
+      auto route = routes_.find(abort->request_id);
+      if (route == routes_.end() || route->second.channel != from) return;
       runner_->abort(abort->request_id);
-      routes_.erase(abort->request_id);
+      routes_.erase(route);
+    } else if (auto* reset = std::get_if<FrontendResetMessage>(&message)) {
+      reset_frontend(reset->frontend);
+    } else if (auto* sleep = std::get_if<SleepMessage>(&message)) {
+      channel(from).send(put_to_sleep(sleep->level));
+    } else if (std::holds_alternative<WakeUpMessage>(message)) {
+      channel(from).send(wake_up());
     } else {
       spdlog::warn("stage {} replica {}: unexpected '{}' message from the head; ignored", config_.stage.stage_id,
                    config_.replica, message_type_name(message));
     }
+  }
+
+  void discard_input(const PayloadRef& ref) {
+    if (auto it = inputs_.find(ref.address.from_stage); it != inputs_.end()) it->second->discard(ref);
+  }
+
+  // A frontend ended: its requests go, and a new channel waits for the frontend started in its place.
+  void reset_frontend(int index) {
+    if (index < 0 || index >= static_cast<int>(frontends_.size())) {
+      spdlog::warn("stage {} replica {}: reset of unknown API frontend {} ignored", config_.stage.stage_id,
+                   config_.replica, index);
+      return;
+    }
+    int dropped = 0;
+    for (auto it = routes_.begin(); it != routes_.end();) {
+      if (it->second.channel == index) {
+        if (runner_) runner_->abort(it->first);
+        it = routes_.erase(it);
+        ++dropped;
+      } else {
+        ++it;
+      }
+    }
+    frontends_[index]->drop_unsent();
+    frontends_[index].reset();
+    frontends_[index] = connect_frontend(index);
+    announce(*frontends_[index]);
+    spdlog::info("stage {} replica {}: API frontend {} reset ({} of its requests dropped)", config_.stage.stage_id,
+                 config_.replica, index, dropped);
+  }
+
+  // Ends every request on this replica with `reason` (sleep).
+  void end_all_requests(const std::string& reason) {
+    std::vector<std::string> ids;
+    for (const auto& [id, route] : routes_) ids.push_back(id);
+    for (const std::string& id : ids) {
+      if (runner_) runner_->abort(id);
+      request_error(id, Error(ErrorCode::kUnavailable, reason));
+    }
+  }
+
+  StageControlAck put_to_sleep(int level) {
+    StageControlAck ack{
+        config_.stage.stage_id, config_.replica, "sleep", asleep_level_, resident_bytes(), 0, 0, {}, {}};
+    const auto started = Clock::now();
+    try {
+      if (level != 1 && level != 2) {
+        throw_error(ErrorCode::kInvalidArgument, "sleep level must be 1 or 2, not {}", level);
+      }
+      if (level > asleep_level_) {
+        end_all_requests(fmt::format("stage {} was put to sleep", config_.stage.stage_id));
+        if (level == 1) {
+          runner_->sleep();
+        } else {
+          const tensor::Device device = runner_->device();
+          runner_.reset();
+          tensor::release_freed_memory(device);
+          tensor::release_freed_memory(tensor::Device::cpu());
+        }
+        asleep_level_ = level;
+      }
+    } catch (const Error& e) {
+      ack.error = e.code();
+      ack.message = fmt::format("stage {} replica {}: {}", config_.stage.stage_id, config_.replica, e.what());
+    }
+    ack.level = asleep_level_;
+    ack.rss_after_bytes = resident_bytes();
+    ack.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    spdlog::info("stage {} replica {}: sleep level {} in {:.3f}s, resident {} -> {} bytes{}", config_.stage.stage_id,
+                 config_.replica, level, ack.seconds, ack.rss_before_bytes, ack.rss_after_bytes,
+                 ack.error ? ": " + ack.message : "");
+    return ack;
+  }
+
+  StageControlAck wake_up() {
+    StageControlAck ack{
+        config_.stage.stage_id, config_.replica, "wakeup", asleep_level_, resident_bytes(), 0, 0, {}, {}};
+    const auto started = Clock::now();
+    try {
+      if (asleep_level_ == 1) runner_->wake_up();
+      if (asleep_level_ == 2) runner_ = build_runner();
+      asleep_level_ = 0;
+    } catch (const Error& e) {
+      ack.error = e.code();
+      ack.message = fmt::format("stage {} replica {}: {}", config_.stage.stage_id, config_.replica, e.what());
+    }
+    ack.level = asleep_level_;
+    ack.rss_after_bytes = resident_bytes();
+    ack.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    spdlog::info("stage {} replica {}: woke up in {:.3f}s, resident {} -> {} bytes{}", config_.stage.stage_id,
+                 config_.replica, ack.seconds, ack.rss_before_bytes, ack.rss_after_bytes,
+                 ack.error ? ": " + ack.message : "");
+    return ack;
   }
 
   std::vector<PayloadView> read_payloads(const std::vector<PayloadRef>& refs) {
@@ -208,16 +385,20 @@ class Worker {
       route->second.output_sent = true;
       message.stage_seconds = std::chrono::duration<double>(Clock::now() - route->second.submitted).count();
     }
+    ControlClient& out = channel(route->second.channel);
     if (output.finish_reason && !output.more_choices) routes_.erase(route);
-    client_.send(message);
+    out.send(message);
   }
 
   StageLaunchConfig config_;
   TerminationSignals termination_;
   ControlClient client_;
+  std::vector<std::unique_ptr<ControlClient>> frontends_;  // by frontend index
+  RegisterMessage register_message_;
   std::map<int, std::unique_ptr<Connector>> inputs_;
   std::map<int, std::unique_ptr<Connector>> outputs_;
-  std::unique_ptr<StageRunner> runner_;
+  std::unique_ptr<StageRunner> runner_;  // null while asleep at level 2
+  int asleep_level_ = 0;
   std::map<std::string, RequestRoute> routes_;
   std::vector<StepTiming> step_timings_;  // since the last heartbeat
 };
@@ -227,9 +408,13 @@ class Worker {
 Json to_json(const StageLaunchConfig& config) {
   Json outputs = Json::object();
   for (const auto& [to, spec] : config.output_connectors) outputs["to_stage_" + std::to_string(to)] = to_json(spec);
-  return {{"stage", to_json(config.stage)}, {"replica", config.replica},
-          {"session", config.session},      {"shm_threshold_bytes", config.shm_threshold_bytes},
-          {"output_connectors", outputs},   {"heartbeat_interval_ms", config.heartbeat_interval_ms}};
+  return {{"stage", to_json(config.stage)},
+          {"replica", config.replica},
+          {"session", config.session},
+          {"shm_threshold_bytes", config.shm_threshold_bytes},
+          {"output_connectors", outputs},
+          {"heartbeat_interval_ms", config.heartbeat_interval_ms},
+          {"frontend_endpoints", config.frontend_endpoints}};
 }
 
 StageLaunchConfig stage_launch_config_from_json(const Json& json, std::string_view source) {
@@ -240,6 +425,7 @@ StageLaunchConfig stage_launch_config_from_json(const Json& json, std::string_vi
     config.session = json.at("session").get<std::string>();
     config.shm_threshold_bytes = json.at("shm_threshold_bytes").get<uint64_t>();
     config.heartbeat_interval_ms = json.at("heartbeat_interval_ms").get<int>();
+    config.frontend_endpoints = json.value("frontend_endpoints", std::vector<std::string>{});
     for (const auto& [key, value] : json.at("output_connectors").items()) {
       constexpr std::string_view kPrefix = "to_stage_";
       if (key.rfind(kPrefix, 0) != 0) {

@@ -1,13 +1,23 @@
 // The inside of a stage replica process (`omnistage stage-worker`): connect to the head, register,
 // build the stage's runner, then loop — take Submit/Abort/Shutdown messages, step the runner, send
 // its outputs, with payloads through the edge connectors — until Shutdown, SIGTERM or SIGINT.
-// One thread owns the runner and the socket.
+// One thread owns the runner and the sockets.
+//
+// With API frontends (frontend_endpoints, serve --api-server-count N) the head is the launcher
+// (start-up, heartbeats, Shutdown, FrontendReset) and the requests come from the frontends: the
+// replica connects one more channel to each, registers there once ready, and answers each request
+// on the channel it came from. One runner serves every frontend's requests in the same batches.
+//
+// Sleep mode: a Sleep ends the running requests (kUnavailable naming the stage), then level 1
+// calls the runner's sleep() and level 2 destroys the runner (its weights go with it) and builds it
+// again on WakeUp. While asleep a Submit is answered with kUnavailable naming the stage.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/json.h"
 #include "runtime/stage_spec.h"
@@ -23,6 +33,8 @@ struct StageLaunchConfig {
   // The connector of each outgoing edge, by consumer stage id.
   std::map<int, ConnectorSpec> output_connectors;
   int heartbeat_interval_ms = 1000;
+  // The API frontends' control endpoints, by frontend index; empty when the head serves requests.
+  std::vector<std::string> frontend_endpoints;
 };
 
 Json to_json(const StageLaunchConfig& config);

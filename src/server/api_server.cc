@@ -2,6 +2,7 @@
 
 #include "server/http_server.h"
 #include "server/openai_error.h"
+#include "server/process_local_state.h"
 #include "server/routes.h"
 #include "server/serving_context.h"
 
@@ -17,6 +18,31 @@ bool same_key(std::string_view given, std::string_view expected) {
   return diff == 0 && !expected.empty();
 }
 
+// With several API frontends, every response names the frontend that answered it
+// (x-omnistage-frontend: its index), so that a client can see how its requests were spread.
+class FrontendResponder final : public Responder {
+ public:
+  FrontendResponder(std::shared_ptr<Responder> inner, std::string index)
+      : inner_(std::move(inner)), index_(std::move(index)) {}
+
+  void respond(HttpResponse response) override {
+    response.headers.emplace_back("x-omnistage-frontend", index_);
+    inner_->respond(std::move(response));
+  }
+  void start_stream(int status, std::string content_type, HttpHeaders headers) override {
+    headers.emplace_back("x-omnistage-frontend", index_);
+    inner_->start_stream(status, std::move(content_type), std::move(headers));
+  }
+  void write(std::string data) override { inner_->write(std::move(data)); }
+  void end_stream() override { inner_->end_stream(); }
+  void run(std::function<void()> task) override { inner_->run(std::move(task)); }
+  void on_disconnect(std::function<void()> callback) override { inner_->on_disconnect(std::move(callback)); }
+
+ private:
+  std::shared_ptr<Responder> inner_;
+  std::string index_;
+};
+
 }  // namespace
 
 struct ApiServer::Impl {
@@ -30,14 +56,30 @@ struct ApiServer::Impl {
                 options.version, metrics,  options.pipeline, options.output_modalities},
         http(
             HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
-                              std::chrono::seconds(60), options.drain_timeout},
-            [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
+                              std::chrono::seconds(60), options.drain_timeout, options.reuse_port},
+            [this](HttpRequest& request, std::shared_ptr<Responder> responder) {
+              if (options.api_server_count != 1) {
+                responder =
+                    std::make_shared<FrontendResponder>(std::move(responder), std::to_string(options.frontend_index));
+              }
+              handle(request, responder);
+            },
             transport_error_response) {
-    add_info_routes(router, context, registry);
+    frontend_requests = &registry
+                             .counter("omnistage:api_server_requests_total",
+                                      "HTTP requests this API frontend took (label frontend: its index among the "
+                                      "--api-server-count frontends).",
+                                      {"frontend"})
+                             .with({std::to_string(options.frontend_index)});
+    add_info_routes(router, context,
+                    options.render_metrics ? options.render_metrics : std::function<std::string()>([&registry] {
+                      return registry.render_prometheus();
+                    }));
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);
     add_speech_routes(router, context, options.speech);
+    add_omni_control_routes(router, context, options.enable_sleep_mode);
   }
 
   void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {
@@ -54,10 +96,16 @@ struct ApiServer::Impl {
         return;
       }
     }
+    if (request.path.starts_with("/v1/")) frontend_requests->add();
+    if (auto refusal = process_local_refusal(request.method, request.path, options.api_server_count)) {
+      responder->respond(std::move(*refusal));
+      return;
+    }
     router.dispatch(request, responder);
   }
 
   ApiServerOptions options;
+  Counter* frontend_requests = nullptr;
   std::vector<std::string> served_names;
   RequestMetrics metrics;
   ServingContext context;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,18 @@ struct ApiServerOptions {
   size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
   SpeechOptions speech;  // the voices and limits of /v1/audio/speech
+  // --enable-sleep-mode: POST /v1/omni/sleep and /v1/omni/wakeup work (else they answer 400).
+  bool enable_sleep_mode = false;
+  // Multiple API frontends (--api-server-count): how many there are (0: not known, which refuses
+  // the process-local operations with 503, server/process_local_state.h) and which one this is.
+  // Each frontend listens on the same address with SO_REUSEPORT (reuse_port) and counts the
+  // requests it took in omnistage:api_server_requests_total{frontend}.
+  int api_server_count = 1;
+  int frontend_index = 0;
+  bool reuse_port = false;
+  // What GET /metrics answers; null: this server's registry (a frontend among several merges
+  // the others' series in, server/frontend_metrics.h).
+  std::function<std::string()> render_metrics;
 };
 
 class ApiServer {

@@ -505,6 +505,10 @@ void HttpServer::start() {
   impl.acceptor.open(endpoint.protocol(), ec);
   if (ec) fail("open");
   impl.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (impl.options.reuse_port) {
+    impl.acceptor.set_option(net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>(true), ec);
+    if (ec) fail("setsockopt(SO_REUSEPORT)");
+  }
   impl.acceptor.bind(endpoint, ec);
   if (ec) fail("bind");
   impl.acceptor.listen(net::socket_base::max_listen_connections, ec);

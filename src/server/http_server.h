@@ -24,6 +24,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};
   // stop() lets in-flight exchanges finish for this long, then aborts them.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
+  // SO_REUSEPORT: other processes listening on the same address share its connections (the
+  // kernel spreads new connections over them).
+  bool reuse_port = false;
 };
 
 // Renders a transport-level failure (413 body too large, 400 unparsable request, 500 handler

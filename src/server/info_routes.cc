@@ -2,10 +2,15 @@
 #include "server/routes.h"
 
 namespace omni::server {
-void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics) {
+void add_info_routes(Router& router, const ServingContext& context, std::function<std::string()> render_metrics) {
   router.add("GET", "/health", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
     if (context.backend.healthy()) {
-      responder->respond(json_response({{"status", "healthy"}}));
+      Json body = {{"status", "healthy"}};
+      // Sleeping stages are healthy; requests that need them are refused until they wake up.
+      if (std::vector<int> sleeping = context.backend.sleeping_stages(); !sleeping.empty()) {
+        body["sleeping_stages"] = sleeping;
+      }
+      responder->respond(json_response(body));
     } else {
       responder->respond(json_response(
           {{"status", "unhealthy"},
@@ -34,12 +39,13 @@ void add_info_routes(Router& router, const ServingContext& context, const Metric
     responder->respond(json_response({{"version", context.version}}));
   });
 
-  router.add("GET", "/metrics", [&metrics](HttpRequest&, std::shared_ptr<Responder> responder) {
-    HttpResponse response;
-    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = metrics.render_prometheus();
-    responder->respond(std::move(response));
-  });
+  router.add("GET", "/metrics",
+             [render = std::move(render_metrics)](HttpRequest&, std::shared_ptr<Responder> responder) {
+               HttpResponse response;
+               response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+               response.body = render();
+               responder->respond(std::move(response));
+             });
 }
 
 }  // namespace omni::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "base/metrics.h"
 #include "server/router.h"
@@ -11,8 +12,9 @@
 
 namespace omni::server {
 
-// GET /health, /v1/models, /version, /metrics (info_routes.cc).
-void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics);
+// GET /health, /v1/models, /version, /metrics (info_routes.cc); /metrics answers what
+// `render_metrics` renders.
+void add_info_routes(Router& router, const ServingContext& context, std::function<std::string()> render_metrics);
 // POST /v1/completions (completions.cc).
 void add_completion_routes(Router& router, const ServingContext& context);
 // POST /v1/chat/completions (chat_completions.cc).
@@ -21,5 +23,7 @@ void add_chat_completion_routes(Router& router, const ServingContext& context);
 void add_tokenize_routes(Router& router, const ServingContext& context);
 // POST /v1/audio/speech, GET /v1/audio/voices (speech.cc); `options` must outlive the router.
 void add_speech_routes(Router& router, const ServingContext& context, const SpeechOptions& options);
+// POST /v1/omni/sleep, /v1/omni/wakeup (omni_control.cc); both answer 400 unless `enable_sleep_mode`.
+void add_omni_control_routes(Router& router, const ServingContext& context, bool enable_sleep_mode);
 
 }  // namespace omni::server

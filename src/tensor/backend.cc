@@ -1,8 +1,11 @@
 #include "tensor/backend.h"
 
+#include <malloc.h>
+
 #include "base/error.h"
 
 #ifdef OMNI_HAVE_CUDA
+#include "tensor/cuda/allocator.h"
 #include "tensor/cuda/device.h"
 #endif
 
@@ -43,6 +46,14 @@ DeviceMemory cuda_memory_info(int index) {
 #else
   throw_error(ErrorCode::kUnavailable, "cuda:{}: this build has no CUDA backend", index);
 #endif
+}
+
+void release_freed_memory(const Device& device) {
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) cuda::DeviceAllocator::release_cache(device.index);
+#endif
+  // Freed host blocks below glibc's mmap threshold stay in its heap until trimmed.
+  if (device.type == DeviceType::kCpu) malloc_trim(0);
 }
 
 }  // namespace omni::tensor

@@ -28,4 +28,10 @@ struct DeviceMemory {
 // when the device is not visible.
 DeviceMemory cuda_memory_info(int index);
 
+// Hands the memory that `device`'s tensors freed back to the system: on a CUDA device the caching
+// allocator's unused blocks go back to CUDA (sleep mode, so that another process can use them);
+// on the host the allocator's free heap memory is trimmed (glibc keeps freed blocks otherwise). Any
+// thread.
+void release_freed_memory(const Device& device);
+
 }  // namespace omni::tensor

@@ -33,6 +33,39 @@ TEST(Metrics, RendersCountersGaugesAndHistogramsInPrometheusTextFormat) {
             "lat_seconds_count{stage=\"0\"} 3\n");
 }
 
+TEST(Metrics, MergedExpositionsSumEachSeriesAndNameEachFamilyOnce) {
+  MetricsRegistry a;
+  MetricsRegistry b;
+  for (MetricsRegistry* r : {&a, &b}) {
+    r->counter("requests_total", "Requests.", {"route"}).with({"/v1/completions"}).add(r == &a ? 2 : 3);
+    r->histogram("latency_seconds", "Latency.", {}, {0.1, 1.0}).with({}).observe(r == &a ? 0.05 : 0.5);
+  }
+  a.counter("frontend_total", "Per frontend.", {"frontend"}).with({"0"}).add(4);
+  b.counter("frontend_total", "Per frontend.", {"frontend"}).with({"1"}).add(5);
+  b.gauge("only_in_b", "A gauge.", {}).with({}).set(7);
+
+  const std::string merged = merge_prometheus_texts({a.render_prometheus(), b.render_prometheus()});
+  EXPECT_EQ(merged,
+            "# HELP requests_total Requests.\n"
+            "# TYPE requests_total counter\n"
+            "requests_total{route=\"/v1/completions\"} 5\n"
+            "# HELP latency_seconds Latency.\n"
+            "# TYPE latency_seconds histogram\n"
+            "latency_seconds_bucket{le=\"0.1\"} 1\n"
+            "latency_seconds_bucket{le=\"1\"} 2\n"
+            "latency_seconds_bucket{le=\"+Inf\"} 2\n"
+            "latency_seconds_sum 0.55\n"
+            "latency_seconds_count 2\n"
+            "# HELP frontend_total Per frontend.\n"
+            "# TYPE frontend_total counter\n"
+            "frontend_total{frontend=\"0\"} 4\n"
+            "frontend_total{frontend=\"1\"} 5\n"
+            "# HELP only_in_b A gauge.\n"
+            "# TYPE only_in_b gauge\n"
+            "only_in_b 7\n");
+  EXPECT_EQ(merge_prometheus_texts({a.render_prometheus()}), a.render_prometheus()) << "one process: unchanged";
+}
+
 TEST(Metrics, EscapesLabelValuesAndKeepsOneSeriesPerLabelSet) {
   MetricsRegistry registry;
   auto& family = registry.counter("requests_total", "Requests.", {"reason"});

@@ -512,3 +512,40 @@ TEST(ArEngineTest, SeededStreamsAreTheSameOnTheDeviceAndHostSamplingPaths) {
 
 }  // namespace
 }  // namespace omni::engine
+
+namespace omni::engine {
+namespace {
+
+TEST(ArEngineSleep, SleepFreesTheKvStorageRefusesWorkAndWakeUpGivesTheSameOutputs) {
+  FakeCausalLm model(kVocab, {kEos});
+  EngineConfig config = config_with(64);
+  config.enable_prefix_caching = true;
+  ArEngine engine(model, config);
+  const std::vector<EngineRequest> requests = mixed_requests();
+  for (const EngineRequest& r : requests) engine.add_request(r);
+  const Results before = run_to_completion(engine);
+
+  engine.add_request(requests[0]);
+  EXPECT_THROW(engine.sleep(), Error) << "a request is unfinished";
+  engine.abort(requests[0].request_id);
+  engine.sleep();
+  EXPECT_TRUE(engine.asleep());
+  EXPECT_EQ(model.num_kv_blocks(), 0) << "the KV storage is freed";
+  try {
+    engine.add_request(requests[1]);
+    ADD_FAILURE() << "an asleep engine took a request";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+  }
+  engine.sleep();  // asleep already: nothing to do
+
+  engine.wake_up();
+  EXPECT_FALSE(engine.asleep());
+  EXPECT_EQ(model.num_kv_blocks(), 64);
+  EXPECT_EQ(engine.stats().num_free_blocks, 64) << "the prefix cache was forgotten with the storage";
+  for (const EngineRequest& r : requests) engine.add_request(r);
+  EXPECT_EQ(run_to_completion(engine), before);
+}
+
+}  // namespace
+}  // namespace omni::engine

@@ -35,6 +35,30 @@ TEST(StageProtocolTest, SubmitKeepsTokensSamplingAndPayloadReferences) {
   EXPECT_EQ(decoded.inputs[1].inline_bytes, (std::vector<uint8_t>{7, 0, 255}));
 }
 
+TEST(StageProtocolTest, FrontendResetSleepWakeUpAndTheirAnswers) {
+  EXPECT_EQ(round_trip<FrontendResetMessage>(FrontendResetMessage{3}).frontend, 3);
+  EXPECT_EQ(round_trip<SleepMessage>(SleepMessage{2}).level, 2);
+  EXPECT_TRUE(std::holds_alternative<WakeUpMessage>(decode_message(encode_message(WakeUpMessage{}), "test")));
+
+  StageControlAck ack{1, 2, "sleep", 1, 5000, 3000, 0.25, {}, {}};
+  StageControlAck done = round_trip<StageControlAck>(ack);
+  EXPECT_EQ(done.stage_id, 1);
+  EXPECT_EQ(done.replica, 2);
+  EXPECT_EQ(done.operation, "sleep");
+  EXPECT_EQ(done.level, 1);
+  EXPECT_EQ(done.rss_before_bytes, 5000);
+  EXPECT_EQ(done.rss_after_bytes, 3000);
+  EXPECT_DOUBLE_EQ(done.seconds, 0.25);
+  EXPECT_FALSE(done.error.has_value());
+
+  ack.error = ErrorCode::kUnsupported;
+  ack.message = "stage 1 replica 2: cannot sleep at level 1";
+  StageControlAck failed = round_trip<StageControlAck>(ack);
+  ASSERT_TRUE(failed.error.has_value());
+  EXPECT_EQ(*failed.error, ErrorCode::kUnsupported);
+  EXPECT_EQ(failed.message, ack.message);
+}
+
 TEST(StageProtocolTest, InputChunkAndOpenInputSubmit) {
   PayloadRef ref{"SharedMemoryConnector", {"r", 0, 1, 4}, 70000, "/omnistage_s_r_0_4@1", {}};
   auto chunk = round_trip<InputChunkMessage>(InputChunkMessage{"r", {42}, {ref}, true});
