@@ -1,5 +1,7 @@
 #include "runtime/ar_stage_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -77,7 +79,11 @@ class ArStageRunner final : public StageRunner {
     // Read before anything is loaded: a stage's share of a GPU is measured against it.
     std::optional<tensor::DeviceMemory> memory_at_start;
     if (device.type == tensor::DeviceType::kCuda) memory_at_start = tensor::cuda_memory_info(device.index);
-    model_ = load_model(args, device);
+    {
+      // The weights can leave the GPU for sleep mode's level 1 and come back at the same addresses.
+      tensor::OffloadableMemoryScope offloadable(device);
+      model_ = load_model(args, device);
+    }
     embedding_lm_ = dynamic_cast<model::EmbeddingInputLm*>(model_.get());
     if (embedding_lm_) {
       config.memory_at_start = memory_at_start;
@@ -119,9 +125,17 @@ class ArStageRunner final : public StageRunner {
 
   void sleep() override {
     engine_->sleep();
+    const size_t offloaded = tensor::offload_memory(model_->device());
     tensor::release_freed_memory(model_->device());
+    if (offloaded > 0) {
+      spdlog::info("stage {}: {:.1f} MiB of weights moved to host memory", stage_id_,
+                   static_cast<double>(offloaded) / (1 << 20));
+    }
   }
-  void wake_up() override { engine_->wake_up(); }
+  void wake_up() override {
+    tensor::restore_memory(model_->device());
+    engine_->wake_up();
+  }
   tensor::Device device() const override { return model_->device(); }
 
   std::vector<StepTiming> take_step_timings() override {

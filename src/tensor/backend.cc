@@ -7,6 +7,7 @@
 #ifdef OMNI_HAVE_CUDA
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/offload_arena.h"
 #endif
 
 namespace omni::tensor {
@@ -54,6 +55,39 @@ void release_freed_memory(const Device& device) {
 #endif
   // Freed host blocks below glibc's mmap threshold stay in its heap until trimmed.
   if (device.type == DeviceType::kCpu) malloc_trim(0);
+}
+
+OffloadableMemoryScope::OffloadableMemoryScope(const Device& device) {
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) {
+    cuda::OffloadArena::route_thread_to(device.index);
+    active_ = true;
+  }
+#else
+  (void)device;
+#endif
+}
+
+OffloadableMemoryScope::~OffloadableMemoryScope() {
+#ifdef OMNI_HAVE_CUDA
+  if (active_) cuda::OffloadArena::route_thread_to(-1);
+#endif
+}
+
+size_t offload_memory(const Device& device) {
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) return cuda::OffloadArena::offload(device.index);
+#endif
+  (void)device;
+  return 0;
+}
+
+size_t restore_memory(const Device& device) {
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) return cuda::OffloadArena::restore(device.index);
+#endif
+  (void)device;
+  return 0;
 }
 
 }  // namespace omni::tensor

@@ -34,4 +34,28 @@ DeviceMemory cuda_memory_info(int index);
 // thread.
 void release_freed_memory(const Device& device);
 
+// Memory that the calling thread allocates on `device` while the scope lives can be moved to host
+// memory and back at the same addresses (sleep mode, level 1): offload_memory() copies it to pinned
+// host memory and gives the device memory back; restore_memory() maps device memory again at the
+// same addresses and copies the bytes back, so tensors — and CUDA graphs captured reading them —
+// stay valid. Meant for memory allocated once and freed together, such as a model's weights (on a
+// CUDA device it is a bump arena: tensor/cuda/offload_arena.h). On the host the scope does nothing
+// and both calls return 0: host memory is already where offloading would put it. Scopes do not nest.
+class OffloadableMemoryScope {
+ public:
+  explicit OffloadableMemoryScope(const Device& device);
+  ~OffloadableMemoryScope();
+  OffloadableMemoryScope(const OffloadableMemoryScope&) = delete;
+  OffloadableMemoryScope& operator=(const OffloadableMemoryScope&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
+// The bytes moved to the host (0 when nothing offloadable is on `device` or it is already moved).
+// kUnavailable when pinned host memory runs out; nothing is moved then.
+size_t offload_memory(const Device& device);
+// The bytes moved back (0 when nothing is offloaded). kUnavailable when the device is out of memory.
+size_t restore_memory(const Device& device);
+
 }  // namespace omni::tensor

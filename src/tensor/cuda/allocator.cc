@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/offload_arena.h"
 #include "tensor/free_block_cache.h"
 
 namespace omni::tensor::cuda {
@@ -52,6 +53,7 @@ void release_locked(Cache& cache, int device) {
 }  // namespace
 
 void* DeviceAllocator::allocate(size_t bytes, int device) {
+  if (OffloadArena::routed_device() == device) return OffloadArena::allocate(bytes, device);
   const size_t size = round_size(bytes);
   const bool pool = graph_pool_device == device;
   Cache& cache = cache_of(device, pool);
@@ -76,6 +78,7 @@ void* DeviceAllocator::allocate(size_t bytes, int device) {
 
 void DeviceAllocator::free(void* ptr, int device) noexcept {
   if (ptr == nullptr) return;
+  if (OffloadArena::free(ptr, device)) return;
   for (bool pool : {false, true}) {
     Cache& cache = cache_of(device, pool);
     std::lock_guard lock(cache.mutex);

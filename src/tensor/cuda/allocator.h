@@ -17,6 +17,9 @@
 // next capture. A block goes back to the cache it came from, whichever thread frees it; pool
 // blocks are never returned to CUDA.
 //
+// Offloadable memory: a thread routed to a device's offload arena (tensor/cuda/offload_arena.h) gets
+// its allocations on that device from the arena instead.
+//
 // Thread-safe. allocate() throws omni::Error(kUnavailable) naming the device and the size when
 // the device is out of memory; every pointer is 256-byte aligned.
 #pragma once
