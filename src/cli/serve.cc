@@ -87,6 +87,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   }
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
+  options.playground = !flags.was_given("enable_playground");
   options.speech.voices = facts.voices;
   // A checkpoint that serves one speech task answers requests without task_type with it.
   if (facts.task_types.size() == 1) options.speech.task_type = facts.task_types.front();

@@ -33,11 +33,12 @@ struct ApiServer::Impl {
                               std::chrono::seconds(60), options.drain_timeout},
             [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
             transport_error_response) {
-    add_info_routes(router, context, registry);
+    add_info_routes(router, context, registry, options.speech);
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);
     add_speech_routes(router, context, options.speech);
+    if (options.playground) add_playground_routes(router);
   }
 
   void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {

@@ -38,6 +38,8 @@ struct ApiServerOptions {
   size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
   SpeechOptions speech;  // the voices and limits of /v1/audio/speech
+  // GET / and /playground serve the playground page; --disable-playground turns it off.
+  bool playground = true;
 };
 
 class ApiServer {

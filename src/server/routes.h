@@ -11,8 +11,11 @@
 
 namespace omni::server {
 
-// GET /health, /v1/models, /version, /metrics (info_routes.cc).
-void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics);
+// GET /health, /v1/models, /version, /metrics (info_routes.cc). The model cards describe the
+// pipeline (its outputs, the speech task of `speech`) and list the endpoints of `router`, which
+// must outlive it.
+void add_info_routes(Router& router, const ServingContext& context, const MetricsRegistry& metrics,
+                     const SpeechOptions& speech);
 // POST /v1/completions (completions.cc).
 void add_completion_routes(Router& router, const ServingContext& context);
 // POST /v1/chat/completions (chat_completions.cc).
@@ -21,5 +24,7 @@ void add_chat_completion_routes(Router& router, const ServingContext& context);
 void add_tokenize_routes(Router& router, const ServingContext& context);
 // POST /v1/audio/speech, GET /v1/audio/voices (speech.cc); `options` must outlive the router.
 void add_speech_routes(Router& router, const ServingContext& context, const SpeechOptions& options);
+// GET / and /playground: the browser playground page (playground_routes.cc).
+void add_playground_routes(Router& router);
 
 }  // namespace omni::server
