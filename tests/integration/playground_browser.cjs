@@ -9,23 +9,28 @@
 //   speech   the qwen3_tts demo: the speech panel, a streamed WAV played through Web Audio, an mp3
 //            played by the audio element, a bad request's error
 //   panels   the conditional panels, with the server's /v1/models answer extended in the browser
-//            (image output and voice upload, which no served pipeline has yet): what the page
-//            shows and the image request it sends
+//            (image output, voice upload, text + audio output, which no served pipeline has yet)
+//            and the image and chat requests answered there: what the page shows, the requests
+//            it sends, a spoken chat reply played from its audio chunks
 'use strict';
 const { chromium } = require('playwright-core');
 
 const [scenario, baseUrl, apiKey, artifactDir] = process.argv.slice(2);
 const timeout = 20000;
+// A 1x1 PNG.
+const kPng = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
 async function openPage(browser, observed) {
   const context = await browser.newContext({ viewport: { width: 1180, height: 760 } });
   const page = await context.newPage();
   page.setDefaultTimeout(timeout);
   observed.requests = [];
+  observed.chat_bodies = [];
   observed.console_errors = [];
   page.on('request', (request) => {
     observed.requests.push({ method: request.method(), url: request.url(),
                              authorization: request.headers().authorization || null });
+    if (request.url().endsWith('/v1/chat/completions')) observed.chat_bodies.push(request.postDataJSON());
   });
   // Chromium logs every non-2xx answer as "Failed to load resource"; the tests cause some on purpose.
   page.on('console', (message) => {
@@ -128,6 +133,30 @@ async function chatScenario(browser, out) {
     top_p: 1.5, seed: 7,
   });
   await page.screenshot({ path: `${artifactDir}/playground-chat-error.png` });
+
+  // An image and an audio file go out as OpenAI content parts; whatever the server answers is shown.
+  await page.fill('#chat-top-p', '1');
+  await page.setInputFiles('#chat-image', { name: 'dot.png', mimeType: 'image/png', buffer: Buffer.from(kPng, 'base64') });
+  await page.setInputFiles('#chat-audio', { name: 'tone.wav', mimeType: 'audio/wav', buffer: toneWav() });
+  out.attachment_chips = await page.$$eval('#chat-attachments .chip', (chips) => chips.map((c) => c.firstChild.textContent));
+  out.with_media = await chatTurn(page, 'What is in these?');
+  const sent = out.chat_bodies[out.chat_bodies.length - 1];
+  out.media_content = sent.messages[sent.messages.length - 1].content;
+  out.media_direct = await postJson('/v1/chat/completions', { ...sent, stream: false, stream_options: undefined });
+  await page.screenshot({ path: `${artifactDir}/playground-chat-media.png` });
+}
+
+// 0.1 s of a 440 Hz tone as a 16-bit mono 16 kHz WAV file.
+function toneWav() {
+  const rate = 16000;
+  const samples = rate / 10;
+  const wav = Buffer.alloc(44 + samples * 2);
+  wav.write('RIFF', 0); wav.writeUInt32LE(36 + samples * 2, 4); wav.write('WAVE', 8);
+  wav.write('fmt ', 12); wav.writeUInt32LE(16, 16); wav.writeUInt16LE(1, 20); wav.writeUInt16LE(1, 22);
+  wav.writeUInt32LE(rate, 24); wav.writeUInt32LE(rate * 2, 28); wav.writeUInt16LE(2, 32); wav.writeUInt16LE(16, 34);
+  wav.write('data', 36); wav.writeUInt32LE(samples * 2, 40);
+  for (let i = 0; i < samples; ++i) wav.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / rate)), 44 + 2 * i);
+  return wav;
 }
 
 async function speechScenario(browser, out) {
@@ -192,9 +221,6 @@ async function speechScenario(browser, out) {
   await page.screenshot({ path: `${artifactDir}/playground-speech-error.png` });
 }
 
-// 1x1 PNG.
-const kPng = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
-
 async function panelsScenario(browser, out) {
   const page = await openPage(browser, out);
   // The real card, with image output and two more endpoints, as a diffusion server would answer.
@@ -243,6 +269,38 @@ async function panelsScenario(browser, out) {
   await page.waitForFunction(() => document.querySelector('#tabs button[data-tab=speech]'));
   out.upload_tabs = await tabs(page);
   out.voice_upload_visible = await visible(page, '#voice-form');
+
+  // Text and audio output (Qwen3-Omni): chat with a spoken reply, streamed as vLLM-Omni streams it
+  // (chunks named by their modality; an audio chunk's delta content is base64 audio).
+  await page.unroute('**/v1/models');
+  await page.route('**/v1/models', async (route) => {
+    const response = await route.fetch();
+    const body = await response.json();
+    for (const card of body.data || []) card.omnistage.output_modalities = ['text', 'audio'];
+    await route.fulfill({ response, json: body });
+  });
+  await page.route('**/v1/chat/completions', async (route) => {
+    out.spoken_request = route.request().postDataJSON();
+    const chunk = (modality, delta, finish = null) => `data: ${JSON.stringify({
+      id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'demo', modality,
+      choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const body = chunk('text', { role: 'assistant', content: '' }) + chunk('text', { content: 'Hi' }) +
+      chunk('text', { content: ' there' }) + chunk('text', {}, 'stop') +
+      chunk('audio', { content: toneWav().toString('base64') }) + chunk('audio', {}, 'stop') + 'data: [DONE]\n\n';
+    await route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream' }, body });
+  });
+  await page.click('#reload');
+  await page.waitForFunction(() => document.querySelector('#tabs button[data-tab=chat]'));
+  out.spoken_tabs = await tabs(page);
+  out.spoken_visible = await visible(page, '#chat-spoken');
+  await page.check('#chat-spoken');
+  out.spoken = await chatTurn(page, 'Say hi');
+  out.spoken_audio_seconds = await page.evaluate(async () => {
+    const audio = document.querySelector('.message.assistant:last-of-type audio');
+    if (!audio) return 0;
+    if (audio.readyState < 1) await new Promise((resolve) => audio.addEventListener('loadedmetadata', resolve, { once: true }));
+    return audio.duration;
+  });
 }
 
 async function main() {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/base64.h"
 #include "base/json.h"
 #include "integration/serve_process.h"
 #include "support/subprocess.h"
@@ -179,6 +180,31 @@ TEST_F(TextPlaygroundTest, BrowserChatStreamsAReplyAndShowsTheApiErrors) {
   EXPECT_EQ(bad["error_head"], "HTTP 400 · " + direct["body"]["error"]["type"].get<std::string>() + " · param: top_p");
   EXPECT_EQ(bad["error_message"], direct["body"]["error"]["message"]);
   EXPECT_TRUE(fs::exists(kArtifacts / "playground-chat.png"));
+
+  // Attachments go out as OpenAI content parts after the text.
+  EXPECT_EQ(out["attachment_chips"], Json({"image: dot.png", "audio: tone.wav"}));
+  const Json& content = out["media_content"];
+  ASSERT_EQ(content.size(), 3u) << content.dump();
+  EXPECT_EQ(content[0], Json({{"type", "text"}, {"text", "What is in these?"}}));
+  EXPECT_EQ(content[1]["type"], "image_url");
+  const std::string image_url = content[1]["image_url"]["url"];
+  EXPECT_EQ(base64_decode(image_url.substr(image_url.find(',') + 1)).substr(1, 3), "PNG");
+  EXPECT_EQ(image_url.rfind("data:image/png;base64,", 0), 0u);
+  EXPECT_EQ(content[2]["type"], "input_audio");
+  EXPECT_EQ(content[2]["input_audio"]["format"], "wav");
+  const std::string wav = base64_decode(content[2]["input_audio"]["data"].get<std::string>());
+  EXPECT_EQ(wav.substr(0, 4), "RIFF");
+  EXPECT_EQ(wav.size(), 44u + 3200u);
+  // The text model's answer to them, whatever it is, is what the page shows.
+  const Json& media = out["with_media"];
+  const Json& media_direct = out["media_direct"];
+  if (media_direct["status"] == 200) {
+    EXPECT_EQ(media["state"], "done");
+    EXPECT_EQ(media["content"], media_direct["body"]["choices"][0]["message"]["content"]);
+  } else {
+    EXPECT_EQ(media["state"], "error");
+    EXPECT_EQ(media["error_message"], media_direct["body"]["error"]["message"]);
+  }
 }
 
 TEST_F(SpeechPlaygroundTest, BrowserSpeechPlaysAsItStreamsAndShowsTheApiErrors) {
@@ -221,9 +247,9 @@ TEST_F(SpeechPlaygroundTest, BrowserSpeechPlaysAsItStreamsAndShowsTheApiErrors) 
   EXPECT_TRUE(fs::exists(kArtifacts / "playground-speech.png"));
 }
 
-// Image output and voice upload exist in no served pipeline yet: the browser extends the server's
-// real /v1/models answer and answers the image request itself, to check what the page shows and
-// the OpenAI request it sends.
+// Image output, voice upload and spoken chat replies exist in no served pipeline yet: the browser
+// extends the server's real /v1/models answer and answers the image and chat requests itself, to
+// check what the page shows, the requests it sends and how it plays vLLM-Omni's audio chunks.
 TEST_F(SpeechPlaygroundTest, BrowserPanelsFollowTheAdvertisedOutputsAndEndpoints) {
   SKIP_WITHOUT_BROWSER();
   Json out = browse(*server_, "panels");
@@ -243,6 +269,14 @@ TEST_F(SpeechPlaygroundTest, BrowserPanelsFollowTheAdvertisedOutputsAndEndpoints
   EXPECT_EQ(out["gallery"][0]["alt"], "a red square");
   EXPECT_EQ(out["upload_tabs"], Json({"speech"}));
   EXPECT_EQ(out["voice_upload_visible"], true);
+
+  // Text and audio output: the chat asks for both and plays the audio chunk of the stream.
+  EXPECT_EQ(out["spoken_tabs"], Json({"chat"}));
+  EXPECT_EQ(out["spoken_visible"], true);
+  EXPECT_EQ(out["spoken_request"]["modalities"], Json({"text", "audio"}));
+  EXPECT_EQ(out["spoken"]["state"], "done") << out["spoken"].dump();
+  EXPECT_EQ(out["spoken"]["content"], "Hi there");
+  EXPECT_NEAR(out["spoken_audio_seconds"].get<double>(), 0.1, 0.01);
 }
 
 }  // namespace
