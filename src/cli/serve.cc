@@ -137,6 +137,7 @@ int run_serve(const ServeFlags& flags) {
   spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
                flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
                api.port());
+  if (!flags.was_given("enable_playground")) spdlog::info("serve: the playground page is at /");
   const int signal = signals.wait();
   spdlog::info("serve: {} received, shutting down", strsignal(signal));
   api.stop();
