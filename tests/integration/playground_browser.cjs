@@ -206,7 +206,7 @@ async function speechScenario(browser, out) {
   out.whole = await speak();  // mp3, not streamed: played by the audio element
   out.whole_playing = await page.evaluate(async () => {
     const audio = document.getElementById('speech-audio');
-    for (let i = 0; i < 40 && audio.currentTime === 0 && !audio.ended; ++i) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && audio.currentTime === 0 && !audio.ended; ++i) await new Promise((r) => setTimeout(r, 50));
     return audio.currentTime > 0 || audio.ended;
   });
 

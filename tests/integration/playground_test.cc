@@ -86,7 +86,7 @@ inline constexpr char kQwen3Tts[] = "qwen3_tts";
 using TextPlaygroundTest = DemoServerSuite<kQwen3>;
 using SpeechPlaygroundTest = DemoServerSuite<kQwen3Tts>;
 
-TEST_F(TextPlaygroundTest, RootAndPlaygroundServeTheSelfContainedPageWithoutTheKey) {
+TEST_F(TextPlaygroundTest, RootServesTheSelfContainedPageAndModelCardsDescribeThePipeline) {
   Page root = get_page(*server_, "/");
   ASSERT_EQ(root.status, 200) << root.headers;
   EXPECT_NE(root.headers.find("content-type: text/html; charset=utf-8"), std::string::npos) << root.headers;
@@ -100,9 +100,8 @@ TEST_F(TextPlaygroundTest, RootAndPlaygroundServeTheSelfContainedPageWithoutTheK
   Page playground = get_page(*server_, "/playground");
   EXPECT_EQ(playground.status, 200);
   EXPECT_EQ(playground.body, root.body);
-}
 
-TEST_F(TextPlaygroundTest, ModelCardsDescribeThePipelineAndTheEndpoints) {
+  // What the page reads: the card's description of the pipeline and the server's endpoints.
   HttpResult models = curl(*server_, "/v1/models", std::nullopt);
   ASSERT_EQ(models.status, 200) << models.body;
   const Json served = Json::parse(models.body)["data"][0]["omnistage"];
