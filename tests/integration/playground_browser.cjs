@@ -52,8 +52,9 @@ async function tabs(page) {
   return page.$$eval('#tabs button', (buttons) => buttons.map((b) => b.dataset.tab));
 }
 
+// Whether `selector` is rendered (not hidden by the page nor by its CSS).
 async function visible(page, selector) {
-  return page.$eval(selector, (element) => !element.closest('[hidden]'));
+  return page.isVisible(selector);
 }
 
 // Sends `text` from the chat box and waits for the reply to finish; its text, state and how many
@@ -102,6 +103,7 @@ async function chatScenario(browser, out) {
   out.tabs = await tabs(page);
   out.chat_visible = await visible(page, '#chat-input');
   out.speech_visible = await visible(page, '#speech-input');
+  out.spoken_visible = await visible(page, '#chat-spoken');
   out.server_info = await page.textContent('#server-info');
   out.model = await page.inputValue('#model');
 
@@ -138,6 +140,7 @@ async function chatScenario(browser, out) {
   await page.fill('#chat-top-p', '1');
   await page.setInputFiles('#chat-image', { name: 'dot.png', mimeType: 'image/png', buffer: Buffer.from(kPng, 'base64') });
   await page.setInputFiles('#chat-audio', { name: 'tone.wav', mimeType: 'audio/wav', buffer: toneWav() });
+  await page.waitForFunction(() => document.querySelectorAll('#chat-attachments .chip').length === 2);
   out.attachment_chips = await page.$$eval('#chat-attachments .chip', (chips) => chips.map((c) => c.firstChild.textContent));
   out.with_media = await chatTurn(page, 'What is in these?');
   const sent = out.chat_bodies[out.chat_bodies.length - 1];
@@ -166,7 +169,7 @@ async function speechScenario(browser, out) {
   out.tabs = await tabs(page);
   out.speech_visible = await visible(page, '#speech-input');
   out.chat_visible = await visible(page, '#chat-input');
-  out.voice_upload_visible = await visible(page, '#voice-form');
+  out.voice_upload_visible = await visible(page, '#voice-upload');
   out.voices = await page.$$eval('#speech-voice option', (options) => options.map((o) => o.value).filter(Boolean));
   out.task = await page.textContent('#speech-task-fixed');
 
@@ -243,6 +246,7 @@ async function panelsScenario(browser, out) {
   out.image_tabs = await tabs(page);
   await page.fill('#image-prompt', 'a red square');
   await page.selectOption('#image-size', '512x512');
+  out.custom_size_visible = await visible(page, '#image-width');
   await page.fill('#image-n', '2');
   await page.fill('#image-steps', '8');
   await page.fill('#image-seed', '42');
@@ -266,9 +270,10 @@ async function panelsScenario(browser, out) {
     await route.fulfill({ response, json: body });
   });
   await page.click('#reload');
+  await page.waitForSelector('body[data-ready=true]');
   await page.waitForFunction(() => document.querySelector('#tabs button[data-tab=speech]'));
   out.upload_tabs = await tabs(page);
-  out.voice_upload_visible = await visible(page, '#voice-form');
+  out.voice_upload_visible = await visible(page, '#voice-upload');
 
   // Text and audio output (Qwen3-Omni): chat with a spoken reply, streamed as vLLM-Omni streams it
   // (chunks named by their modality; an audio chunk's delta content is base64 audio).
@@ -290,6 +295,7 @@ async function panelsScenario(browser, out) {
     await route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream' }, body });
   });
   await page.click('#reload');
+  await page.waitForSelector('body[data-ready=true]');
   await page.waitForFunction(() => document.querySelector('#tabs button[data-tab=chat]'));
   out.spoken_tabs = await tabs(page);
   out.spoken_visible = await visible(page, '#chat-spoken');

@@ -157,6 +157,7 @@ TEST_F(TextPlaygroundTest, BrowserChatStreamsAReplyAndShowsTheApiErrors) {
   EXPECT_EQ(out["tabs"], Json({"chat"}));
   EXPECT_EQ(out["chat_visible"], true);
   EXPECT_EQ(out["speech_visible"], false);
+  EXPECT_EQ(out["spoken_visible"], false) << "a text-only pipeline has no spoken replies";
   EXPECT_EQ(out["model"], kModelName);
   EXPECT_NE(out["server_info"].get<std::string>().find("pipeline qwen3 · produces text"), std::string::npos);
 
@@ -254,6 +255,7 @@ TEST_F(SpeechPlaygroundTest, BrowserPanelsFollowTheAdvertisedOutputsAndEndpoints
   Json out = browse(*server_, "panels");
   ASSERT_TRUE(out.is_object());
   EXPECT_EQ(out["image_tabs"], Json({"images"}));
+  EXPECT_EQ(out["custom_size_visible"], false);
   ASSERT_EQ(out["image_requests"].size(), 1u);
   EXPECT_EQ(out["image_requests"][0]["authorization"], std::string("Bearer ") + kApiKey);
   EXPECT_EQ(out["image_requests"][0]["body"], Json({{"model", kModelName},
