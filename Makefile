@@ -70,6 +70,7 @@ $(DEMO_MODEL)/model.safetensors: | build
 serve: build $(DEMO_MODEL)/model.safetensors
 	@echo "Try: curl http://127.0.0.1:$(SERVE_PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
 	@echo "       -d '{\"model\": \"$(DEMO_MODEL)\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'"
+	@echo "or open http://127.0.0.1:$(SERVE_PORT)/ in a browser (the playground)."
 	@echo "(random weights: the text is noise; Ctrl-C stops the server)"
 	$(BUILD_DIR)/omnistage serve $(DEMO_MODEL) --host 127.0.0.1 --port $(SERVE_PORT)
 

@@ -87,6 +87,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
+  options.playground = !flags.was_given("enable_playground");
   options.speech.voices = facts.voices;
   // A checkpoint that serves one speech task answers requests without task_type with it.
   if (facts.task_types.size() == 1) options.speech.task_type = facts.task_types.front();
@@ -163,6 +164,7 @@ int run_serve(const ServeFlags& flags) {
     spdlog::info("serve: {} ready on http://{}:{} (Ctrl-C stops it)", config.model,
                  flags.values["host"].is_null() ? std::string("0.0.0.0") : flags.values["host"].get<std::string>(),
                  api.port());
+    if (!flags.was_given("enable_playground")) spdlog::info("serve: the playground page is at /");
   }
   const int signal = signals.wait();
   spdlog::info("serve: {} received, shutting down", strsignal(signal));

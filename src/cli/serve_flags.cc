@@ -36,6 +36,12 @@ std::vector<FlagSpec> make_specs() {
       {.name = "--served-model-name", .kind = K::kList, .help = "Model name(s) the API answers to (default: MODEL)"},
       {.name = "--tokenizer", .help = "Tokenizer name or path (default: MODEL)"},
       {.name = "--chat-template", .help = "Chat template file or inline template (default: the tokenizer's)"},
+      {.name = "--disable-playground",
+       .dest = "enable_playground",
+       .kind = K::kSwitch,
+       .help = "Do not serve the browser playground at / and /playground (omnistage's extension; vLLM-Omni has "
+               "no such page)",
+       .switch_value = false},
       {.name = "--dtype",
        .target = T::kStage,
        .default_value = "auto",

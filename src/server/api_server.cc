@@ -74,12 +74,14 @@ struct ApiServer::Impl {
     add_info_routes(router, context,
                     options.render_metrics ? options.render_metrics : std::function<std::string()>([&registry] {
                       return registry.render_prometheus();
-                    }));
+                    }),
+                    options.speech);
     add_completion_routes(router, context);
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);
     add_speech_routes(router, context, options.speech);
     add_omni_control_routes(router, context, options.enable_sleep_mode);
+    if (options.playground) add_playground_routes(router);
   }
 
   void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {

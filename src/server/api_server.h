@@ -51,6 +51,8 @@ struct ApiServerOptions {
   // What GET /metrics answers; null: this server's registry (a frontend among several merges
   // the others' series in, server/frontend_metrics.h).
   std::function<std::string()> render_metrics;
+  // GET / and /playground serve the playground page; --disable-playground turns it off.
+  bool playground = true;
 };
 
 class ApiServer {

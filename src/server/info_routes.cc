@@ -2,7 +2,8 @@
 #include "server/routes.h"
 
 namespace omni::server {
-void add_info_routes(Router& router, const ServingContext& context, std::function<std::string()> render_metrics) {
+void add_info_routes(Router& router, const ServingContext& context, std::function<std::string()> render_metrics,
+                     const SpeechOptions& speech) {
   router.add("GET", "/health", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
     if (context.backend.healthy()) {
       Json body = {{"status", "healthy"}};
@@ -19,9 +20,16 @@ void add_info_routes(Router& router, const ServingContext& context, std::functio
     }
   });
 
-  // One card per served name, all for the same checkpoint, as vLLM lists them.
-  router.add("GET", "/v1/models", [&context](HttpRequest&, std::shared_ptr<Responder> responder) {
+  // One card per served name, all for the same checkpoint, as vLLM lists them. Each card adds
+  // omnistage's description of what is served (our extension, under "omnistage"): the pipeline,
+  // the modalities its final stages produce, the speech task of a TTS checkpoint, and every
+  // endpoint of the server, so that a client (the playground) can offer what applies.
+  router.add("GET", "/v1/models", [&context, &speech, &router](HttpRequest&, std::shared_ptr<Responder> responder) {
     int64_t created = unix_seconds();
+    const Json served = {{"pipeline", context.pipeline},
+                         {"output_modalities", context.output_modalities},
+                         {"speech_task_type", speech.task_type.empty() ? Json(nullptr) : Json(speech.task_type)},
+                         {"endpoints", router.endpoints()}};
     Json data = Json::array();
     for (const std::string& name : context.served_model_names) {
       data.push_back({{"id", name},
@@ -30,7 +38,8 @@ void add_info_routes(Router& router, const ServingContext& context, std::functio
                       {"owned_by", "omnistage"},
                       {"root", context.model_path},
                       {"parent", nullptr},
-                      {"max_model_len", context.max_model_len}});
+                      {"max_model_len", context.max_model_len},
+                      {"omnistage", served}});
     }
     responder->respond(json_response({{"object", "list"}, {"data", std::move(data)}}));
   });

@@ -11,6 +11,14 @@ void Router::add(const std::string& method, const std::string& path, HttpHandler
   routes_[path][method] = std::move(handler);
 }
 
+std::vector<std::string> Router::endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& [path, methods] : routes_) {
+    for (const auto& [method, handler] : methods) out.push_back(method + " " + path);
+  }
+  return out;
+}
+
 void Router::dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const {
   auto path = routes_.find(request.path);
   if (path == routes_.end()) {

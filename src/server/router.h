@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "server/http.h"
 
@@ -18,6 +19,8 @@ class Router {
   // Runs the route's handler. Errors it throws are answered (omni::Error with its status,
   // anything else 500) and never propagate.
   void dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const;
+  // Every route as "METHOD /path", sorted by path, then method.
+  std::vector<std::string> endpoints() const;
 
  private:
   std::map<std::string, std::map<std::string, HttpHandler>> routes_;  // path -> method -> handler

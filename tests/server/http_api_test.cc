@@ -34,6 +34,39 @@ TEST_F(HttpApiTest, HealthVersionAndModels) {
   EXPECT_EQ(models["data"][0]["max_model_len"], 4096);
 }
 
+// The card's "omnistage" object: the pipeline, its outputs, the speech task and every route; GET /
+// is the playground page (without the key) unless the option turns it off.
+TEST_F(HttpApiTest, ModelCardsListTheEndpointsAndRootServesThePlayground) {
+  start({}, [](server::ApiServerOptions& o) {
+    o.api_key = "sekrit";
+    o.pipeline = "qwen3_tts";
+    o.output_modalities = {"audio"};
+    o.speech.task_type = "CustomVoice";
+  });
+  Json served = get("/v1/models", {"-H", "Authorization: Bearer sekrit"}).json()["data"][0]["omnistage"];
+  EXPECT_EQ(served["pipeline"], "qwen3_tts");
+  EXPECT_EQ(served["output_modalities"], Json({"audio"}));
+  EXPECT_EQ(served["speech_task_type"], "CustomVoice");
+  EXPECT_EQ(served["endpoints"],
+            Json({"GET /", "POST /detokenize", "GET /health", "GET /metrics", "GET /playground", "POST /tokenize",
+                  "POST /v1/audio/speech", "GET /v1/audio/voices", "POST /v1/chat/completions", "POST /v1/completions",
+                  "GET /v1/models", "GET /version"}));
+  CurlReply page = get("/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_TRUE(page.has_header("Content-Type: text/html; charset=utf-8")) << page.headers;
+  EXPECT_EQ(page.body.rfind("<!doctype html>", 0), 0u);
+  EXPECT_EQ(get("/playground").body, page.body);
+  EXPECT_EQ(post("/", Json::object()).status, 405);
+  TearDown();
+
+  start({}, [](server::ApiServerOptions& o) { o.playground = false; });
+  EXPECT_EQ(get("/").status, 404);
+  EXPECT_EQ(get("/playground").status, 404);
+  served = get("/v1/models").json()["data"][0]["omnistage"];
+  EXPECT_TRUE(served["speech_task_type"].is_null());
+  EXPECT_EQ(served["endpoints"][0], "POST /detokenize");
+}
+
 TEST_F(HttpApiTest, ServedModelNameDefaultsToTheModelPathAndListsEveryName) {
   start({}, [](server::ApiServerOptions& o) { o.served_model_names.clear(); });
   EXPECT_EQ(get("/v1/models").json()["data"][0]["id"], "/models/test");
