@@ -36,6 +36,11 @@ std::vector<FlagSpec> make_specs() {
       {.name = "--served-model-name", .kind = K::kList, .help = "Model name(s) the API answers to (default: MODEL)"},
       {.name = "--tokenizer", .help = "Tokenizer name or path (default: MODEL)"},
       {.name = "--chat-template", .help = "Chat template file or inline template (default: the tokenizer's)"},
+      {.name = "--chat-template-content-format",
+       .default_value = "auto",
+       .choices = {"auto", "string", "openai"},
+       .help = "How list message content reaches the chat template: joined into a string, or as OpenAI "
+               "content parts (auto: detected from the template)"},
       {.name = "--dtype",
        .target = T::kStage,
        .default_value = "auto",
