@@ -54,12 +54,12 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "
 
 PROMPT_LENGTHS = [1, 9, 37]  # 37 crosses two KV blocks of 16
 NEW_TOKENS = 16
-# The reference must be robust to float32 rounding: every greedy step's top-1/top-2 logit margin and
-# every routing decision's gap between the k-th and (k+1)-th expert probability must clear these
-# floors, so weight seeds are tried in order until one does (the script fails if none of
+# The reference must be robust to float32 rounding (two implementations differ by ~1e-6 relative):
+# every greedy step's top-1/top-2 logit margin and every routing decision's gap between the k-th and
+# (k+1)-th expert probability must clear these floors, so weight seeds are tried in order until one does (the script fails if none of
 # SEED_ATTEMPTS does).
-MIN_LOGIT_MARGIN = 1e-2
-MIN_ROUTING_GAP = 1e-3
+MIN_LOGIT_MARGIN = 2e-3
+MIN_ROUTING_GAP = 2e-5
 SEED_ATTEMPTS = 200
 
 
@@ -327,17 +327,17 @@ def main():
         shutil.rmtree(args.out)
     os.makedirs(args.out)
     log_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "make_tiny_qwen3_omni.log")
-    with open(log_path, "w") as log:
-        try:
-            build(args.out, torch, transformers, log)
-        except Exception:
-            import traceback
+    try:
+        with open(log_path, "w") as log:
+            try:
+                build(args.out, torch, transformers, log)
+            except Exception:
+                import traceback
 
-            log.write(traceback.format_exc())
-            raise
-        finally:
-            log.flush()
-    print(open(log_path).read())
+                log.write(traceback.format_exc())
+                raise
+    finally:
+        print(open(log_path).read())
     return 0
 
 
