@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 #include "support/temp_dir.h"

@@ -69,22 +69,28 @@ TEST(TokenizerRenderer, ListContentReachesTheTemplateInItsFormat) {
        {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}, {{"type", "text"}, {"text", "there"}}}}}}}};
   EXPECT_EQ(rendered_text(parts), "<|im_start|>user\nhi\nthere<|im_end|>\n<|im_start|>assistant\n");
 
+  // The templates below run over a tiny byte-level tokenizer, which loads at once.
+  const std::filesystem::path tiny = std::filesystem::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni/per_expert";
   const char* loop =
-      "{% for m in messages %}[{% for p in m['content'] %}{{ p.type }}:{{ p.text }};{% endfor %}]"
-      "{% endfor %}";
-  server::TokenizerRenderer openai(text::Tokenizer::load(qwen3_dir()), text::ChatTemplate(loop, "loop"));
+      "{% for m in messages %}[{% for p in m['content'] %}{{ p.type }}:{{ p.text }};{% endfor %}]{% endfor %}";
+  server::TokenizerRenderer openai(text::Tokenizer::load(tiny), text::ChatTemplate(loop, "loop"));
   EXPECT_EQ(openai.content_format(), text::ContentFormat::kOpenai);
   EXPECT_EQ(openai.decode(openai.render_chat(parts), false), "[text:hi;text:there;]");
   // A set variable bound to the content counts as iterating over it.
   text::ChatTemplate bound(
-      "{% for m in messages %}{% set c = m.content %}{% for p in c %}{{ p.text }}{% endfor %}"
-      "{% endfor %}",
-      "bound");
+      "{% for m in messages %}{% set c = m.content %}{% for p in c %}{{ p.text }}{% endfor %}{% endfor %}", "bound");
   EXPECT_EQ(bound.content_format(), text::ContentFormat::kOpenai);
-  // The flag's explicit choice wins over the detection.
-  server::TokenizerRenderer forced(text::Tokenizer::load(qwen3_dir()), text::ChatTemplate(loop, "loop"),
+  // The flag's explicit choice wins over the detection: the string format joins the parts.
+  server::TokenizerRenderer forced(text::Tokenizer::load(tiny), text::ChatTemplate(loop, "loop"),
                                    text::ContentFormat::kString);
   EXPECT_EQ(forced.content_format(), text::ContentFormat::kString);
+  server::TokenizerRenderer joined(text::Tokenizer::load(tiny), text::ChatTemplate("{{ messages[0].content }}", "s"),
+                                   text::ContentFormat::kString);
+  EXPECT_EQ(joined.decode(joined.render_chat(parts), false), "hi\nthere");
+  server::TokenizerRenderer as_parts(text::Tokenizer::load(tiny),
+                                     text::ChatTemplate("{{ messages[0].content[1].text }}", "s"),
+                                     text::ContentFormat::kOpenai);
+  EXPECT_EQ(as_parts.decode(as_parts.render_chat(parts), false), "there");
 }
 
 TEST(TokenizerRenderer, ContentPartsTheModelCannotReadAreRefusedNamingThePart) {

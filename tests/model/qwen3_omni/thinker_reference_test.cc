@@ -115,6 +115,36 @@ TEST_P(ThinkerReferenceTest, EqualMropeStreamsThroughTheMultimodalRotationGiveTh
   }
 }
 
+// Distinct streams do reach the rotation: height positions that grow twice as fast as the temporal
+// ones change the attention, hence the logits past the first position.
+TEST_P(ThinkerReferenceTest, DistinctMropeStreamsRotateByTheirOwnPositions) {
+  const size_t p = 2;  // the 37-token prompt
+  const int n = static_cast<int>(prompts_[p].size());
+  model_->init_kv_cache(8);
+  ForwardBatch batch{prompts_[p], {}, {SequenceSlice{0, n, 0, {0, 1, 2, 3}, true}}, /*all_logits=*/true};
+  for (int t = 0; t < n; ++t) batch.positions.push_back(t);
+  for (int stream = 0; stream < 3; ++stream) {
+    for (int t = 0; t < n; ++t) batch.mrope_positions.push_back(stream == 1 ? 2 * t : t);
+  }
+  std::vector<float> logits;
+  model_->forward(batch, logits);
+  ASSERT_EQ(logits.size(), static_cast<size_t>(n) * vocab_);
+  EXPECT_LE(relative_error(&logits[0], logits_[p].data<float>(), vocab_), kMaxRelativeError);
+  double largest = 0.0;
+  for (int t = 1; t < n; ++t) {
+    largest = std::max(largest, relative_error(&logits[t * vocab_], logits_[p].data<float>() + t * vocab_, vocab_));
+  }
+  EXPECT_GT(largest, 1e-2);
+  batch.mrope_positions.pop_back();
+  try {
+    model_->forward(batch, logits);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("110 mrope_positions for 37 tokens (3 per token)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_P(ThinkerReferenceTest, StopsAtImEnd) {
   const Json config = read_json_file(kDataDir / GetParam() / "config.json");
   const TextModelConfig text = qwen3_omni::parse_thinker_text_config(config, "config.json");
