@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "model/model_registry.h"
 #include "model/qwen3_omni/thinker.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 
 namespace omni::model {
@@ -38,8 +39,10 @@ double relative_error(const float* got, const float* want, int vocab) {
 
 class ThinkerReferenceTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
-    model_ = builtin_model_registry().create_causal_lm(kDataDir / GetParam());
+  void SetUp() override { load(CausalLmLoadOptions{}); }
+
+  void load(const CausalLmLoadOptions& options) {
+    model_ = builtin_model_registry().create_causal_lm(kDataDir / GetParam(), options);
     const Json ref = read_json_file(kDataDir / "reference.json");
     prompts_ = ref.at("prompts").get<std::vector<std::vector<int32_t>>>();
     continuations_ = ref.at("greedy_continuations").get<std::vector<std::vector<int32_t>>>();
@@ -142,6 +145,20 @@ TEST_P(ThinkerReferenceTest, DistinctMropeStreamsRotateByTheirOwnPositions) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("110 mrope_positions for 37 tokens (3 per token)"), std::string::npos)
         << e.what();
+  }
+}
+
+// The same model on a CUDA device in float32: the MoE routing read back, the experts' products
+// and the combine (ops::gather_weighted_sum) on the device.
+TEST_P(ThinkerReferenceTest, Float32OnCudaMatchesTransformers) {
+  if (tensor::compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no CUDA backend";
+  if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible to this process";
+  load(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF32});
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    model_->init_kv_cache(8);
+    expect_reference_logits(p, prompt_logits(p, false));
+    model_->init_kv_cache(8);
+    expect_reference_logits(p, prompt_logits(p, true));
   }
 }
 
