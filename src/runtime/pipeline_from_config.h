@@ -30,9 +30,9 @@ namespace omni::runtime {
 PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config);
 
 // The part of a pipeline omnistage can serve today. When some stage has no stage model yet but the
-// stages before it already end in a final output (Qwen3-Omni's thinker, whose text is a final
-// output, before its talker and code2wav), `config` keeps those stages alone (their output
-// connectors to the dropped stages removed) and `left_out` lists the dropped ones in order;
+// stages before it already end in a final output (a text stage whose output is final, ahead of the
+// speech stages that are not built), `config` keeps those stages alone (their output connectors
+// to the dropped stages removed) and `left_out` lists the dropped ones in order;
 // the served pipeline then produces only what the kept stages' final outputs are. Otherwise
 // `config` is the given one whole and `left_out` is empty (pipeline_spec_from_config names a
 // stage that cannot be served).
