@@ -76,8 +76,9 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
   return renderer;
 }
 
-server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config,
+server::ApiServerOptions api_server_options(const ServeFlags& flags, const runtime::ServableStages& servable,
                                             const model::ModelFacts& facts) {
+  const config::EffectiveConfig& config = servable.config;
   server::ApiServerOptions options;
   options.host = flags.values["host"].is_null() ? "0.0.0.0" : flags.values["host"].get<std::string>();
   options.port = static_cast<uint16_t>(flags.values["port"].get<int64_t>());
@@ -98,6 +99,9 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
     if (auto it = stage.engine_args.find("max_model_len"); it != stage.engine_args.end() && it->is_number_integer()) {
       options.max_model_len = it->get<int>();
     }
+  }
+  for (const config::StagePipelineConfig* stage : servable.left_out) {
+    if (stage->final_output) options.unserved_modalities.push_back(stage->final_output_type);
   }
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
@@ -153,7 +157,8 @@ int run_serve(const ServeFlags& flags) {
   orchestrator_options.metrics = &metrics;
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
-  server::ApiServer api(api_server_options(flags, config, pipeline.model_facts), orchestrator, renderer.get(), metrics);
+  server::ApiServer api(api_server_options(flags, servable, pipeline.model_facts), orchestrator, renderer.get(),
+                        metrics);
   try {
     api.start();
   } catch (...) {
