@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "model/qwen3_omni/random_checkpoint.h"
 #include "model/qwen3_tts/random_checkpoint.h"
 #include "model/qwen3_tts/random_codec.h"
 #include "model/random_checkpoint.h"
@@ -93,8 +94,12 @@ int run_demo_model(const DemoModelOptions& options) {
     write_demo_qwen3(out, options);
   } else if (options.arch == "qwen3_tts") {
     write_demo_qwen3_tts(out, options);
+  } else if (options.arch == "qwen3_omni") {
+    // The Instruct layout (enable_audio_output: its pipeline has the talker and code2wav stages).
+    model::qwen3_omni::write_random_checkpoint(out, model::qwen3_omni::demo_thinker_shapes(), options.seed,
+                                               tensor::DType::kBF16, options.tokenizer_dir, true);
   } else {
-    throw_error(ErrorCode::kInvalidArgument, "--arch {}: the demo model exists for qwen3 and qwen3_tts only",
+    throw_error(ErrorCode::kInvalidArgument, "--arch {}: the demo model exists for qwen3, qwen3_tts and qwen3_omni",
                 options.arch);
   }
   spdlog::info("wrote a random-weight {} checkpoint (its output is noise) to {}", options.arch, out.string());
@@ -109,7 +114,7 @@ Command demo_model_command() {
       [](CLI::App& sub) -> std::function<int()> {
         auto options = std::make_shared<DemoModelOptions>();
         sub.add_option("--arch", options->arch, "Model architecture family")
-            ->check(CLI::IsMember({"qwen3", "qwen3_tts"}));
+            ->check(CLI::IsMember({"qwen3", "qwen3_tts", "qwen3_omni"}));
         sub.add_option("--out", options->out, "Output directory (created; files in it are overwritten)")->required();
         sub.add_option("--tokenizer-from", options->tokenizer_dir,
                        "Directory with the Qwen3 tokenizer.json and tokenizer_config.json")

@@ -1,5 +1,6 @@
 #include "cli/serve.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -45,24 +46,37 @@ std::vector<std::string> unsupported_flags(const ServeFlags& flags) {
 }
 
 // --chat-template is a file when one exists at that path, else the template text itself (as in vLLM).
+// --chat-template-content-format: "auto" leaves the format to the template (TokenizerRenderer).
 std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::path& model_dir,
                                                          const ServeFlags& flags) {
-  if (!flags.was_given("chat_template")) return server::TokenizerRenderer::load(model_dir);
-  const std::string value = flags.values["chat_template"].get<std::string>();
-  std::string source = value;
-  std::string name = "--chat-template";
-  if (std::error_code ec; std::filesystem::is_regular_file(value, ec)) {
-    std::ifstream in(value);
-    source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
-    name = value;
+  const std::string format_name = flags.values["chat_template_content_format"].get<std::string>();
+  const std::optional<text::ContentFormat> content_format =
+      format_name == "auto" ? std::nullopt : std::optional(text::content_format_from_name(format_name));
+  std::unique_ptr<server::TokenizerRenderer> renderer;
+  if (!flags.was_given("chat_template")) {
+    renderer = server::TokenizerRenderer::load(model_dir, content_format);
+  } else {
+    const std::string value = flags.values["chat_template"].get<std::string>();
+    std::string source = value;
+    std::string name = "--chat-template";
+    if (std::error_code ec; std::filesystem::is_regular_file(value, ec)) {
+      std::ifstream in(value);
+      source.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
+      name = value;
+    }
+    renderer = std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(model_dir),
+                                                           text::ChatTemplate(source, name), content_format);
   }
-  return std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(model_dir),
-                                                     text::ChatTemplate(source, name));
+  spdlog::info("serve: chat message content is rendered in the {} format{}",
+               text::content_format_name(renderer->content_format()),
+               format_name == "auto" ? " (detected from the chat template)" : "");
+  return renderer;
 }
 
-server::ApiServerOptions api_server_options(const ServeFlags& flags, const config::EffectiveConfig& config,
+server::ApiServerOptions api_server_options(const ServeFlags& flags, const runtime::ServableStages& servable,
                                             const model::ModelFacts& facts) {
+  const config::EffectiveConfig& config = servable.config;
   server::ApiServerOptions options;
   options.host = flags.values["host"].is_null() ? "0.0.0.0" : flags.values["host"].get<std::string>();
   options.port = static_cast<uint16_t>(flags.values["port"].get<int64_t>());
@@ -85,6 +99,9 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
     }
   }
   options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
+  for (const config::StagePipelineConfig* stage : servable.left_out) {
+    if (stage->final_output) options.unserved_modalities.push_back(stage->final_output_type);
+  }
   const std::string version = version_text();
   options.version = version.substr(0, version.find('\n'));
   options.playground = !flags.was_given("enable_playground");
@@ -103,10 +120,25 @@ int run_serve(const ServeFlags& flags) {
   if (flags.was_given("log_file")) {
     init_logging(spdlog::level::to_string_view(spdlog::get_level()).data(), flags.values["log_file"]);
   }
-  const config::EffectiveConfig config = build_config(flags);
+  const runtime::ServableStages servable = runtime::servable_stages(build_config(flags));
+  const config::EffectiveConfig& config = servable.config;
   spdlog::info("serve: model {} -> pipeline {} ({}), platform {}, {} stage(s), async_chunk {}", config.model,
                config.pipeline->model_type, config.pipeline_reason, config.platform, config.stages.size(),
                config.async_chunk);
+  if (!servable.left_out.empty()) {
+    std::vector<std::string> names, produced;
+    for (const config::StagePipelineConfig* stage : servable.left_out) {
+      names.push_back(
+          fmt::format("{} ('{}', stage model '{}')", stage->stage_id, stage->model_stage, stage->stage_model));
+    }
+    for (const config::EffectiveStage& stage : config.stages) {
+      if (stage.topology->final_output) produced.push_back(stage.topology->final_output_type);
+    }
+    spdlog::warn(
+        "serve: stage(s) {} of pipeline {} have no stage model in omnistage yet; serving its first {} "
+        "stage(s) alone, which produce {} (requests for other modalities are refused)",
+        fmt::join(names, ", "), config.pipeline->model_type, config.stages.size(), fmt::join(produced, ", "));
+  }
 
   if (std::vector<std::string> unsupported = unsupported_flags(flags); !unsupported.empty()) {
     throw_error(ErrorCode::kUnsupported, "not supported yet: {}", fmt::join(unsupported, "; "));
@@ -136,7 +168,7 @@ int run_serve(const ServeFlags& flags) {
   if (frontend) orchestrator_options.attach = frontend->attach;
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
-  server::ApiServerOptions options = api_server_options(flags, config, pipeline.model_facts);
+  server::ApiServerOptions options = api_server_options(flags, servable, pipeline.model_facts);
   std::unique_ptr<server::FrontendMetrics> frontend_metrics;
   if (frontend) {
     options.port = frontend->port;

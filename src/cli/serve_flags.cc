@@ -42,6 +42,11 @@ std::vector<FlagSpec> make_specs() {
        .help = "Do not serve the browser playground at / and /playground (omnistage's extension; vLLM-Omni has "
                "no such page)",
        .switch_value = false},
+      {.name = "--chat-template-content-format",
+       .default_value = "auto",
+       .choices = {"auto", "string", "openai"},
+       .help = "How list message content reaches the chat template: joined into a string, or as OpenAI "
+               "content parts (auto: detected from the template)"},
       {.name = "--dtype",
        .target = T::kStage,
        .default_value = "auto",

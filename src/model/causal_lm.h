@@ -48,6 +48,10 @@ struct ForwardBatch {
   // When true, logits are returned for every token of every slice (used for --dump-logits and
   // prompt logprobs), not only for the last token of slices that want them.
   bool all_logits = false;
+  // A model with multimodal RoPE (TextModelConfig::rope.mrope_section): the temporal, height and
+  // width position of each token, [3 * tokens] (all t, then all h, then all w). Empty: the three
+  // streams equal `positions` (text), which makes every M-RoPE layout the plain rotation.
+  std::vector<int32_t> mrope_positions;
 };
 
 struct CausalLmInfo {

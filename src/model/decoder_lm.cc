@@ -53,6 +53,12 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     throw_error(ErrorCode::kUnsupported, "{}/config.json: hidden_act '{}' is not supported (silu)", dir.string(),
                 config.hidden_act);
   }
+  has_moe_ = std::find(config.moe.sparse_layers.begin(), config.moe.sparse_layers.end(), true) !=
+             config.moe.sparse_layers.end();
+  if (has_moe_ && tensor_parallel_ != nullptr && tensor_parallel_->world_size() > 1) {
+    throw_error(ErrorCode::kUnsupported, "{}/config.json: a mixture-of-experts model cannot be split over {} ranks yet",
+                dir.string(), tensor_parallel_->world_size());
+  }
   const int rank = tensor_parallel_ ? tensor_parallel_->rank() : 0;
   shard_ = plan_decoder_shard(config, rank, tensor_parallel_ ? tensor_parallel_->world_size() : 1,
                               (dir / "config.json").string());
@@ -70,7 +76,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
                                      shard_.vocab_rows, shard_.vocab_rows + 1, dtype_, device_);
     // A tied checkpoint may still carry lm_head.weight (some exporters write it); the config decides.
     lm_head_ = config.tie_word_embeddings ? embed_tokens_.slice_rows(0, shard_.vocab_rows)
-                                          : load_vocab_shard(ckpt, "lm_head.weight", vocab_shape, shard_.vocab_begin,
+                                          : load_vocab_shard(ckpt, weights.lm_head, vocab_shape, shard_.vocab_begin,
                                                              shard_.vocab_rows, shard_.vocab_rows, dtype_, device_);
   }
   final_norm_ = load_weight(ckpt, weights.prefix + "norm.weight", {hidden});
@@ -103,6 +109,10 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
       l.q_norm = load_weight(ckpt, p + "self_attn.q_norm.weight", {hd});
       l.k_norm = load_weight(ckpt, p + "self_attn.k_norm.weight", {hd});
     }
+    if (config.moe.sparse(i)) {
+      l.moe = std::make_unique<MoeMlp>(ckpt, p + "mlp.", config.moe, hidden, dtype_, device_);
+      continue;
+    }
     // Gate and up share one matrix so the MLP's first step is a single product.
     l.gate_up_proj = Tensor::empty({2 * inter, hidden}, dtype_, device_);
     ckpt.load_slice_into(p + "mlp.gate_proj.weight", {inter_all, hidden}, 0, inter_begin, inter, l.gate_up_proj, 0);
@@ -115,6 +125,12 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   // The engine's positions are one stream; for text all M-RoPE streams are equal, which makes
   // every M-RoPE layout the plain NeoX rotation (ops::qkv_norm_rope_store's).
   rope_theta_ = config.rope.theta;
+  if (!config.rope.mrope_section.empty()) {
+    mrope_.layout =
+        config.rope.mrope_interleaved ? ops::RopeLayout::kMropeInterleaved : ops::RopeLayout::kMropeSectioned;
+    mrope_.theta = config.rope.theta;
+    std::copy_n(config.rope.mrope_section.begin(), 3, mrope_.mrope_section.begin());
+  }
 
   info_.vocab_size = config.vocab_size;
   info_.max_position_embeddings = config.max_position_embeddings;
@@ -147,7 +163,11 @@ size_t DecoderLm::activation_bytes(int max_tokens, int max_logit_rows) const {
   const size_t elements = per_token * static_cast<size_t>(max_tokens) + per_row * static_cast<size_t>(max_logit_rows);
   // The attention's split-KV partial results, cuBLASLt's workspace and the allocator's rounding.
   constexpr size_t kScratch = size_t{256} << 20;
-  return elements * tensor::dtype_size(dtype_) + static_cast<size_t>(max_tokens) * 64 + kScratch;
+  size_t moe = 0;
+  for (const Layer& l : layers_) {
+    if (l.moe) moe = std::max(moe, l.moe->activation_bytes(max_tokens));
+  }
+  return elements * tensor::dtype_size(dtype_) + moe + static_cast<size_t>(max_tokens) * 64 + kScratch;
 }
 
 void DecoderLm::init_kv_cache(int num_blocks) {
@@ -274,7 +294,19 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     ops::embedding(embed_tokens_, ids, h);
     reduce_partial_sums(h);
   }
-  const Tensor last = run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()});
+  Tensor mrope_positions;
+  if (!batch.mrope_positions.empty()) {
+    if (mrope_.layout == ops::RopeLayout::kNeox) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: mrope_positions given, but the model has no mrope_section");
+    }
+    if (batch.mrope_positions.size() != static_cast<size_t>(3 * tokens)) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: {} mrope_positions for {} tokens (3 per token)",
+                  batch.mrope_positions.size(), tokens);
+    }
+    mrope_positions = Tensor::empty({3, tokens}, DType::kI32);
+    std::copy(batch.mrope_positions.begin(), batch.mrope_positions.end(), mrope_positions.data<int32_t>());
+  }
+  const Tensor last = run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()}, mrope_positions);
   if (last.defined()) ops::add(h, last, h);
 
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
@@ -286,7 +318,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   return project_vocabulary(picked, ints.slice_rows(3 * tokens + r, 3 * tokens + r + order));
 }
 
-Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention) {
+Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention,
+                             const Tensor& mrope_positions) {
   const int64_t tokens = h.dim(0);
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
   const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
@@ -306,7 +339,7 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
   // fused op that falls back costs one kernel more, so this layout (4 products + fallbacks) is taken
   // where at most one of the four products falls back (the other takes 4 products + 2 add_rms_norm;
   // the layers share their shapes).
-  const bool fused = shard_.size == 1 && !layers_.empty() && [&] {
+  const bool fused = shard_.size == 1 && !has_moe_ && !mrope_positions.defined() && !layers_.empty() && [&] {
     const Layer& l = layers_[0];
     const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) + ops::linear_fuses(h, l.gate_up_proj, gate_up) +
                        ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
@@ -324,10 +357,14 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
     } else {
       ops::add_rms_norm(proj, h, l.input_norm, config_.rms_norm_eps, x);
     }
-    if (!fused) ops::linear(x, l.qkv_proj, l.qkv_bias, qkv_rows);
-    // Without qk_norm the norms are undefined and this is the rotation alone.
-    ops::qkv_norm_rope_store(qkv, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_, slots, q, l.k_cache,
-                             l.v_cache);
+    if (mrope_positions.defined()) {
+      multimodal_attention_input(l, x, mrope_positions, slots, q);
+    } else {
+      if (!fused) ops::linear(x, l.qkv_proj, l.qkv_bias, qkv_rows);
+      // Without qk_norm the norms are undefined and this is the rotation alone.
+      ops::qkv_norm_rope_store(qkv, l.q_norm, l.k_norm, config_.rms_norm_eps, positions, rope_theta_, slots, q,
+                               l.k_cache, l.v_cache);
+    }
     if (attention.block_tables.defined()) {
       ops::paged_decode_attention(q, l.k_cache, l.v_cache, attention.context_lens, attention.block_tables, scale,
                                   config_.sliding_window[i], attn);
@@ -347,12 +384,39 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
     ops::linear(attn.reshape({tokens, heads * hd}), l.o_proj, Tensor(), proj);
     reduce_partial_sums(proj);
     ops::add_rms_norm(proj, h, l.post_attention_norm, config_.rms_norm_eps, x);
+    if (l.moe) {
+      l.moe->forward(x, proj);
+      continue;
+    }
     ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
     ops::silu_and_mul(gate_up, act);
     ops::linear(act, l.down_proj, Tensor(), proj);
     reduce_partial_sums(proj);
   }
   return layers_.empty() || fused ? Tensor() : proj;
+}
+
+void DecoderLm::multimodal_attention_input(Layer& l, const Tensor& x, const Tensor& mrope_positions,
+                                           const Tensor& slots, Tensor& q) {
+  const int64_t tokens = x.dim(0), hd = config_.head_dim;
+  const int64_t q_rows = shard_.heads * hd, kv_rows = shard_.kv_heads * hd;
+  // The query, key and value rows of the fused projection, each into its own contiguous tensor.
+  Tensor k = Tensor::empty({tokens, shard_.kv_heads, hd}, dtype_, device_);
+  Tensor v = Tensor::empty({tokens, shard_.kv_heads, hd}, dtype_, device_);
+  const int64_t bounds[4] = {0, q_rows, q_rows + kv_rows, q_rows + 2 * kv_rows};
+  Tensor* outs[3] = {&q, &k, &v};
+  for (int part = 0; part < 3; ++part) {
+    Tensor rows = outs[part]->reshape({tokens, bounds[part + 1] - bounds[part]});
+    const Tensor bias = l.qkv_bias.defined() ? l.qkv_bias.slice_rows(bounds[part], bounds[part + 1]) : Tensor();
+    ops::linear(x, l.qkv_proj.slice_rows(bounds[part], bounds[part + 1]), bias, rows);
+  }
+  if (l.q_norm.defined()) {
+    ops::rms_norm(q, l.q_norm, config_.rms_norm_eps, q);
+    ops::rms_norm(k, l.k_norm, config_.rms_norm_eps, k);
+  }
+  ops::rotary_embedding(q, mrope_positions, mrope_);
+  ops::rotary_embedding(k, mrope_positions, mrope_);
+  ops::store_kv(k, v, slots, l.k_cache, l.v_cache);
 }
 
 void DecoderLm::reduce_partial_sums(Tensor& x) {
@@ -481,7 +545,7 @@ void DecoderLm::forward_sample(const ForwardBatch& batch, std::span<const ops::S
 }
 
 bool DecoderLm::steps_run_async() const {
-  return device_.type == DeviceType::kCuda && shard_.size == 1 && has_embedding_and_head_;
+  return device_.type == DeviceType::kCuda && shard_.size == 1 && has_embedding_and_head_ && !has_moe_;
 }
 
 void DecoderLm::launch_step(const ForwardBatch& batch, std::span<const ops::SamplingParams> params,
@@ -614,8 +678,9 @@ void DecoderLm::queue_decode_step(DecodeStep& step) {
 bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
   decode_steps_.clear();
   previous_ids_stale_ = true;
-  if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || batch_sizes.empty() ||
-      max_blocks_per_seq < 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
+  // A mixture-of-experts layer routes on the host: such a step cannot be recorded.
+  if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || has_moe_ ||
+      batch_sizes.empty() || max_blocks_per_seq < 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
     return false;
   }
   // The fixed-size path needs the decode kernel for this dtype and head size; probe it once.

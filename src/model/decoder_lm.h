@@ -1,7 +1,9 @@
 // The pre-norm decoder-only transformer LM of the Qwen families (Qwen2, Qwen3 and the text
 // stacks built like them), on the tensor ops: embedding -> N x [RMSNorm, GQA attention with NeoX
 // RoPE over the paged KV cache, residual, RMSNorm, SwiGLU MLP, residual] -> RMSNorm -> lm_head.
-// What differs between families is a DecoderVariant, not a copy of this code.
+// What differs between families is a DecoderVariant, not a copy of this code. A config with
+// experts (TextModelConfig::moe) makes its sparse layers' MLP a mixture of experts
+// (model/moe_mlp.h); such a model runs on one rank, without the fixed-size decode path.
 //
 // On the CPU, weights, activations and the KV cache are float32 (bf16/f16 on disk are widened). On a
 // CUDA device they are in the load options' dtype (model/model_dtype.h: by default the
@@ -25,6 +27,7 @@
 
 #include <array>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +35,7 @@
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
 #include "model/model_registry.h"
+#include "model/moe_mlp.h"
 #include "model/tensor_parallel.h"
 #include "tensor/communicator.h"
 #include "tensor/device_graph.h"
@@ -51,7 +55,8 @@ struct DecoderVariant {
 // Where a decoder's weights live, for stacks nested inside a larger checkpoint (the Qwen3-TTS
 // talker under "talker.model.", its code predictor under "talker.code_predictor.model.").
 struct DecoderWeights {
-  std::string prefix = "model.";  // {prefix}layers.{i}.*, {prefix}norm.weight, {prefix}embed_tokens.weight
+  std::string prefix = "model.";           // {prefix}layers.{i}.*, {prefix}norm.weight, {prefix}embed_tokens.weight
+  std::string lm_head = "lm_head.weight";  // the untied output head (Qwen3-Omni: "thinker.lm_head.weight")
   // false: a stack fed through forward_embeds whose caller owns the input tables and output heads;
   // neither embed_tokens nor lm_head is loaded and forward()/forward_greedy() are refused.
   bool has_embedding_and_head = true;
@@ -135,6 +140,7 @@ class DecoderLm : public CausalLm {
     tensor::Tensor q_norm, k_norm;  // undefined without qk_norm
     tensor::Tensor gate_up_proj;    // [2 * intermediate, hidden]: gate rows, then up rows
     tensor::Tensor down_proj;
+    std::unique_ptr<MoeMlp> moe;  // a sparse layer's MLP (gate_up_proj and down_proj undefined)
     tensor::Tensor k_cache, v_cache;
   };
 
@@ -159,8 +165,14 @@ class DecoderLm : public CausalLm {
   // sublayer's output is returned ([tokens, hidden]) for the caller to add to h, alone or fused with
   // the final norm (ops::add_rms_norm); undefined without layers, or when the layers added it to h
   // themselves (the fused ops of few-row steps on one GPU).
+  // `mrope_positions` [3, tokens] (defined only for a batch with ForwardBatch::mrope_positions)
+  // rotates q and k by the model's M-RoPE layout in separate ops instead of the fused rotation.
   tensor::Tensor run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
-                            const AttentionBatch& attention);
+                            const AttentionBatch& attention, const tensor::Tensor& mrope_positions = tensor::Tensor());
+  // The attention input of layer `l` for a batch with M-RoPE positions: q [tokens, heads, hd] and
+  // the K/V cache rows at `slots` from the normalised input x, rotated at mrope_positions [3, tokens].
+  void multimodal_attention_input(Layer& l, const tensor::Tensor& x, const tensor::Tensor& mrope_positions,
+                                  const tensor::Tensor& slots, tensor::Tensor& q);
   // Queues the ops of a fixed-size decode step, reading step.inputs and writing step.best.
   void queue_decode_step(DecodeStep& step);
   // The DecodeStep that runs `batch`, or nullptr when it must take the ordinary path.
@@ -208,10 +220,12 @@ class DecoderLm : public CausalLm {
   TextModelConfig config_;
   DecoderVariant variant_;
   bool has_embedding_and_head_ = true;
+  bool has_moe_ = false;
   tensor::Device device_;
   tensor::DType dtype_;  // of weights, activations and the KV cache
   CausalLmInfo info_;
   float rope_theta_ = 10000.0f;
+  tensor::ops::RopeSpec mrope_;  // the M-RoPE layout of ForwardBatch::mrope_positions (kNeox: none)
   tensor::Communicator* tensor_parallel_ = nullptr;
   DecoderShard shard_;
   // embed_tokens_ holds the shard's vocab_rows rows plus one zero row that every token outside

@@ -1,5 +1,7 @@
 #include "model/hf_config.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace omni::model {
@@ -82,6 +84,36 @@ RopeConfig parse_rope(const Json& config, const std::string& source) {
   return rope;
 }
 
+MoeConfig parse_moe(const Json& config, const std::string& source, int layers) {
+  Fields f(config, source);
+  MoeConfig moe;
+  moe.sparse_layers.assign(layers, false);
+  const char* experts_key = f.has("num_experts") ? "num_experts" : "num_local_experts";
+  moe.num_experts = f.optional<int>(experts_key, 0);
+  if (moe.num_experts < 0)
+    throw_error(ErrorCode::kLoadFailed, "{}: field '{}' must not be negative", source, experts_key);
+  if (moe.num_experts == 0) return moe;
+  moe.num_experts_per_tok = f.positive("num_experts_per_tok");
+  if (moe.num_experts_per_tok > moe.num_experts) {
+    throw_error(ErrorCode::kLoadFailed, "{}: num_experts_per_tok {} is more than the {} experts", source,
+                moe.num_experts_per_tok, moe.num_experts);
+  }
+  moe.moe_intermediate_size = f.positive("moe_intermediate_size");
+  moe.norm_topk_prob = f.optional<bool>("norm_topk_prob", false);
+  const int step = f.has("decoder_sparse_step") ? f.positive("decoder_sparse_step") : 1;
+  const auto dense = f.optional<std::vector<int>>("mlp_only_layers", {});
+  for (int layer : dense) {
+    if (layer < 0 || layer >= layers) {
+      throw_error(ErrorCode::kLoadFailed, "{}: mlp_only_layers names layer {}, the model has {}", source, layer,
+                  layers);
+    }
+  }
+  for (int l = 0; l < layers; ++l) {
+    moe.sparse_layers[l] = (l + 1) % step == 0 && std::find(dense.begin(), dense.end(), l) == dense.end();
+  }
+  return moe;
+}
+
 }  // namespace
 
 std::vector<int32_t> parse_token_ids(const Json& value, const std::string& source) {
@@ -125,7 +157,9 @@ TextModelConfig parse_text_model_config(const Json& config, const std::string& s
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  c.intermediate_size = f.positive("intermediate_size");
+  c.moe = parse_moe(config, source, c.num_hidden_layers);
+  const bool all_sparse = std::all_of(c.moe.sparse_layers.begin(), c.moe.sparse_layers.end(), [](bool s) { return s; });
+  c.intermediate_size = all_sparse && !f.has("intermediate_size") ? 0 : f.positive("intermediate_size");
   c.rms_norm_eps = f.optional<float>("rms_norm_eps", 1e-6f);
   c.hidden_act = f.optional<std::string>("hidden_act", "silu");
   c.max_position_embeddings = f.optional<int>("max_position_embeddings", 0);

@@ -21,6 +21,22 @@ struct RopeConfig {
   bool mrope_interleaved = false;
 };
 
+// Mixture-of-experts MLPs (Qwen3-MoE and the Qwen3-Omni thinker): a router picks
+// num_experts_per_tok of num_experts SwiGLU experts per token. num_experts 0: every layer dense.
+struct MoeConfig {
+  int num_experts = 0;  // num_experts, or num_local_experts
+  int num_experts_per_tok = 0;
+  int moe_intermediate_size = 0;
+  bool norm_topk_prob = false;  // renormalise the top-k routing probabilities to sum to 1
+  // Per layer: MoE, or the dense MLP of intermediate_size (mlp_only_layers, and the layers
+  // decoder_sparse_step skips).
+  std::vector<bool> sparse_layers;
+
+  bool sparse(int layer) const {
+    return layer >= 0 && layer < static_cast<int>(sparse_layers.size()) && sparse_layers[layer];
+  }
+};
+
 struct TextModelConfig {
   std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
   std::string model_type;
@@ -29,8 +45,9 @@ struct TextModelConfig {
   int num_hidden_layers = 0;
   int num_attention_heads = 0;
   int num_key_value_heads = 0;
-  int head_dim = 0;  // explicit, else hidden_size / num_attention_heads
-  int intermediate_size = 0;
+  int head_dim = 0;           // explicit, else hidden_size / num_attention_heads
+  int intermediate_size = 0;  // of the dense MLPs (0 when every layer is MoE and the config omits it)
+  MoeConfig moe;
   float rms_norm_eps = 1e-6f;
   std::string hidden_act = "silu";
   int max_position_embeddings = 0;

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "model/qwen2/qwen2.h"
 #include "model/qwen3/qwen3.h"
+#include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_tts/talker_stage_model.h"
 
 namespace omni::model {
@@ -46,6 +47,7 @@ std::unique_ptr<CausalLm> ModelRegistry::create_causal_lm(const std::filesystem:
 void register_model_families(ModelRegistry& registry) {
   qwen2::register_family(registry);
   qwen3::register_family(registry);
+  qwen3_omni::register_family(registry);
   qwen3_tts::register_family(registry);
 }
 

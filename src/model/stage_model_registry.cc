@@ -85,6 +85,7 @@ void register_causal_lm_stage_models(StageModels& models) {
 void register_all_stage_models(StageModels& models) {
   register_causal_lm_stage_models(models);
   register_qwen3_tts_stage_models(models);
+  register_qwen3_omni_stage_models(models);
 }
 
 const StageModels& builtin_stage_models() {

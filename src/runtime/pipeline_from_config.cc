@@ -67,8 +67,8 @@ std::string_view engine_runner_kind(config::ExecutionType type) {
 
 // The runner kind that serves a stage: the engine runner of its execution type over the stage
 // model the pipeline names, or a runner registered under the stage model's own name (a stage
-// model that does not run on its execution type's engine yet).
-std::string runner_kind(const config::EffectiveConfig& config, const config::StagePipelineConfig& topology) {
+// model that does not run on its execution type's engine yet). Empty when there is none.
+std::string find_runner_kind(const config::StagePipelineConfig& topology) {
   const config::ExecutionType type = topology.execution_type;
   const model::StageModels& models = model::builtin_stage_models();
   if (!topology.stage_model.empty()) {
@@ -77,7 +77,14 @@ std::string runner_kind(const config::EffectiveConfig& config, const config::Sta
       return std::string(engine_runner_kind(type));
     }
   }
-  const std::vector<std::string> registered = models.names(type);
+  return {};
+}
+
+// find_runner_kind, or the error that names the stage that cannot be served.
+std::string runner_kind(const config::EffectiveConfig& config, const config::StagePipelineConfig& topology) {
+  if (std::string kind = find_runner_kind(topology); !kind.empty()) return kind;
+  const config::ExecutionType type = topology.execution_type;
+  const std::vector<std::string> registered = model::builtin_stage_models().names(type);
   throw_error(ErrorCode::kUnsupported,
               "pipeline '{}' is configured and valid, but it cannot be served yet: stage {} ('{}', {}) has no stage "
               "model in omnistage ({}; {} stage models built in: {}). `omnistage config {}` prints the effective "
@@ -90,6 +97,37 @@ std::string runner_kind(const config::EffectiveConfig& config, const config::Sta
 }
 
 }  // namespace
+
+ServableStages servable_stages(const config::EffectiveConfig& config) {
+  ServableStages out{config, {}};
+  size_t first_missing = config.stages.size();
+  for (size_t i = 0; i < config.stages.size(); ++i) {
+    if (find_runner_kind(*config.stages[i].topology).empty()) {
+      first_missing = i;
+      break;
+    }
+  }
+  if (first_missing == config.stages.size()) return out;
+  // The stages before it must end in a final output of their own, and none may read a later stage.
+  bool has_final = false;
+  for (size_t i = 0; i < first_missing; ++i) {
+    const config::StagePipelineConfig& topology = *config.stages[i].topology;
+    has_final = has_final || topology.final_output;
+    for (int source : topology.input_sources) {
+      if (source < 0 || static_cast<size_t>(source) >= first_missing) return out;
+    }
+  }
+  if (!has_final) return out;
+  for (size_t i = first_missing; i < config.stages.size(); ++i) out.left_out.push_back(config.stages[i].topology);
+  out.config.stages.resize(first_missing);
+  for (config::EffectiveStage& stage : out.config.stages) {
+    for (auto it = stage.output_connectors.begin(); it != stage.output_connectors.end();) {
+      const int to = std::stoi(it->first.substr(it->first.rfind('_') + 1));
+      it = static_cast<size_t>(to) >= first_missing ? stage.output_connectors.erase(it) : std::next(it);
+    }
+  }
+  return out;
+}
 
 PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config) {
   PipelineSpec pipeline;

@@ -8,6 +8,8 @@
 // PipelineSpec::model_facts merges what each stage's model describes of the checkpoint.
 #pragma once
 
+#include <vector>
+
 #include "config/effective_config.h"
 #include "runtime/stage_spec.h"
 
@@ -26,5 +28,18 @@ namespace omni::runtime {
 // throws for a malformed checkpoint; kInvalidConfig naming the stage and the
 // connector when an edge names a connector the config does not define.
 PipelineSpec pipeline_spec_from_config(const config::EffectiveConfig& config);
+
+// The part of a pipeline omnistage can serve today. When some stage has no stage model yet but the
+// stages before it already end in a final output (a text stage whose output is final, ahead of the
+// speech stages that are not built), `config` keeps those stages alone (their output connectors
+// to the dropped stages removed) and `left_out` lists the dropped ones in order;
+// the served pipeline then produces only what the kept stages' final outputs are. Otherwise
+// `config` is the given one whole and `left_out` is empty (pipeline_spec_from_config names a
+// stage that cannot be served).
+struct ServableStages {
+  config::EffectiveConfig config;
+  std::vector<const config::StagePipelineConfig*> left_out;
+};
+ServableStages servable_stages(const config::EffectiveConfig& config);
 
 }  // namespace omni::runtime

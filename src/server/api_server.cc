@@ -52,8 +52,8 @@ struct ApiServer::Impl {
         served_names(options.served_model_names.empty() ? std::vector<std::string>{options.model_path}
                                                         : options.served_model_names),
         metrics(registry, served_names.empty() ? "" : served_names.front()),
-        context{backend,         renderer, served_names,     options.model_path,       options.max_model_len,
-                options.version, metrics,  options.pipeline, options.output_modalities},
+        context{backend,         renderer, served_names,     options.model_path,        options.max_model_len,
+                options.version, metrics,  options.pipeline, options.output_modalities, options.unserved_modalities},
         http(
             HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
                               std::chrono::seconds(60), options.drain_timeout, options.reuse_port},

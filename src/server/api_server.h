@@ -35,6 +35,9 @@ struct ApiServerOptions {
   // final_output_type): a chat request whose `modalities` asks for another one is refused.
   std::string pipeline;
   std::vector<std::string> output_modalities = {"text"};
+  // Modalities of final-output stages the pipeline has but that are not served (their stage
+  // models are not built yet): a request for one is refused saying so.
+  std::vector<std::string> unserved_modalities;
   int io_threads = 4;
   size_t max_body_bytes = size_t{32} * 1024 * 1024;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};

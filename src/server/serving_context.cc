@@ -42,6 +42,12 @@ void ServingContext::check_token_ids(const std::vector<int32_t>& token_ids, cons
 void ServingContext::check_output_modalities(const std::vector<std::string>& modalities) const {
   for (const std::string& modality : modalities) {
     if (std::find(output_modalities.begin(), output_modalities.end(), modality) != output_modalities.end()) continue;
+    if (std::find(unserved_modalities.begin(), unserved_modalities.end(), modality) != unserved_modalities.end()) {
+      throw_invalid_field("modalities",
+                          "'modalities' asks for {}, but pipeline '{}' is served without the stages that produce it "
+                          "(omnistage has no stage model for them yet): it produces {}",
+                          modality, pipeline, fmt::join(output_modalities, ", "));
+    }
     throw_invalid_field("modalities",
                         "'modalities' asks for {}, but pipeline '{}' has no stage with final_output_type {}: it "
                         "produces {}",

@@ -22,8 +22,9 @@ struct ServingContext {
   int max_model_len;
   std::string version;
   RequestMetrics& metrics;
-  std::string pipeline;                        // the served pipeline's name
-  std::vector<std::string> output_modalities;  // what its final-output stages produce
+  std::string pipeline;                          // the served pipeline's name
+  std::vector<std::string> output_modalities;    // what its final-output stages produce
+  std::vector<std::string> unserved_modalities;  // what its stages that are not served would produce
 
   // Throws InvalidField("modalities") naming the pipeline and what it produces when `modalities`
   // asks for a modality no final-output stage of the pipeline produces.

@@ -1,18 +1,27 @@
 #include "server/tokenizer_renderer.h"
 
+#include "server/chat_content.h"
 #include "server/openai_error.h"
 
 namespace omni::server {
 
-std::unique_ptr<TokenizerRenderer> TokenizerRenderer::load(const std::filesystem::path& model_dir) {
+std::unique_ptr<TokenizerRenderer> TokenizerRenderer::load(const std::filesystem::path& model_dir,
+                                                           std::optional<text::ContentFormat> content_format) {
   auto tokenizer = text::Tokenizer::load(model_dir);
   auto chat_template = text::ChatTemplate::load(model_dir);
-  return std::make_unique<TokenizerRenderer>(std::move(tokenizer), std::move(chat_template));
+  return std::make_unique<TokenizerRenderer>(std::move(tokenizer), std::move(chat_template), content_format);
 }
 
 TokenizerRenderer::TokenizerRenderer(std::unique_ptr<text::Tokenizer> tokenizer,
-                                     std::optional<text::ChatTemplate> chat_template)
-    : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
+                                     std::optional<text::ChatTemplate> chat_template,
+                                     std::optional<text::ContentFormat> content_format)
+    : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {
+  if (content_format) {
+    content_format_ = *content_format;
+  } else if (chat_template_) {
+    content_format_ = chat_template_->content_format();
+  }
+}
 
 std::vector<int32_t> TokenizerRenderer::encode(std::string_view text, bool add_special_tokens) const {
   return tokenizer_->encode(text, add_special_tokens);
@@ -44,7 +53,7 @@ std::vector<int32_t> TokenizerRenderer::render_chat(const OrderedJson& request) 
     throw_invalid_field("continue_final_message",
                         "'continue_final_message' and 'add_generation_prompt' cannot both be true");
   }
-  const OrderedJson& messages = request.at("messages");
+  const OrderedJson messages = prepare_message_content(request.at("messages"), content_format_);
   OrderedJson tools = nullptr;
   if (auto it = request.find("tools"); it != request.end() && !it->is_null()) tools = *it;
   OrderedJson kwargs = OrderedJson::object();

@@ -19,8 +19,15 @@ class TokenizerRenderer : public PromptRenderer {
   // Loads the tokenizer and the chat template of a model directory. A model without a chat
   // template still serves /v1/completions; its chat requests fail with a 400 that says so.
   // Throws what Tokenizer::load and ChatTemplate::load throw (kNotFound, kLoadFailed).
-  static std::unique_ptr<TokenizerRenderer> load(const std::filesystem::path& model_dir);
-  TokenizerRenderer(std::unique_ptr<text::Tokenizer> tokenizer, std::optional<text::ChatTemplate> chat_template);
+  // `content_format`: how list content reaches the template (chat_content.h); nullopt: "auto",
+  // the template's own (ChatTemplate::content_format()).
+  static std::unique_ptr<TokenizerRenderer> load(const std::filesystem::path& model_dir,
+                                                 std::optional<text::ContentFormat> content_format = std::nullopt);
+  TokenizerRenderer(std::unique_ptr<text::Tokenizer> tokenizer, std::optional<text::ChatTemplate> chat_template,
+                    std::optional<text::ContentFormat> content_format = std::nullopt);
+
+  // The content format chat requests are rendered with (kString without a chat template).
+  text::ContentFormat content_format() const { return content_format_; }
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const override;
@@ -34,6 +41,7 @@ class TokenizerRenderer : public PromptRenderer {
  private:
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::optional<text::ChatTemplate> chat_template_;
+  text::ContentFormat content_format_ = text::ContentFormat::kString;
 };
 
 }  // namespace omni::server

@@ -193,6 +193,31 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   OMNI_DISPATCH(device, embedding(table, ids_here, out));
 }
 
+void gather_weighted_sum(const Tensor& src, const Tensor& index, const Tensor& weights, Tensor& out) {
+  const char* op = "gather_weighted_sum";
+  const Device device = common_device(op, {{"src", &src}, {"weights", &weights}, {"out", &out}});
+  expect_float(op, "src", src);
+  expect_rank(op, "src", src, 2);
+  expect_dtype(op, "index", index, DType::kI32);
+  expect_rank(op, "index", index, 2);
+  expect_same_dtype(op, "weights", weights, "src", src);
+  expect_shape(op, "weights", weights, index.shape());
+  expect_same_dtype(op, "out", out, "src", src);
+  expect_shape(op, "out", out, {index.dim(0), src.dim(1)});
+  if (index.device().type == DeviceType::kCpu) {
+    const int32_t* id = index.data<int32_t>();
+    for (int64_t i = 0; i < index.numel(); ++i) {
+      if (id[i] < 0 || id[i] >= src.dim(0)) {
+        throw_error(ErrorCode::kInvalidArgument, "gather_weighted_sum: index [{}, {}] = {} is outside src's {} rows",
+                    i / index.dim(1), i % index.dim(1), id[i], src.dim(0));
+      }
+    }
+  }
+  if (out.numel() == 0) return;
+  const Tensor index_here = index_tensor(op, "index", index, device);
+  OMNI_DISPATCH(device, gather_weighted_sum(src, index_here, weights, out));
+}
+
 void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids) {
   const char* op = "substitute_ids";
   const Device device = common_device(op, {{"source", &source}, {"ids", &ids}});

@@ -43,6 +43,11 @@ void upload(const Tensor& host, Tensor& dst);
 // out[t, :] = table[ids[t], :]. table [V, H] f, ids [T] i32 with 0 <= id < V (else
 // kInvalidArgument naming the id; see above for ids on the GPU, whose row is zeroed), out [T, H].
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+// out[t, :] = sum over j of weights[t, j] * src[index[t, j], :], summed in float32 and rounded to the
+// dtype once: how a mixture-of-experts layer combines the rows its experts computed for each token.
+// src [N, H] f, index [T, K] i32 (an index tensor, see above: host values outside [0, N) are
+// kInvalidArgument naming the entry), weights [T, K] in src's dtype, out [T, H] not overlapping src.
+void gather_weighted_sum(const Tensor& src, const Tensor& index, const Tensor& weights, Tensor& out);
 // ids[t] = source[rows[t]] where rows[t] >= 0; ids[t] is left as it is where rows[t] < 0. source [S]
 // i32 and ids [T] i32 on the op's device, rows [T] i32 (an index tensor, see above: host values must
 // be < S, else kInvalidArgument naming the row; a device-resident row >= S leaves ids[t] as it is).

@@ -211,10 +211,11 @@ TEST(ConfigCommandTest, DottedDiffusionAttentionConfig) {
 }
 
 TEST(ServeCommandTest, StopsAfterValidationNamingPipelineAndStage) {
-  // qwen3_tts serves now (both of its stage runners are built in); Qwen3-Omni's thinker has none.
-  ProcessResult r = omnistage({"serve", kOmni, "--port", "8091"});
+  // Qwen3-Omni's thinker serves (its talker and code2wav are left out); Qwen2.5-Omni's thinker has no
+  // stage model yet.
+  ProcessResult r = omnistage({"serve", "Qwen/Qwen2.5-Omni-7B", "--port", "8091"});
   EXPECT_EQ(r.exit_code, 69);
-  EXPECT_NE(r.err.find("pipeline 'qwen3_omni_moe' is configured and valid, but it cannot be served yet: stage 0 "
+  EXPECT_NE(r.err.find("pipeline 'qwen2_5_omni' is configured and valid, but it cannot be served yet: stage 0 "
                        "('thinker', llm_ar)"),
             std::string::npos)
       << r.err;

@@ -141,6 +141,43 @@ TEST_F(ServeTest, OfficialOpenAiClient) {
   EXPECT_EQ(out["wrong_key"]["status"], 401);
 }
 
+// What many OpenAI clients send: content as a list of parts. Qwen3's template prints the content as
+// a string, so the text parts are joined (with newlines) before it sees them; a media part is a 400
+// naming the part, and the server answers the next request.
+TEST_F(ServeTest, ListContentIsJoinedForTheQwen3TemplateAndMediaPartsAreRefused) {
+  auto chat = [](const Json& content) {
+    return Json{{"model", kModelName},
+                {"messages", {{{"role", "user"}, {"content", content}}}},
+                {"max_tokens", 3},
+                {"temperature", 0},
+                {"ignore_eos", true}};
+  };
+  HttpResult parts =
+      curl(*server_, "/v1/chat/completions", chat(Json::array({{{"type", "text"}, {"text", "hi"}}})).dump());
+  ASSERT_EQ(parts.status, 200) << parts.body;
+  HttpResult plain = curl(*server_, "/v1/chat/completions", chat("hi").dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(Json::parse(parts.body)["usage"], Json::parse(plain.body)["usage"]);
+  EXPECT_EQ(Json::parse(parts.body)["choices"][0]["message"]["content"],
+            Json::parse(plain.body)["choices"][0]["message"]["content"]);
+
+  HttpResult two =
+      curl(*server_, "/v1/chat/completions",
+           chat(Json::array({{{"type", "text"}, {"text", "hi"}}, {{"type", "text"}, {"text", "you"}}})).dump());
+  HttpResult joined = curl(*server_, "/v1/chat/completions", chat("hi\nyou").dump());
+  ASSERT_EQ(two.status, 200) << two.body;
+  EXPECT_EQ(Json::parse(two.body)["usage"], Json::parse(joined.body)["usage"]);
+
+  HttpResult image =
+      curl(*server_, "/v1/chat/completions",
+           chat(Json::array({{{"type", "text"}, {"text", "look"}},
+                             {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,iVBORw0KGgo="}}}}}))
+               .dump());
+  EXPECT_EQ(image.status, 400) << image.body;
+  EXPECT_EQ(Json::parse(image.body)["error"]["param"], "messages[0].content[1]") << image.body;
+  EXPECT_EQ(curl(*server_, "/v1/chat/completions", chat("hi").dump()).status, 200);
+}
+
 TEST_F(ServeTest, ErrorStatusesLeaveTheServerHealthy) {
   Json bad_field = completion_body("Hi", 2);
   bad_field["top_p"] = 7;

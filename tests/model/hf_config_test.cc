@@ -68,6 +68,46 @@ TEST(HfConfigTest, MropeSectionsAreReadFromEitherSchema) {
   EXPECT_TRUE(r.mrope_interleaved);
 }
 
+TEST(HfConfigTest, MoeFieldsGiveTheExpertsAndWhichLayersAreSparse) {
+  Json c = base_config();
+  EXPECT_EQ(parse_text_model_config(c, "c").moe.num_experts, 0);
+  EXPECT_FALSE(parse_text_model_config(c, "c").moe.sparse(0));
+  c["num_hidden_layers"] = 4;
+  c["num_experts"] = 8;
+  c["num_experts_per_tok"] = 2;
+  c["moe_intermediate_size"] = 12;
+  c["norm_topk_prob"] = true;
+  c["mlp_only_layers"] = {2};
+  MoeConfig moe = parse_text_model_config(c, "c").moe;
+  EXPECT_EQ(moe.num_experts, 8);
+  EXPECT_EQ(moe.num_experts_per_tok, 2);
+  EXPECT_EQ(moe.moe_intermediate_size, 12);
+  EXPECT_TRUE(moe.norm_topk_prob);
+  EXPECT_EQ(moe.sparse_layers, (std::vector<bool>{true, true, false, true}));
+  c["decoder_sparse_step"] = 2;
+  c["mlp_only_layers"] = Json::array();
+  EXPECT_EQ(parse_text_model_config(c, "c").moe.sparse_layers, (std::vector<bool>{false, true, false, true}));
+  // Every layer sparse: the dense intermediate_size may be absent.
+  c["decoder_sparse_step"] = 1;
+  c.erase("intermediate_size");
+  EXPECT_EQ(parse_text_model_config(c, "c").intermediate_size, 0);
+  c["num_experts_per_tok"] = 9;
+  try {
+    parse_text_model_config(c, "/m/config.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/m/config.json: num_experts_per_tok 9 is more than the 8 experts");
+  }
+  c["num_experts_per_tok"] = 2;
+  c["mlp_only_layers"] = {4};
+  try {
+    parse_text_model_config(c, "/m/config.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/m/config.json: mlp_only_layers names layer 4, the model has 4");
+  }
+}
+
 TEST(HfConfigTest, ErrorsNameTheSourceAndTheField) {
   auto error_of = [](const Json& j) {
     try {

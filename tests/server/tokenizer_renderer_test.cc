@@ -60,6 +60,63 @@ TEST(TokenizerRenderer, EncodesDecodesAndNamesTokens) {
   EXPECT_GT(qwen3().vocab_size(), 151643);
 }
 
+// Qwen3's template treats content as a string ("auto" detects that), so text parts are joined
+// with newlines, as vLLM does; an "openai" template gets the parts as a list.
+TEST(TokenizerRenderer, ListContentReachesTheTemplateInItsFormat) {
+  EXPECT_EQ(qwen3().content_format(), text::ContentFormat::kString);
+  OrderedJson parts = {
+      {"messages",
+       {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}, {{"type", "text"}, {"text", "there"}}}}}}}};
+  EXPECT_EQ(rendered_text(parts), "<|im_start|>user\nhi\nthere<|im_end|>\n<|im_start|>assistant\n");
+
+  // The templates below run over a tiny byte-level tokenizer, which loads at once.
+  const std::filesystem::path tiny = std::filesystem::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni/per_expert";
+  const char* loop =
+      "{% for m in messages %}[{% for p in m['content'] %}{{ p.type }}:{{ p.text }};{% endfor %}]{% endfor %}";
+  server::TokenizerRenderer openai(text::Tokenizer::load(tiny), text::ChatTemplate(loop, "loop"));
+  EXPECT_EQ(openai.content_format(), text::ContentFormat::kOpenai);
+  EXPECT_EQ(openai.decode(openai.render_chat(parts), false), "[text:hi;text:there;]");
+  // A set variable bound to the content counts as iterating over it.
+  text::ChatTemplate bound(
+      "{% for m in messages %}{% set c = m.content %}{% for p in c %}{{ p.text }}{% endfor %}{% endfor %}", "bound");
+  EXPECT_EQ(bound.content_format(), text::ContentFormat::kOpenai);
+  // The flag's explicit choice wins over the detection: the string format joins the parts.
+  server::TokenizerRenderer forced(text::Tokenizer::load(tiny), text::ChatTemplate(loop, "loop"),
+                                   text::ContentFormat::kString);
+  EXPECT_EQ(forced.content_format(), text::ContentFormat::kString);
+  server::TokenizerRenderer joined(text::Tokenizer::load(tiny), text::ChatTemplate("{{ messages[0].content }}", "s"),
+                                   text::ContentFormat::kString);
+  EXPECT_EQ(joined.decode(joined.render_chat(parts), false), "hi\nthere");
+  server::TokenizerRenderer as_parts(text::Tokenizer::load(tiny),
+                                     text::ChatTemplate("{{ messages[0].content[1].text }}", "s"),
+                                     text::ContentFormat::kOpenai);
+  EXPECT_EQ(as_parts.decode(as_parts.render_chat(parts), false), "there");
+}
+
+TEST(TokenizerRenderer, ContentPartsTheModelCannotReadAreRefusedNamingThePart) {
+  auto field_of = [](const OrderedJson& content) {
+    try {
+      qwen3().render_chat(
+          {{"messages", {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", content}}}}});
+    } catch (const server::InvalidField& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("accepted");
+  };
+  std::string image = field_of({{{"type", "text"}, {"text", "look"}},
+                                {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}});
+  EXPECT_EQ(image.substr(0, image.find(':')), "messages[1].content[1]") << image;
+  EXPECT_NE(image.find("is a image_url part, but the served model reads text only"), std::string::npos) << image;
+  std::string audio = field_of({{{"type", "input_audio"}, {"input_audio", {{"data", ""}, {"format", "wav"}}}}});
+  EXPECT_EQ(audio.substr(0, audio.find(':')), "messages[1].content[0]") << audio;
+  std::string unknown = field_of({{{"type", "hologram"}}});
+  EXPECT_EQ(unknown.substr(0, unknown.find(':')), "messages[1].content[0].type") << unknown;
+  std::string no_text = field_of({{{"type", "text"}, {"text", 3}}});
+  EXPECT_EQ(no_text.substr(0, no_text.find(':')), "messages[1].content[0].text") << no_text;
+  std::string not_object = field_of({"hi"});
+  EXPECT_EQ(not_object.substr(0, not_object.find(':')), "messages[1].content[0]") << not_object;
+}
+
 TEST(TokenizerRenderer, AModelWithoutAChatTemplateRefusesChatsByName) {
   server::TokenizerRenderer plain(text::Tokenizer::load(qwen3_dir()), std::nullopt);
   try {

@@ -183,6 +183,40 @@ TEST_P(OpsTest, EmbeddingCopiesTheRowsOfTheIds) {
   }
 }
 
+// A token's rows may repeat and rows may be read by several tokens (a mixture-of-experts combine).
+TEST_P(OpsTest, GatherWeightedSumAddsTheWeightedRowsOfEachToken) {
+  for (bool index_on_host : {false, true}) {
+    const int rows = size(2, 41), hidden = size(1, 67), tokens = size(1, 23), k = size(1, 4);
+    std::vector<double> src, weights;
+    Tensor s = random({rows, hidden}, src);
+    Tensor w = random({tokens, k}, weights);
+    std::vector<int32_t> index(tokens * k);
+    for (auto& i : index) i = size(0, rows - 1);
+    Tensor o = out({tokens, hidden});
+    const Tensor host_index = ints({tokens, k}, index);
+    ops::gather_weighted_sum(dev(s), index_on_host ? host_index : dev(host_index), dev(w), o);
+    std::vector<double> want(static_cast<size_t>(tokens) * hidden, 0.0);
+    for (int t = 0; t < tokens; ++t) {
+      for (int j = 0; j < k; ++j) {
+        for (int h = 0; h < hidden; ++h)
+          want[t * hidden + h] += weights[t * k + j] * src[index[t * k + j] * hidden + h];
+      }
+    }
+    SCOPED_TRACE(index_on_host ? "index on the host" : "index on the device");
+    expect_close(o, want, 1e-6, 1e-5);
+  }
+  const Tensor bad = ints({1, 2}, {0, 3});
+  Tensor o = out({1, 2});
+  std::vector<double> unused;
+  try {
+    ops::gather_weighted_sum(dev(random({3, 2}, unused)), bad, dev(random({1, 2}, unused)), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("index [0, 1] = 3 is outside src's 3 rows"), std::string::npos) << e.what();
+  }
+}
+
 // Host ids are checked by the dispatcher before anything runs; ids already on a GPU by the kernel,
 // whose error surfaces at the next synchronisation (here the download), with the same message.
 // Either way the next valid call works.

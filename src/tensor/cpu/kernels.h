@@ -8,6 +8,7 @@
 namespace omni::tensor::cpu {
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void gather_weighted_sum(const Tensor& src, const Tensor& index, const Tensor& weights, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out);
 void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& weight, float eps, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);

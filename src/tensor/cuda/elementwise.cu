@@ -36,6 +36,22 @@ __global__ void embedding_kernel(const char* table, const int32_t* ids, char* ou
   copy_row(table + static_cast<int64_t>(id) * row_bytes, dst, row_bytes, vector);
 }
 
+// One thread per output element; a device-resident index outside [0, rows) adds nothing.
+template <typename T>
+__global__ void gather_weighted_sum_kernel(const T* src, const int32_t* index, const T* weights, T* out, int64_t rows,
+                                           int64_t tokens, int64_t hidden, int k) {
+  const int64_t n = tokens * hidden;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = e / hidden, h = e % hidden;
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int32_t r = index[t * k + j];
+      if (r >= 0 && r < rows) sum += to_float(weights[t * k + j]) * to_float(src[r * hidden + h]);
+    }
+    out[e] = from_float<T>(sum);
+  }
+}
+
 __global__ void substitute_ids_kernel(const int32_t* source, int64_t sources, const int32_t* rows, int32_t* ids,
                                       int64_t n) {
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -427,6 +443,17 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
                                                             row_bytes, table.dim(0), vector,
                                                             device_error_record(out.device().index));
   check_launch("embedding_kernel", out);
+}
+
+void gather_weighted_sum(const Tensor& src, const Tensor& index, const Tensor& weights, Tensor& out) {
+  if (out.numel() == 0) return;
+  with_float_type(src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    gather_weighted_sum_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
+        ptr<T>(src), ptr<int32_t>(index), ptr<T>(weights), ptr<T>(out), src.dim(0), out.dim(0), out.dim(1),
+        static_cast<int>(index.dim(1)));
+  });
+  check_launch("gather_weighted_sum_kernel", out);
 }
 
 void substitute_ids(const Tensor& source, const Tensor& rows, Tensor& ids) {

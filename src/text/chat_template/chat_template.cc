@@ -94,4 +94,6 @@ std::string ChatTemplate::apply(const OrderedJson& messages, const OrderedJson& 
   return chosen->render(variables);
 }
 
+ContentFormat ChatTemplate::content_format() const { return detect_content_format(templates_.front().second); }
+
 }  // namespace omni::text

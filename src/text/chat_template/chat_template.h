@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "text/chat_template/content_format.h"
 #include "text/chat_template/template.h"
 
 namespace omni::text {
@@ -35,6 +36,9 @@ class ChatTemplate {
   // variables and overrides the special tokens.
   std::string apply(const OrderedJson& messages, const OrderedJson& tools, bool add_generation_prompt,
                     const OrderedJson& kwargs = OrderedJson::object()) const;
+
+  // The content format the default template expects (content_format.h's detection).
+  ContentFormat content_format() const;
 
  private:
   ChatTemplate() = default;

@@ -24,6 +24,8 @@ class Template {
   std::string render(const Dict& variables) const;
 
   const std::string& name() const { return name_; }
+  // The parsed template, for inspections such as detect_content_format().
+  const Body& body() const { return *body_; }
 
  private:
   std::string name_;

@@ -1,0 +1,303 @@
+#include "model/qwen3_omni/random_checkpoint.h"
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "base/splitmix64.h"
+#include "model/safetensors_writer.h"
+
+namespace omni::model::qwen3_omni {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tokens Qwen3-Omni adds after Qwen3's vocabulary and added tokens (151643-151668).
+const char* const kOmniAddedTokens[] = {"<|audio_start|>", "<|audio_end|>",         "<tts_pad>",    "<tts_text_bos>",
+                                        "<tts_text_eod>",  "<tts_text_bos_single>", "<|audio_pad|>"};
+constexpr int32_t kFirstOmniToken = 151669;
+
+// ChatML with content parts: text parts in order, each image, audio or video part as its
+// placeholder (one pad token, which the processor expands to the encoder's token count).
+constexpr const char* kChatTemplate =
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message.role + '\\n' }}"
+    "{%- if message.content is string %}{{- message.content }}"
+    "{%- else %}{%- for part in message.content %}"
+    "{%- if part.type == 'text' %}{{- part.text }}"
+    "{%- elif part.type in ['image', 'image_url'] %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- elif part.type in ['audio', 'input_audio', 'audio_url'] %}{{- '<|audio_start|><|audio_pad|><|audio_end|>' }}"
+    "{%- elif part.type in ['video', 'video_url'] %}{{- '<|vision_start|><|video_pad|><|vision_end|>' }}"
+    "{%- endif %}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw_error(ErrorCode::kInternal, "{}: cannot write", path.string());
+}
+
+void write_json(const fs::path& path, const OrderedJson& json) { write_text(path, json.dump(2) + "\n"); }
+
+OrderedJson added_token(const std::string& content) {
+  return OrderedJson{{"content", content}, {"lstrip", false},      {"normalized", false},
+                     {"rstrip", false},    {"single_word", false}, {"special", true}};
+}
+
+void write_tokenizer_files(const fs::path& dir, const fs::path& qwen3_tokenizer_dir) {
+  const fs::path tokenizer_file = qwen3_tokenizer_dir / "tokenizer.json";
+  Json tokenizer = read_json_file(tokenizer_file);
+  if (!tokenizer.contains("added_tokens") || !tokenizer["added_tokens"].is_array()) {
+    throw_error(ErrorCode::kLoadFailed, "{}: no added_tokens list", tokenizer_file.string());
+  }
+  for (size_t i = 0; i < std::size(kOmniAddedTokens); ++i) {
+    Json token = Json::parse(added_token(kOmniAddedTokens[i]).dump());
+    token["id"] = kFirstOmniToken + static_cast<int32_t>(i);
+    tokenizer["added_tokens"].push_back(token);
+  }
+  write_text(dir / "tokenizer.json", tokenizer.dump() + "\n");
+
+  std::ifstream in(qwen3_tokenizer_dir / "tokenizer_config.json");
+  if (!in)
+    throw_error(ErrorCode::kNotFound, "{}: cannot open", (qwen3_tokenizer_dir / "tokenizer_config.json").string());
+  OrderedJson config = OrderedJson::parse(in, nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    throw_error(ErrorCode::kLoadFailed, "{}: not a JSON object",
+                (qwen3_tokenizer_dir / "tokenizer_config.json").string());
+  }
+  for (size_t i = 0; i < std::size(kOmniAddedTokens); ++i) {
+    config["added_tokens_decoder"][std::to_string(kFirstOmniToken + static_cast<int32_t>(i))] =
+        added_token(kOmniAddedTokens[i]);
+  }
+  config["chat_template"] = kChatTemplate;
+  write_json(dir / "tokenizer_config.json", config);
+}
+
+// The released preprocessor_config.json's fields: Whisper features (16 kHz, 128 mels, 10 ms hop)
+// and the Qwen2-VL image processor with 16-pixel patches merged 2 x 2.
+OrderedJson preprocessor_config() {
+  return {{"processor_class", "Qwen3OmniMoeProcessor"},
+          {"feature_extractor_type", "WhisperFeatureExtractor"},
+          {"feature_size", 128},
+          {"sampling_rate", 16000},
+          {"hop_length", 160},
+          {"n_fft", 400},
+          {"chunk_length", 300},
+          {"n_samples", 4800000},
+          {"nb_max_frames", 30000},
+          {"padding_side", "right"},
+          {"padding_value", 0.0},
+          {"return_attention_mask", true},
+          {"dither", 0.0},
+          {"image_processor_type", "Qwen2VLImageProcessor"},
+          {"do_resize", true},
+          {"do_rescale", true},
+          {"rescale_factor", 1.0 / 255.0},
+          {"do_normalize", true},
+          {"image_mean", {0.5, 0.5, 0.5}},
+          {"image_std", {0.5, 0.5, 0.5}},
+          {"do_convert_rgb", true},
+          {"min_pixels", 3136},
+          {"max_pixels", 12845056},
+          {"patch_size", 16},
+          {"temporal_patch_size", 2},
+          {"merge_size", 2}};
+}
+
+OrderedJson text_config(const TextModelConfig& s, const char* dtype) {
+  std::vector<int> dense;
+  for (int l = 0; l < s.num_hidden_layers; ++l) {
+    if (!s.moe.sparse(l)) dense.push_back(l);
+  }
+  return {{"model_type", "qwen3_omni_moe_text"},
+          {"vocab_size", s.vocab_size},
+          {"hidden_size", s.hidden_size},
+          {"intermediate_size", s.intermediate_size},
+          {"num_hidden_layers", s.num_hidden_layers},
+          {"num_attention_heads", s.num_attention_heads},
+          {"num_key_value_heads", s.num_key_value_heads},
+          {"head_dim", s.head_dim},
+          {"hidden_act", "silu"},
+          {"rms_norm_eps", s.rms_norm_eps},
+          {"max_position_embeddings", s.max_position_embeddings},
+          {"rope_theta", s.rope.theta},
+          {"rope_scaling",
+           {{"rope_type", "default"},
+            {"mrope_section", s.rope.mrope_section},
+            {"interleaved", s.rope.mrope_interleaved},
+            {"mrope_interleaved", s.rope.mrope_interleaved}}},
+          {"attention_bias", false},
+          {"tie_word_embeddings", false},
+          {"num_experts", s.moe.num_experts},
+          {"num_experts_per_tok", s.moe.num_experts_per_tok},
+          {"moe_intermediate_size", s.moe.moe_intermediate_size},
+          {"norm_topk_prob", s.moe.norm_topk_prob},
+          {"decoder_sparse_step", 1},
+          {"mlp_only_layers", dense},
+          {"torch_dtype", dtype}};
+}
+
+}  // namespace
+
+TextModelConfig demo_thinker_shapes() {
+  TextModelConfig c;
+  c.architecture = "Qwen3OmniMoeForConditionalGeneration";
+  c.model_type = "qwen3_omni_moe_text";
+  c.vocab_size = 152064;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 32;
+  c.intermediate_size = 128;
+  c.rms_norm_eps = 1e-6f;
+  c.max_position_embeddings = 65536;
+  c.rope.theta = 1e6f;
+  c.rope.mrope_section = {6, 5, 5};
+  c.rope.mrope_interleaved = true;
+  c.moe.num_experts = 8;
+  c.moe.num_experts_per_tok = 2;
+  c.moe.moe_intermediate_size = 64;
+  c.moe.norm_topk_prob = true;
+  c.moe.sparse_layers.assign(c.num_hidden_layers, true);
+  return c;
+}
+
+void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint64_t seed, tensor::DType dtype,
+                             const fs::path& qwen3_tokenizer_dir, bool audio_output) {
+  fs::create_directories(dir);
+  SplitMix64 bits(seed);
+  SafetensorsWriter writer(dtype);
+  std::vector<float> buf;
+  // Uniform in [-a, a) has standard deviation a / sqrt(3).
+  auto add = [&](const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f) {
+    buf.resize(static_cast<size_t>(tensor::shape_numel(shape)));
+    const float a = stddev * std::sqrt(3.0f);
+    for (float& v : buf) v = mean + a * (static_cast<float>(bits.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    writer.add(name, shape, buf.data());
+  };
+  const int64_t h = s.hidden_size, hd = s.head_dim;
+  const int64_t q = s.num_attention_heads * hd, kv = s.num_key_value_heads * hd;
+  const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
+  add("thinker.model.embed_tokens.weight", {s.vocab_size, h}, 0.02f);
+  add("thinker.model.norm.weight", {h}, 0.05f, 1.0f);
+  add("thinker.lm_head.weight", {s.vocab_size, h}, 0.02f);
+  for (int i = 0; i < s.num_hidden_layers; ++i) {
+    const std::string p = "thinker.model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {h}, 0.05f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {h}, 0.05f, 1.0f);
+    add(p + "self_attn.q_proj.weight", {q, h}, in_h);
+    add(p + "self_attn.k_proj.weight", {kv, h}, in_h);
+    add(p + "self_attn.v_proj.weight", {kv, h}, in_h);
+    add(p + "self_attn.o_proj.weight", {h, q}, 1.0f / std::sqrt(static_cast<float>(q)));
+    add(p + "self_attn.q_norm.weight", {hd}, 0.05f, 1.0f);
+    add(p + "self_attn.k_norm.weight", {hd}, 0.05f, 1.0f);
+    if (s.moe.sparse(i)) {
+      const int64_t inter = s.moe.moe_intermediate_size;
+      add(p + "mlp.gate.weight", {s.moe.num_experts, h}, in_h);
+      for (int e = 0; e < s.moe.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        add(x + "gate_proj.weight", {inter, h}, in_h);
+        add(x + "up_proj.weight", {inter, h}, in_h);
+        add(x + "down_proj.weight", {h, inter}, 1.0f / std::sqrt(static_cast<float>(inter)));
+      }
+    } else {
+      const int64_t inter = s.intermediate_size;
+      add(p + "mlp.gate_proj.weight", {inter, h}, in_h);
+      add(p + "mlp.up_proj.weight", {inter, h}, in_h);
+      add(p + "mlp.down_proj.weight", {h, inter}, 1.0f / std::sqrt(static_cast<float>(inter)));
+    }
+  }
+  writer.write(dir / "model.safetensors");
+
+  const char* dtype_name = dtype == tensor::DType::kBF16 ? "bfloat16" : "float32";
+  OrderedJson thinker = {{"model_type", "qwen3_omni_moe_thinker"},
+                         {"audio_token_id", 151675},
+                         {"image_token_id", 151655},
+                         {"video_token_id", 151656},
+                         {"vision_start_token_id", 151652},
+                         {"audio_start_token_id", 151669},
+                         {"user_token_id", 872},
+                         {"position_id_per_seconds", 13},
+                         {"text_config", text_config(s, dtype_name)},
+                         {"audio_config",
+                          {{"model_type", "qwen3_omni_moe_audio_encoder"},
+                           {"num_mel_bins", 128},
+                           {"d_model", 64},
+                           {"encoder_layers", 2},
+                           {"encoder_attention_heads", 4},
+                           {"encoder_ffn_dim", 128},
+                           {"downsample_hidden_size", 32},
+                           {"output_dim", s.hidden_size},
+                           {"n_window", 50},
+                           {"n_window_infer", 800},
+                           {"conv_chunksize", 500},
+                           {"max_source_positions", 1500},
+                           {"activation_function", "gelu"}}},
+                         {"vision_config",
+                          {{"model_type", "qwen3_omni_moe_vision_encoder"},
+                           {"depth", 2},
+                           {"hidden_size", 64},
+                           {"num_heads", 4},
+                           {"intermediate_size", 128},
+                           {"out_hidden_size", s.hidden_size},
+                           {"patch_size", 16},
+                           {"temporal_patch_size", 2},
+                           {"spatial_merge_size", 2},
+                           {"in_channels", 3},
+                           {"num_position_embeddings", 64},
+                           {"deepstack_visual_indexes", {0, 1}},
+                           {"hidden_act", "gelu_pytorch_tanh"}}}};
+  OrderedJson talker = {{"model_type", "qwen3_omni_moe_talker"},
+                        {"thinker_hidden_size", s.hidden_size},
+                        {"accept_hidden_layer", 1},
+                        {"num_code_groups", 16},
+                        {"codec_eos_token_id", 2150},
+                        {"text_config",
+                         {{"model_type", "qwen3_omni_moe_talker_text"},
+                          {"vocab_size", 3072},
+                          {"hidden_size", 64},
+                          {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},
+                          {"num_key_value_heads", 2},
+                          {"head_dim", 32},
+                          {"num_experts", 8},
+                          {"num_experts_per_tok", 2},
+                          {"moe_intermediate_size", 64},
+                          {"shared_expert_intermediate_size", 64},
+                          {"norm_topk_prob", true}}}};
+  OrderedJson code2wav = {{"model_type", "qwen3_omni_moe_code2wav"},
+                          {"codebook_size", 2048},
+                          {"num_quantizers", 16},
+                          {"hidden_size", 64},
+                          {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4}};
+  OrderedJson config = {{"architectures", {"Qwen3OmniMoeForConditionalGeneration"}},
+                        {"model_type", "qwen3_omni_moe"},
+                        {"enable_audio_output", audio_output},
+                        {"im_start_token_id", 151644},
+                        {"im_end_token_id", 151645},
+                        {"tts_pad_token_id", 151671},
+                        {"tts_bos_token_id", 151672},
+                        {"tts_eos_token_id", 151673},
+                        {"system_token_id", 8948},
+                        {"user_token_id", 872},
+                        {"assistant_token_id", 77091},
+                        {"torch_dtype", dtype_name},
+                        {"thinker_config", thinker},
+                        {"talker_config", talker},
+                        {"code2wav_config", code2wav}};
+  write_json(dir / "config.json", config);
+  // <|im_end|> ends the thinker's turn; <|endoftext|> as Qwen3's.
+  write_json(dir / "generation_config.json", OrderedJson{{"eos_token_id", {151645, 151643}}});
+  write_json(dir / "preprocessor_config.json", preprocessor_config());
+  write_tokenizer_files(dir, qwen3_tokenizer_dir);
+}
+
+}  // namespace omni::model::qwen3_omni

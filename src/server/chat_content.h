@@ -1,0 +1,18 @@
+// A chat request's message content in the form the chat template expects, as vLLM's OpenAI
+// server prepares it: content may be a string or a list of parts ({"type": "text", "text": ...},
+// image_url, input_audio, audio_url, video_url); for a "string" template the text parts are
+// joined with newlines into one string, for an "openai" template the list stays a list of
+// {"type": "text", "text": ...} parts. Media parts are refused: no served model reads media yet.
+#pragma once
+
+#include "base/json.h"
+#include "text/chat_template/content_format.h"
+
+namespace omni::server {
+
+// `messages` with every list content rewritten for `format`. Throws the 400 of openai_error.h
+// naming the part at fault: messages[i].content[j] (not an object, an unknown type, or a media
+// part the model cannot read) or messages[i].content[j].text (missing or not a string).
+OrderedJson prepare_message_content(const OrderedJson& messages, text::ContentFormat format);
+
+}  // namespace omni::server
