@@ -45,10 +45,14 @@ std::vector<std::string> unsupported_flags(const ServeFlags& flags) {
   return out;
 }
 
+// The tokenizer of --tokenizer (a folder, or a Hub id's snapshot folder) or of the model folder.
 // --chat-template is a file when one exists at that path, else the template text itself (as in vLLM).
 std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::path& model_dir,
                                                          const ServeFlags& flags) {
-  if (!flags.was_given("chat_template")) return server::TokenizerRenderer::load(model_dir);
+  const std::filesystem::path tokenizer_dir = flags.values["tokenizer"].is_string()
+                                                  ? std::filesystem::path(flags.values["tokenizer"].get<std::string>())
+                                                  : model_dir;
+  if (!flags.was_given("chat_template")) return server::TokenizerRenderer::load(tokenizer_dir);
   const std::string value = flags.values["chat_template"].get<std::string>();
   std::string source = value;
   std::string name = "--chat-template";
@@ -58,7 +62,7 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
     if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
     name = value;
   }
-  return std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(model_dir),
+  return std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(tokenizer_dir),
                                                      text::ChatTemplate(source, name));
 }
 
@@ -98,10 +102,11 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const confi
   return options;
 }
 
-int run_serve(const ServeFlags& flags) {
+int run_serve(ServeFlags flags) {
   if (flags.was_given("log_file")) {
     init_logging(spdlog::level::to_string_view(spdlog::get_level()).data(), flags.values["log_file"]);
   }
+  use_hub_model(flags, hub::FileSet::kPipeline);
   const config::EffectiveConfig config = build_config(flags);
   spdlog::info("serve: model {} -> pipeline {} ({}), platform {}, {} stage(s), async_chunk {}", config.model,
                config.pipeline->model_type, config.pipeline_reason, config.platform, config.stages.size(),
