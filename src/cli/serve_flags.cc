@@ -885,7 +885,14 @@ void use_hub_model(ServeFlags& flags, hub::FileSet files) {
       if (std::optional<std::string> cached = cached_model_dir(flags.model, source)) {
         flags.model = *cached;
       } else if (!pipeline_registry().known_models().contains(flags.model)) {
-        flags.model = local_model_dir(flags.model, source);
+        try {
+          flags.model = local_model_dir(flags.model, source);
+        } catch (const Error& e) {
+          throw_error(ErrorCode::kNotFound,
+                      "no pipeline for model '{}': it is not a local directory nor a known model id, and its "
+                      "config.json did not come from the Hub: {}",
+                      flags.model, e.what());
+        }
       }
     } else {
       flags.model = local_model_dir(flags.model, source);

@@ -283,7 +283,9 @@ RevisionInfo HubClient::revision_info(const RepoId& repo, const std::string& rev
     const CURLcode code = request.perform();
     const bool retry = attempt + 1 < kAttempts;
     if (code != CURLE_OK) {
-      if (transient(code) && retry && code != CURLE_COULDNT_CONNECT) {
+      // A Hub that never answered (no route, no connection, connect timeout) is not retried: the
+      // cache may serve instead, and an unreachable Hub must fail fast.
+      if (transient(code) && retry && !exchange.responses.empty()) {
         back_off(attempt);
         continue;
       }
@@ -339,7 +341,7 @@ FileMetadata HubClient::file_metadata(const RepoId& repo, const std::string& com
     request.add_header("Accept-Encoding: identity");  // the size of the bytes, not of a compressed form
     const CURLcode code = request.perform();
     if (code != CURLE_OK) {
-      if (transient(code) && attempt + 1 < kAttempts) {
+      if (transient(code) && attempt + 1 < kAttempts && !exchange.responses.empty()) {
         back_off(attempt);
         continue;
       }

@@ -2,12 +2,16 @@
 // and its relative links, the files a pipeline needs, sha256, and resolving from the cache alone.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "base/error.h"
+#include "hub/blob_lock.h"
 #include "hub/cache_layout.h"
 #include "hub/download_progress.h"
 #include "hub/file_selection.h"
@@ -210,6 +214,27 @@ TEST(Sha256, KnownDigests) {
   const std::string big(3 << 20, 'x');  // more than one read buffer
   EXPECT_EQ(sha256_file_hex(dir.write("big", big)), sha256_hex(big));
   EXPECT_NE(error_of([&] { sha256_file_hex(dir.path() / "missing"); }).find("missing"), std::string::npos);
+}
+
+TEST(BlobLock, ASecondHolderWaitsForTheFirst) {
+  TempDir dir;
+  const fs::path file = dir.path() / ".locks" / "models--org--name" / "e1.lock";
+  std::atomic<bool> second_holds{false};
+  std::thread second;
+  {
+    BlobLock first(file, "org/name model.safetensors");
+    EXPECT_TRUE(fs::exists(file));
+    // flock is per open file: another BlobLock on the same file blocks, in this process as in another.
+    second = std::thread([&] {
+      BlobLock lock(file, "org/name model.safetensors");
+      second_holds = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(second_holds) << "the lock is held";
+  }
+  second.join();
+  EXPECT_TRUE(second_holds) << "released when the first holder went away";
+  BlobLock again(file, "org/name model.safetensors");
 }
 
 TEST(HubClient, ResolveUrlsAndEtags) {

@@ -333,6 +333,32 @@ TEST_F(HubDownloadTest, ADownloadKilledHalfWayResumesOnTheNextStart) {
   EXPECT_EQ(hub::sha256_file_hex(repo_cache() / "blobs" / sha), sha);
 }
 
+TEST_F(HubDownloadTest, TwoProcessesSharingTheCacheDownloadEachBlobOnce) {
+  MockHub hub(dir_.path(), repo_dir());
+  pid_t a = spawn({OMNISTAGE_BINARY, "download", kRepo}, dir_.path() / "a.log", env(hub));
+  pid_t b = spawn({OMNISTAGE_BINARY, "download", kRepo}, dir_.path() / "b.log", env(hub));
+  int status_a = 0;
+  int status_b = 0;
+  waitpid(a, &status_a, 0);
+  waitpid(b, &status_b, 0);
+  ASSERT_TRUE(WIFEXITED(status_a) && WEXITSTATUS(status_a) == 0) << read_file(dir_.path() / "a.log");
+  ASSERT_TRUE(WIFEXITED(status_b) && WEXITSTATUS(status_b) == 0) << read_file(dir_.path() / "b.log");
+  const std::string sha = hub::sha256_hex(read_file(repo_dir() / "model.safetensors"));
+  EXPECT_EQ(hub.requests_for("/cdn/" + sha).size(), 1u) << "the second process waited for the first one's blob";
+  EXPECT_EQ(hub.requests_for("/tokenizer.json").size(), 1u) << "small files go through the lock too";
+  EXPECT_EQ(hub::sha256_file_hex(repo_cache() / "blobs" / sha), sha);
+}
+
+TEST_F(HubDownloadTest, GenerateTakesAHubId) {
+  MockHub hub(dir_.path(), repo_dir());
+  ProcessResult result = run_process({OMNISTAGE_BINARY, "generate", "--model", kRepo, "--prompt-token-ids", "1,2,3",
+                                      "--max-tokens", "2", "--temperature", "0"},
+                                     env(hub));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("model org/demo (revision main, commit "), std::string::npos) << result.err;
+  EXPECT_FALSE(hub.requests_for("/cdn/").empty());
+}
+
 TEST_F(HubDownloadTest, AGatedRepositorySaysToSetHfToken) {
   MockHub hub(dir_.path(), repo_dir(), {{"token", "hf_secret"}});
   ProcessResult refused = download(hub);
