@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
@@ -92,9 +93,12 @@ void RepoCache::link_snapshot_file(std::string_view commit, std::string_view fil
   fs::path target;
   for (auto part = fs::path(std::string(file)).parent_path(); !part.empty(); part = part.parent_path()) target /= "..";
   target = target / ".." / ".." / "blobs" / std::string(etag);
-  std::error_code ec;
-  fs::remove(link, ec);
-  fs::create_symlink(target, link);
+  // A new link renamed over the old one: another process linking the same file never sees a gap.
+  static std::atomic<uint64_t> counter{0};
+  const fs::path temporary =
+      link.string() + fmt::format(".link.{}.{}", getpid(), counter.fetch_add(1, std::memory_order_relaxed));
+  fs::create_symlink(target, temporary);
+  fs::rename(temporary, link);
 }
 
 }  // namespace omni::hub

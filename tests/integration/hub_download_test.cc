@@ -237,7 +237,8 @@ TEST_F(HubDownloadTest, ServesAHubIdThenServesItOfflineFromTheCache) {
   {
     MockHub hub(dir_.path(), repo_dir());
     ScopedEnv scoped(env(hub));
-    ServeProcess server(kRepo, dir_.path() / "serve1.log");
+    // --tokenizer may name a repository too (here the same one: its tokenizer files are in place).
+    ServeProcess server(kRepo, dir_.path() / "serve1.log", {"--tokenizer", kRepo});
     ASSERT_GT(server.port(), 0);
     EXPECT_NE(server.log().find("model org/demo (revision main, commit "), std::string::npos) << server.log();
     HttpResult reply = curl(server, "/v1/chat/completions", chat.dump());
@@ -250,9 +251,14 @@ TEST_F(HubDownloadTest, ServesAHubIdThenServesItOfflineFromTheCache) {
   // The mock Hub is gone: offline, the snapshot comes from the cache alone.
   ScopedEnv scoped({"HF_ENDPOINT=http://127.0.0.1:9", "HF_HUB_CACHE=" + cache().string(),
                     "HF_HOME=" + (dir_.path() / "hf_home").string(), "HF_HUB_OFFLINE=1"});
-  ServeProcess offline(kRepo, dir_.path() / "serve2.log");
+  // A commit hash needs no ref: it names the snapshot folder.
+  const std::string commit = read_file(repo_cache() / "refs" / "main");
+  ServeProcess offline(kRepo, dir_.path() / "serve2.log", {"--revision", commit});
   ASSERT_GT(offline.port(), 0);
-  EXPECT_NE(offline.log().find("HF_HUB_OFFLINE: from the cache"), std::string::npos) << offline.log();
+  EXPECT_NE(offline.log().find("model org/demo (revision " + commit + ", commit " + commit + "): " +
+                               (repo_cache() / "snapshots" / commit).string() + " (HF_HUB_OFFLINE: from the cache)"),
+            std::string::npos)
+      << offline.log();
   HttpResult reply = curl(offline, "/v1/chat/completions", chat.dump());
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(Json::parse(reply.body)["choices"][0]["message"]["content"], first_reply) << "greedy, same weights";
