@@ -177,15 +177,18 @@ std::string server_message(const Exchange& exchange) {
       file.empty() ? fmt::format("revision '{}'", revision) : fmt::format("file '{}' at revision '{}'", file, revision);
   std::string said = server_message(exchange);
   said = said.empty() ? "" : fmt::format(" ({})", said);
+  const std::string code = exchange.last().header("x-error-code");
   if (status == 401 || status == 403) {
-    throw_error(ErrorCode::kUnauthorized,
-                "{}: {}: HTTP {} from {}{}: the repository is private or gated, or needs a token; {}", repo.str(), what,
-                status, env.endpoint, said,
-                env.token ? "the token in HF_TOKEN was refused: set HF_TOKEN to a token that may read it"
+    // The Hub answers 401 for a repository that does not exist as for one the caller may not see.
+    const std::string why = code == "GatedRepo" ? "the repository is gated: accept its terms on its Hub page, then "
+                            : code == "RepoNotFound" ? "the repository does not exist, or it is private: "
+                                                     : "the repository is private or gated: ";
+    throw_error(ErrorCode::kUnauthorized, "{}: {}: HTTP {} from {}{}: {}{}", repo.str(), what, status, env.endpoint,
+                said, why,
+                env.token ? "the token in HF_TOKEN was refused; set HF_TOKEN to a token that may read it"
                           : "set HF_TOKEN to a Hugging Face access token that may read it");
   }
   if (status == 404) {
-    const std::string code = exchange.last().header("x-error-code");
     if (code == "RevisionNotFound") {
       throw_error(ErrorCode::kNotFound, "{}: HTTP 404 from {}: revision '{}' not found{}", repo.str(), env.endpoint,
                   revision, said);
@@ -445,6 +448,10 @@ void HubClient::download(const RepoId& repo, const std::string& commit, const st
           ErrorCode::kLoadFailed,
           "{}: file '{}': the Hub now serves etag {} where it listed {} (the revision changed while downloading?)",
           repo.str(), file, served_etag, etag);
+    }
+    if (std::optional<uint64_t> linked = parse_size(exchange.any_header("x-linked-size")); linked && *linked != size) {
+      throw_error(ErrorCode::kLoadFailed, "{}: file '{}': the Hub now gives its size as {} bytes where it listed {}",
+                  repo.str(), file, *linked, size);
     }
     const uint64_t got = file_size_or_zero(partial);
     if (got == size) return;

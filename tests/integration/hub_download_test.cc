@@ -371,7 +371,9 @@ TEST_F(HubDownloadTest, AGatedRepositorySaysToSetHfToken) {
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("org/demo: revision 'main': HTTP 401 from " + hub.endpoint()), std::string::npos)
       << refused.err;
-  EXPECT_NE(refused.err.find("set HF_TOKEN"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("the repository is gated: accept its terms on its Hub page, then set HF_TOKEN"),
+            std::string::npos)
+      << refused.err;
 
   ProcessResult wrong = download(hub, {}, {"HF_TOKEN=hf_wrong"});
   EXPECT_NE(wrong.err.find("the token in HF_TOKEN was refused"), std::string::npos) << wrong.err;

@@ -63,7 +63,7 @@ function fail(res, status, code, message) {
 // The checks every repository route makes, in the Hub's order; true when an error was sent.
 function refused(req, res, repo, rev) {
   if (config.token && req.headers.authorization !== `Bearer ${config.token}`) {
-    fail(res, 401, null, 'Invalid credentials in Authorization header');
+    fail(res, 401, 'GatedRepo', `Access to model ${repo} is restricted; you must be authenticated to access it`);
     return true;
   }
   if (repo !== config.repo) {
