@@ -406,6 +406,20 @@ TEST_F(HubDownloadTest, AMissingRepositoryOrRevisionIsA404NamingIt) {
   EXPECT_NE(local.err.find("'./not/an/id' is not a Hugging Face repository id"), std::string::npos) << local.err;
 }
 
+TEST_F(HubDownloadTest, ServeChecksTheConfigurationBeforeDownloadingWeights) {
+  // A repository whose pipeline omnistage cannot serve yet: serve stops before fetching weights.
+  dir_.write("omni/config.json", R"({"model_type": "qwen3_omni_moe"})");
+  dir_.write("omni/model.safetensors", std::string(1 << 20, 'w'));
+  MockHub hub(dir_.path(), dir_.path() / "omni");
+  ProcessResult result = run_process({OMNISTAGE_BINARY, "serve", kRepo, "--port", "0"}, env(hub));
+  EXPECT_EQ(result.exit_code, 69) << result.err;
+  EXPECT_NE(result.err.find("pipeline 'qwen3_omni_moe' is configured and valid, but it cannot be served yet"),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(hub.requests_for("/config.json").empty());
+  EXPECT_TRUE(hub.requests_for("/cdn/").empty()) << "no weights were downloaded";
+}
+
 TEST_F(HubDownloadTest, ConfigOfAHubIdDownloadsOnlyTheConfigFiles) {
   MockHub hub(dir_.path(), repo_dir());
   ProcessResult result = run_process({OMNISTAGE_BINARY, "config", kRepo, "--format", "json"}, env(hub));
