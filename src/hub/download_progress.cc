@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace omni::hub {
 
@@ -15,7 +16,7 @@ constexpr int kBarWidth = 24;
 
 std::string human_duration(double seconds) {
   if (seconds < 0 || seconds > 360000) return "?";
-  const auto s = static_cast<long>(seconds + 0.5);
+  const long s = std::lround(seconds);
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);

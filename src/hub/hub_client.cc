@@ -21,16 +21,16 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kAttempts = 5;  // tries of one request before a transient failure is an error
-constexpr size_t kErrorBodyLimit = 64 * 1024;
+constexpr size_t kErrorBodyLimit = size_t{64} * 1024;
 
 void ensure_curl_initialised() {
-  static const bool initialised = [] {
+  static const bool kInitialised = [] {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
       throw_error(ErrorCode::kInternal, "libcurl could not be initialised");
     }
     return true;
   }();
-  (void)initialised;
+  (void)kInitialised;
 }
 
 // One HTTP response of an exchange (a redirect adds one per hop).

@@ -83,8 +83,9 @@ class SnapshotDownload {
         }
       }
     };
-    std::vector<std::thread> threads;
     const int count = std::clamp(workers, 1, static_cast<int>(jobs.size()));
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) threads.emplace_back(work);
     for (std::thread& thread : threads) thread.join();
     if (error_) std::rethrow_exception(error_);
