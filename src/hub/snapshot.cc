@@ -202,8 +202,11 @@ Snapshot cached_snapshot(const HubEnvironment& env, const SnapshotRequest& reque
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());
     missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+    // Joined by hand: GCC 12 reports a false -Wstringop-overflow inside fmt 9's fmt::join.
+    std::string listed;
+    for (const std::string& file : missing) listed += (listed.empty() ? "" : ", ") + file;
     throw_error(ErrorCode::kNotFound, "{}: the cached snapshot {} of revision '{}' lacks {}{}", repo,
-                snapshot.dir.string(), request.revision, fmt::join(missing, ", "), missing_hint(env, request));
+                snapshot.dir.string(), request.revision, listed, missing_hint(env, request));
   }
   for (const std::string& file : present) {
     if (wanted_file(file, request.files)) snapshot.files.push_back(file);
