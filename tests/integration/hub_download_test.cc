@@ -226,6 +226,14 @@ TEST_F(HubDownloadTest, DownloadsTheNeededFilesIntoTheSharedCacheLayout) {
   const std::vector<Json> requests = hub.requests();
   ASSERT_EQ(requests.size(), before + 1);
   EXPECT_EQ(requests.back()["path"], "/api/models/org/demo/revision/main");
+
+  // A Hub that cannot be reached at all: the complete cached snapshot serves, with a warning.
+  ProcessResult unreachable = download(hub, {}, {"HF_ENDPOINT=http://127.0.0.1:9"});
+  ASSERT_EQ(unreachable.exit_code, 0) << unreachable.err;
+  EXPECT_EQ(unreachable.out, first.out);
+  EXPECT_NE(unreachable.err.find("cannot reach http://127.0.0.1:9"), std::string::npos) << unreachable.err;
+  EXPECT_NE(unreachable.err.find("using the cached snapshot " + snapshot.string()), std::string::npos)
+      << unreachable.err;
 }
 
 TEST_F(HubDownloadTest, ServesAHubIdThenServesItOfflineFromTheCache) {
