@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/config_command.h"
 #include "cli/demo_model.h"
+#include "cli/download.h"
 #include "cli/generate.h"
 #include "cli/serve.h"
 #include "cli/stage_worker.h"
@@ -20,7 +21,7 @@
 namespace omni::cli {
 
 std::vector<Command> all_commands() {
-  return {serve_command(),        config_command(), generate_command(),   tokenize_command(),
+  return {serve_command(),        config_command(), generate_command(),   download_command(), tokenize_command(),
           stage_worker_command(), bench_command(),  demo_model_command(), tp_rank_command()};
 }
 

@@ -30,7 +30,9 @@ Command config_command() {
             sub.add_flag("--explain", report->explain, "Show, for every field, the layer and file or flag that set it")
                 ->group("Output");
             return [parser, report] {
-              const config::EffectiveConfig config = build_config(parser->collect());
+              ServeFlags flags = parser->collect();
+              use_hub_model(flags, hub::FileSet::kConfig);
+              const config::EffectiveConfig config = build_config(flags);
               std::string text = report->format == "json"
                                      ? config::json_text(config::effective_config_json(config), 2) + "\n"
                                      : config::effective_config_table(config, report->explain);

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "cli/model_source.h"
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/causal_lm.h"
@@ -34,6 +35,9 @@ namespace fs = std::filesystem;
 struct GenerateOptions {
   std::string model;
   std::string tokenizer;
+  std::string revision = "main";
+  std::string tokenizer_revision = "main";
+  std::string download_dir;
   std::string prompt_token_ids;
   std::string prompt;
   std::string messages;
@@ -258,7 +262,7 @@ OrderedJson completion_json(const Completion& c) {
   return {{"token_ids", c.token_ids}, {"text", c.text}, {"finish_reason", c.finish_reason}};
 }
 
-int run_generate(const GenerateOptions& options) {
+int run_generate(GenerateOptions options) {
   const tensor::Device device = tensor::resolve_device(options.device, "--device");
   const std::optional<tensor::DType> dtype = model::parse_model_dtype(options.dtype, "--dtype");
   if (options.tensor_parallel_size < 1) {
@@ -276,6 +280,11 @@ int run_generate(const GenerateOptions& options) {
   }
   if (!options.dump_logits.empty() && !options.prompts_file.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "--dump-logits works with one prompt, not with --prompts-file");
+  }
+  options.model = local_model_dir(options.model, {options.revision, options.download_dir});
+  if (!options.tokenizer.empty()) {
+    options.tokenizer = local_model_dir(options.tokenizer,
+                                        {options.tokenizer_revision, options.download_dir, hub::FileSet::kTokenizer});
   }
   if (!fs::is_directory(options.model)) {
     throw_error(ErrorCode::kNotFound, "--model: model folder {} does not exist", options.model);
@@ -431,9 +440,18 @@ Command generate_command() {
       "generate", "Generate completions with a text model checkpoint (offline inference through the engine)",
       [](CLI::App& sub) {
         auto options = std::make_shared<GenerateOptions>();
-        sub.add_option("--model", options->model, "Hugging Face model folder (config.json, *.safetensors)")->required();
+        sub.add_option("--model", options->model,
+                       "Hugging Face model folder (config.json, *.safetensors) or Hub id (org/name)")
+            ->required();
         sub.add_option("--tokenizer", options->tokenizer,
-                       "Tokenizer folder or tokenizer.json (default: the model folder's, when it has one)");
+                       "Tokenizer folder, tokenizer.json or Hub id (default: the model folder's, when it has one)");
+        sub.add_option("--revision", options->revision, "Branch, tag or commit of --model when it is a Hub id")
+            ->default_str("main");
+        sub.add_option("--tokenizer-revision", options->tokenizer_revision,
+                       "Branch, tag or commit of --tokenizer when it is a Hub id")
+            ->default_str("main");
+        sub.add_option("--download-dir", options->download_dir,
+                       "Hub cache root for Hub ids (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub)");
         sub.add_option("--prompt-token-ids", options->prompt_token_ids, "The prompt as token ids, e.g. 1,2,3");
         sub.add_option("--prompt", options->prompt, "The prompt as text (needs a tokenizer)");
         sub.add_option("--messages", options->messages,

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "cli/api_frontends.h"
+#include "cli/model_source.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
 #include "runtime/orchestrator.h"
@@ -45,16 +46,20 @@ std::vector<std::string> unsupported_flags(const ServeFlags& flags) {
   return out;
 }
 
+// The tokenizer of --tokenizer (a folder, or a Hub id's snapshot folder) or of the model folder.
 // --chat-template is a file when one exists at that path, else the template text itself (as in vLLM).
 // --chat-template-content-format: "auto" leaves the format to the template (TokenizerRenderer).
 std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::path& model_dir,
                                                          const ServeFlags& flags) {
+  const std::filesystem::path tokenizer_dir = flags.values["tokenizer"].is_string()
+                                                  ? std::filesystem::path(flags.values["tokenizer"].get<std::string>())
+                                                  : model_dir;
   const std::string format_name = flags.values["chat_template_content_format"].get<std::string>();
   const std::optional<text::ContentFormat> content_format =
       format_name == "auto" ? std::nullopt : std::optional(text::content_format_from_name(format_name));
   std::unique_ptr<server::TokenizerRenderer> renderer;
   if (!flags.was_given("chat_template")) {
-    renderer = server::TokenizerRenderer::load(model_dir, content_format);
+    renderer = server::TokenizerRenderer::load(tokenizer_dir, content_format);
   } else {
     const std::string value = flags.values["chat_template"].get<std::string>();
     std::string source = value;
@@ -65,7 +70,7 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
       if (!in.good() && !in.eof()) throw_error(ErrorCode::kLoadFailed, "--chat-template: cannot read {}", value);
       name = value;
     }
-    renderer = std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(model_dir),
+    renderer = std::make_unique<server::TokenizerRenderer>(text::Tokenizer::load(tokenizer_dir),
                                                            text::ChatTemplate(source, name), content_format);
   }
   spdlog::info("serve: chat message content is rendered in the {} format{}",
@@ -116,7 +121,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
   return options;
 }
 
-int run_serve(const ServeFlags& flags) {
+int run_serve(ServeFlags flags) {
   if (flags.was_given("log_file")) {
     init_logging(spdlog::level::to_string_view(spdlog::get_level()).data(), flags.values["log_file"]);
   }
@@ -140,9 +145,7 @@ int run_serve(const ServeFlags& flags) {
         fmt::join(names, ", "), config.pipeline->model_type, config.stages.size(), fmt::join(produced, ", "));
   }
 
-  if (std::vector<std::string> unsupported = unsupported_flags(flags); !unsupported.empty()) {
-    throw_error(ErrorCode::kUnsupported, "not supported yet: {}", fmt::join(unsupported, "; "));
-  }
+  check_supported();
   const runtime::PipelineSpec pipeline = runtime::pipeline_spec_from_config(config);
   runtime::OrchestratorOptions orchestrator_options;
   orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());

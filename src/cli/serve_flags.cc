@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "cli/model_source.h"
 #include "config/json_merge.h"
 #include "config/platform.h"
 #include "model/pipelines.h"
@@ -34,7 +35,15 @@ std::vector<FlagSpec> make_specs() {
       {.name = "--port", .kind = K::kInt, .default_value = 8000, .help = "Port to listen on"},
       {.name = "--api-key", .help = "Require this key in the Authorization header of every request"},
       {.name = "--served-model-name", .kind = K::kList, .help = "Model name(s) the API answers to (default: MODEL)"},
-      {.name = "--tokenizer", .help = "Tokenizer name or path (default: MODEL)"},
+      {.name = "--tokenizer", .help = "Tokenizer folder or Hugging Face id (default: MODEL)"},
+      {.name = "--revision",
+       .default_value = "main",
+       .help = "Branch, tag or commit of MODEL when it is a Hugging Face id"},
+      {.name = "--tokenizer-revision",
+       .default_value = "main",
+       .help = "Branch, tag or commit of --tokenizer when it is a Hugging Face id"},
+      {.name = "--download-dir",
+       .help = "Hub cache root for Hugging Face ids (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub)"},
       {.name = "--chat-template", .help = "Chat template file or inline template (default: the tokenizer's)"},
       {.name = "--disable-playground",
        .dest = "enable_playground",
@@ -863,13 +872,48 @@ config::ConfigEnvironment config_environment() {
   return environment;
 }
 
-config::EffectiveConfig build_config(const ServeFlags& flags) {
+const config::PipelineRegistry& pipeline_registry() {
   static const config::PipelineRegistry kRegistry = [] {
     config::PipelineRegistry r;
     model::register_all_pipelines(r);
     return r;
   }();
-  return config::build_effective_config(kRegistry, config_inputs(flags), config_environment());
+  return kRegistry;
+}
+
+config::EffectiveConfig build_config(const ServeFlags& flags) {
+  return config::build_effective_config(pipeline_registry(), config_inputs(flags), config_environment());
+}
+
+void use_hub_model(ServeFlags& flags, hub::FileSet files) {
+  const std::string download_dir =
+      flags.values["download_dir"].is_string() ? flags.values["download_dir"].get<std::string>() : "";
+  if (const std::optional<hub::RepoId> repo = hub_model(flags.model)) {
+    const ModelSource source{flags.values["revision"].get<std::string>(), download_dir, files};
+    if (files == hub::FileSet::kConfig) {
+      // `config` needs no download for a known id: the bundled table names its pipeline.
+      if (std::optional<std::string> cached = cached_model_dir(flags.model, source)) {
+        flags.model = *cached;
+      } else if (!pipeline_registry().known_models().contains(flags.model)) {
+        try {
+          flags.model = local_model_dir(flags.model, source);
+        } catch (const Error& e) {
+          throw_error(ErrorCode::kNotFound,
+                      "no pipeline for model '{}': it is not a local directory nor a known model id, and its "
+                      "config.json did not come from the Hub: {}",
+                      flags.model, e.what());
+        }
+      }
+    } else {
+      flags.model = local_model_dir(flags.model, source);
+      if (!flags.was_given("served_model_name")) flags.values["served_model_name"] = OrderedJson::array({repo->str()});
+    }
+  }
+  if (files == hub::FileSet::kPipeline && flags.values["tokenizer"].is_string()) {
+    const ModelSource source{flags.values["tokenizer_revision"].get<std::string>(), download_dir,
+                             hub::FileSet::kTokenizer};
+    flags.values["tokenizer"] = local_model_dir(flags.values["tokenizer"].get<std::string>(), source);
+  }
 }
 
 }  // namespace omni::cli

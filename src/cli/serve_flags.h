@@ -14,6 +14,8 @@
 
 #include "base/json.h"
 #include "config/effective_config.h"
+#include "config/pipeline_registry.h"
+#include "hub/file_selection.h"
 
 namespace omni::cli {
 
@@ -100,7 +102,18 @@ config::CliConfigInputs config_inputs(const ServeFlags& flags);
 // visible, else cpu).
 config::ConfigEnvironment config_environment();
 
+// Every registered pipeline (and the known Hugging Face ids), built once.
+const config::PipelineRegistry& pipeline_registry();
+
 // Resolves, merges and validates the configuration for `flags` with every registered pipeline.
 config::EffectiveConfig build_config(const ServeFlags& flags);
+
+// When MODEL names a Hugging Face Hub repository rather than a local path, MODEL becomes its
+// snapshot folder at --revision in the Hub cache (--download-dir, else the environment's):
+// downloaded, or from the cache alone under HF_HUB_OFFLINE=1 (cli/model_source.h). The API then
+// answers to the repository id unless --served-model-name is given. `files` says what to fetch:
+// with kConfig, a known model id the cache lacks stays an id (the bundled table resolves it, no
+// download). With kPipeline a --tokenizer that is a Hub id is fetched too (--tokenizer-revision).
+void use_hub_model(ServeFlags& flags, hub::FileSet files);
 
 }  // namespace omni::cli
