@@ -10,6 +10,10 @@ for candidate in $(ldconfig -p | awk '/libcublasLt.so.13/ {print $NF}') /usr/loc
 done
 echo "libcublasLt.so.13 from: ${cublas_dir:-not found}" | tee "$out/environment.log"
 export LD_LIBRARY_PATH="$here/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# lib/ holds Debian's libcurl and OpenSSL for omnistage's Hub client; the machine's own curl, which
+# the scripts call, must keep the machine's libraries.
+curl() { env -u LD_LIBRARY_PATH curl "$@"; }
+export -f curl
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   nproc
