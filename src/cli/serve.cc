@@ -125,6 +125,27 @@ int run_serve(ServeFlags flags) {
   if (flags.was_given("log_file")) {
     init_logging(spdlog::level::to_string_view(spdlog::get_level()).data(), flags.values["log_file"]);
   }
+  auto check_supported = [&flags] {
+    if (std::vector<std::string> unsupported = unsupported_flags(flags); !unsupported.empty()) {
+      throw_error(ErrorCode::kUnsupported, "not supported yet: {}", fmt::join(unsupported, "; "));
+    }
+  };
+  if (hub_model(flags.model)) {
+    // A Hugging Face id: the configuration is checked on the configuration files alone (or the
+    // bundled table of known ids) before any weights download, so that a deploy YAML or a
+    // pipeline that cannot run yet fails in seconds. What describes the checkpoint may need more
+    // files than that; only a pipeline that cannot be served stops here.
+    ServeFlags probe = flags;
+    use_hub_model(probe, hub::FileSet::kConfig);
+    const runtime::ServableStages probe_servable = runtime::servable_stages(build_config(probe));
+    check_supported();
+    try {
+      runtime::pipeline_spec_from_config(probe_servable.config);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kUnsupported) throw;
+    }
+  }
+  use_hub_model(flags, hub::FileSet::kPipeline);
   const runtime::ServableStages servable = runtime::servable_stages(build_config(flags));
   const config::EffectiveConfig& config = servable.config;
   spdlog::info("serve: model {} -> pipeline {} ({}), platform {}, {} stage(s), async_chunk {}", config.model,
