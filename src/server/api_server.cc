@@ -1,23 +1,12 @@
 #include "server/api_server.h"
 
+#include "server/api_keys.h"
 #include "server/http_server.h"
 #include "server/openai_error.h"
 #include "server/routes.h"
 #include "server/serving_context.h"
 
 namespace omni::server {
-namespace {
-
-// Compares without an early exit so the time taken does not reveal how much of a key matched.
-bool same_key(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ expected[i % (expected.empty() ? 1 : expected.size())]);
-  }
-  return diff == 0 && !expected.empty();
-}
-
-}  // namespace
 
 struct ApiServer::Impl {
   Impl(ApiServerOptions opts, runtime::ServingBackend& backend, const PromptRenderer* renderer,
@@ -26,11 +15,14 @@ struct ApiServer::Impl {
         served_names(options.served_model_names.empty() ? std::vector<std::string>{options.model_path}
                                                         : options.served_model_names),
         metrics(registry, served_names.empty() ? "" : served_names.front()),
-        context{backend,         renderer, served_names,     options.model_path,       options.max_model_len,
-                options.version, metrics,  options.pipeline, options.output_modalities},
+        inflight(options.max_inflight_requests),
+        context{backend,         renderer, served_names,     options.model_path,        options.max_model_len,
+                options.version, metrics,  options.pipeline, options.output_modalities, &inflight},
+        api_keys(options.api_keys),
+        cors(options.cors),
         http(
-            HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
-                              std::chrono::seconds(60), options.drain_timeout},
+            HttpServerOptions{options.host, options.port, options.io_threads, options.http_limits,
+                              options.drain_timeout},
             [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
             transport_error_response) {
     add_info_routes(router, context, registry);
@@ -40,12 +32,15 @@ struct ApiServer::Impl {
     add_speech_routes(router, context, options.speech);
   }
 
-  void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {
-    if (options.api_key && request.path.starts_with("/v1")) {
+  void handle(HttpRequest& request, std::shared_ptr<Responder> responder) {
+    if (std::optional<HttpResponse> preflight = cors.preflight(request)) {
+      responder->respond(std::move(*preflight));
+      return;
+    }
+    responder = with_headers(std::move(responder), cors.response_headers(request));
+    if (api_keys.guards(request.method, request.path, router.has_path(request.path))) {
       std::string_view authorization = request.header("authorization");
-      constexpr std::string_view kBearer = "Bearer ";
-      bool ok = authorization.starts_with(kBearer) && same_key(authorization.substr(kBearer.size()), *options.api_key);
-      if (!ok) {
+      if (!api_keys.accepts(authorization)) {
         HttpResponse response = error_response(
             401, error_code_name(ErrorCode::kUnauthorized),
             authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key");
@@ -60,7 +55,10 @@ struct ApiServer::Impl {
   ApiServerOptions options;
   std::vector<std::string> served_names;
   RequestMetrics metrics;
+  InflightLimit inflight;
   ServingContext context;
+  ApiKeys api_keys;
+  CorsPolicy cors;
   Router router;
   HttpServer http;
 };
