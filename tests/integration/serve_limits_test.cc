@@ -277,6 +277,22 @@ TEST_F(ServeLimitsTest, RequestsPastTheInflightBoundAre503WithRetryAfter) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+// The server was started with --host 127.0.0.1: another loopback address has nothing listening.
+TEST_F(ServeLimitsTest, TheHostFlagIsTheOnlyAddressListenedOn) {
+  auto connects = [](const char* address) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    inet_pton(AF_INET, address, &to.sin_addr);
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0;
+    ::close(fd);
+    return ok;
+  };
+  EXPECT_TRUE(connects("127.0.0.1"));
+  EXPECT_FALSE(connects("127.0.0.2"));
+}
+
 // The keys from the environment: OMNISTAGE_API_KEY wins over VLLM_API_KEY, which works alone too.
 TEST(ServeApiKeyEnvironment, KeysComeFromOmnistageApiKeyElseVllmApiKey) {
   TempDir dir;
