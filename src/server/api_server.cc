@@ -23,7 +23,9 @@ struct ApiServer::Impl {
         http(
             HttpServerOptions{options.host, options.port, options.io_threads, options.http_limits,
                               options.drain_timeout},
-            [this](HttpRequest& request, std::shared_ptr<Responder> responder) { handle(request, responder); },
+            [this](HttpRequest& request, std::shared_ptr<Responder> responder) {
+              handle(request, std::move(responder));
+            },
             transport_error_response) {
     add_info_routes(router, context, registry);
     add_completion_routes(router, context);
