@@ -2,9 +2,12 @@
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -79,13 +82,73 @@ std::unique_ptr<server::TokenizerRenderer> load_renderer(const std::filesystem::
   return renderer;
 }
 
+// --api-key, else OMNISTAGE_API_KEY, else VLLM_API_KEY (as vLLM reads its variable); empty: no keys.
+std::vector<std::string> api_keys(const ServeFlags& flags) {
+  if (flags.was_given("api_key")) return flags.values["api_key"].get<std::vector<std::string>>();
+  for (const char* variable : {"OMNISTAGE_API_KEY", "VLLM_API_KEY"}) {
+    if (const char* key = std::getenv(variable); key && *key) return {key};
+  }
+  return {};
+}
+
+std::chrono::milliseconds seconds_flag(const ServeFlags& flags, const std::string& dest) {
+  return std::chrono::milliseconds(std::llround(flags.values[dest].get<double>() * 1000.0));
+}
+
+server::HttpLimits http_limits(const ServeFlags& flags) {
+  server::HttpLimits limits;
+  limits.max_body_bytes = flags.values["max_request_body_bytes"].get<size_t>();
+  limits.max_header_bytes = flags.values["h11_max_incomplete_event_size"].get<size_t>();
+  limits.max_header_fields = flags.values["h11_max_header_count"].get<size_t>();
+  limits.keep_alive_timeout = seconds_flag(flags, "timeout_keep_alive");
+  // vLLM sets its keep-alive timeout with this variable; the flag wins over it.
+  if (const char* text = std::getenv("VLLM_HTTP_TIMEOUT_KEEP_ALIVE");
+      text && *text && !flags.was_given("timeout_keep_alive")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds > 0)) {
+      throw_error(ErrorCode::kInvalidArgument, "VLLM_HTTP_TIMEOUT_KEEP_ALIVE: '{}' is not a number of seconds > 0",
+                  text);
+    }
+    limits.keep_alive_timeout = std::chrono::milliseconds(std::llround(seconds * 1000.0));
+  }
+  limits.header_timeout = seconds_flag(flags, "header_read_timeout");
+  limits.body_timeout = seconds_flag(flags, "body_read_timeout");
+  limits.max_connections = flags.values["max_connections"].get<size_t>();
+  return limits;
+}
+
+// Each connection is a file descriptor, as are the stages' sockets and shared-memory segments: the
+// soft limit is raised towards the hard one (as vLLM does) so that --max-connections, not EMFILE,
+// is what refuses clients.
+void raise_open_file_limit(size_t max_connections) {
+  constexpr rlim_t kReserve = 256;  // the stages' channels, segments, log files
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = static_cast<rlim_t>(max_connections) + kReserve;
+  if (limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(limit.rlim_max, std::max<rlim_t>(wanted, 65536));
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur < wanted) {
+    spdlog::warn(
+        "serve: the open-file limit ({}) is below --max-connections {} plus {} for the stages; clients past "
+        "it are refused by the kernel rather than answered 503",
+        limit.rlim_cur, max_connections, kReserve);
+  }
+}
+
 server::ApiServerOptions api_server_options(const ServeFlags& flags, const runtime::ServableStages& servable,
                                             const model::ModelFacts& facts) {
   const config::EffectiveConfig& config = servable.config;
   server::ApiServerOptions options;
   options.host = flags.values["host"].is_null() ? "0.0.0.0" : flags.values["host"].get<std::string>();
   options.port = static_cast<uint16_t>(flags.values["port"].get<int64_t>());
-  if (!flags.values["api_key"].is_null()) options.api_key = flags.values["api_key"].get<std::string>();
+  options.api_keys = api_keys(flags);
+  options.cors.allowed_origins = flags.values["allowed_origins"].get<std::vector<std::string>>();
+  options.cors.allowed_methods = flags.values["allowed_methods"].get<std::vector<std::string>>();
+  options.cors.allowed_headers = flags.values["allowed_headers"].get<std::vector<std::string>>();
+  options.cors.allow_credentials = flags.was_given("allow_credentials");
+  options.http_limits = http_limits(flags);
+  options.max_inflight_requests = flags.values["max_inflight_requests"].get<size_t>();
   if (flags.values["served_model_name"].is_array()) {
     for (const auto& name : flags.values["served_model_name"]) options.served_model_names.push_back(name);
   }
@@ -185,6 +248,7 @@ int run_serve(ServeFlags flags) {
   const std::filesystem::path model_dir(config.model);
   std::unique_ptr<server::TokenizerRenderer> renderer = load_renderer(model_dir, flags);
 
+  raise_open_file_limit(flags.values["max_connections"].get<size_t>());
   // Before any thread starts, so that SIGINT/SIGTERM reach only this thread's wait below.
   runtime::TerminationSignals signals;
   MetricsRegistry metrics;

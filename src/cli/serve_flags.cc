@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "base/error.h"
@@ -33,7 +34,56 @@ std::vector<FlagSpec> make_specs() {
       // ---- server and engine -------------------------------------------------------------
       {.name = "--host", .help = "Host name or IP address to listen on (default: all interfaces)"},
       {.name = "--port", .kind = K::kInt, .default_value = 8000, .help = "Port to listen on"},
-      {.name = "--api-key", .help = "Require this key in the Authorization header of every request"},
+      {.name = "--api-key",
+       .kind = K::kList,
+       .help = "Require one of these keys as 'Authorization: Bearer <key>' (default: $OMNISTAGE_API_KEY, else "
+               "$VLLM_API_KEY); /health, /ping, /load, /version and /metrics stay open"},
+      {.name = "--allowed-origins",
+       .kind = K::kJsonList,
+       .default_value = OrderedJson::array({"*"}),
+       .help = "CORS: origins allowed to call the API, as a JSON list"},
+      {.name = "--allowed-methods",
+       .kind = K::kJsonList,
+       .default_value = OrderedJson::array({"*"}),
+       .help = "CORS: methods allowed in cross-origin requests, as a JSON list"},
+      {.name = "--allowed-headers",
+       .kind = K::kJsonList,
+       .default_value = OrderedJson::array({"*"}),
+       .help = "CORS: request headers allowed in cross-origin requests, as a JSON list"},
+      {.name = "--allow-credentials", .kind = K::kSwitch, .help = "CORS: allow credentials (cookies, authorization)"},
+      {.name = "--max-request-body-bytes",
+       .kind = K::kInt,
+       .default_value = 67108864,
+       .help = "Largest request body accepted, bytes; a larger one is answered 413"},
+      {.name = "--h11-max-incomplete-event-size",
+       .kind = K::kInt,
+       .default_value = 4194304,
+       .help = "Largest request line plus headers accepted, bytes; larger is answered 431"},
+      {.name = "--h11-max-header-count",
+       .kind = K::kInt,
+       .default_value = 256,
+       .help = "Most header fields in a request; more is answered 431"},
+      {.name = "--timeout-keep-alive",
+       .kind = K::kFloat,
+       .default_value = 5.0,
+       .help = "Seconds an idle keep-alive connection stays open (default: $VLLM_HTTP_TIMEOUT_KEEP_ALIVE, else 5)"},
+      {.name = "--header-read-timeout",
+       .kind = K::kFloat,
+       .default_value = 10.0,
+       .help = "Seconds a client has to send a request's headers; a slower one is disconnected"},
+      {.name = "--body-read-timeout",
+       .kind = K::kFloat,
+       .default_value = 60.0,
+       .help = "Seconds a client has to send a request's body after its headers; a slower one is disconnected"},
+      {.name = "--max-connections",
+       .kind = K::kInt,
+       .default_value = 1000,
+       .help = "Client connections open at once; one more is answered 503 with Retry-After (0: no cap)"},
+      {.name = "--max-inflight-requests",
+       .kind = K::kInt,
+       .default_value = 4096,
+       .help = "Generation requests queued or running at once; one more is answered 503 with Retry-After (0: no "
+               "bound)"},
       {.name = "--served-model-name", .kind = K::kList, .help = "Model name(s) the API answers to (default: MODEL)"},
       {.name = "--tokenizer", .help = "Tokenizer folder or Hugging Face id (default: MODEL)"},
       {.name = "--revision",
@@ -580,6 +630,13 @@ OrderedJson convert(const FlagSpec& spec, const std::string& text) {
       if (!parsed.is_object()) bad_value(spec, text, "a JSON object");
       return OrderedJson::parse(text);
     }
+    case K::kJsonList: {
+      Json parsed = parse_json(text, spec.name);
+      bool strings = parsed.is_array();
+      for (const Json& item : parsed) strings = strings && item.is_string();
+      if (!strings) bad_value(spec, text, "a JSON list of strings, e.g. '[\"*\"]'");
+      return OrderedJson::parse(text);
+    }
     default:
       if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
         throw_error(ErrorCode::kInvalidArgument, "{}: invalid choice '{}' (choose from {})", spec.name, text,
@@ -654,6 +711,18 @@ void validate_combinations(const ServeFlags& f) {
   require_range(f, "init_timeout", "--init-timeout", 1, kMax);
   require_range(f, "api_server_count", "--api-server-count", 1, 1024);
   require_range(f, "omni_dp_size_local", "--omni-dp-size-local", 1, 4096);
+  require_range(f, "max_request_body_bytes", "--max-request-body-bytes", 1, int64_t{1} << 40);
+  require_range(f, "h11_max_incomplete_event_size", "--h11-max-incomplete-event-size", 1024, UINT32_MAX);
+  require_range(f, "h11_max_header_count", "--h11-max-header-count", 1, 1'000'000);
+  require_range(f, "max_connections", "--max-connections", 0, 1'000'000);
+  require_range(f, "max_inflight_requests", "--max-inflight-requests", 0, 1'000'000'000);
+  for (const auto& [dest, flag] : {std::pair{"timeout_keep_alive", "--timeout-keep-alive"},
+                                   std::pair{"header_read_timeout", "--header-read-timeout"},
+                                   std::pair{"body_read_timeout", "--body-read-timeout"}}) {
+    if (f.was_given(dest) && !(f.values[dest].get<double>() > 0)) {
+      throw_error(ErrorCode::kInvalidArgument, "{} must be > 0 seconds, got {}", flag, f.values[dest].get<double>());
+    }
+  }
   require_range(f, "stage_id", "--stage-id", 0, 1'000'000);
 
   if (f.was_given("gpu_memory_utilization")) {
@@ -798,10 +867,10 @@ ServeFlagParser::ServeFlagParser(CLI::App& app) {
         binding.option = app.add_option(names, *binding.text, help)
                              ->group(group)
                              ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-                             ->type_name(spec.kind == K::kInt     ? "INT"
-                                         : spec.kind == K::kFloat ? "FLOAT"
-                                         : spec.kind == K::kJson  ? "JSON"
-                                                                  : "TEXT");
+                             ->type_name(spec.kind == K::kInt                                 ? "INT"
+                                         : spec.kind == K::kFloat                             ? "FLOAT"
+                                         : spec.kind == K::kJson || spec.kind == K::kJsonList ? "JSON"
+                                                                                              : "TEXT");
         break;
     }
     if (const std::string text = default_text(spec); !text.empty()) binding.option->default_str(text);

@@ -30,6 +30,7 @@ enum class FlagKind {
   kInt,
   kFloat,
   kJson,      // a JSON object given as text
+  kJsonList,  // a JSON list of strings given as text ('["*"]'), as vLLM's CORS flags take
   kList,      // one or more strings
   kSwitch,    // present = true
   kBoolPair,  // --x / --no-x

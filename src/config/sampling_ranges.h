@@ -23,8 +23,15 @@ struct SamplingRange {
 
 // The most top logprobs a request may ask for per token (vLLM's default max_logprobs).
 inline constexpr int kMaxLogprobs = 20;
+// The most completions one request may ask for (OpenAI's bound on `n`): each is a sequence of its
+// own in the engine, so an unbounded n is an unbounded amount of work and memory for one request.
+inline constexpr int kMaxN = 128;
+// Stop strings: how many one request may give and how long each may be (bytes). Every generated
+// token is matched against all of them, and streamed text is held back by the longest one.
+inline constexpr int kMaxStopStrings = 64;
+inline constexpr int kMaxStopStringBytes = 1024;
 
-inline constexpr SamplingRange kSamplingN{"n", 1, true, std::numeric_limits<double>::infinity(), "at least 1"};
+inline constexpr SamplingRange kSamplingN{"n", 1, true, kMaxN, "in [1, 128]"};
 inline constexpr SamplingRange kTemperature{"temperature", 0, true, std::numeric_limits<double>::infinity(), ">= 0"};
 inline constexpr SamplingRange kTopP{"top_p", 0, false, 1, "in (0, 1]"};
 inline constexpr SamplingRange kTopK{"top_k", -1, true, std::numeric_limits<double>::infinity(),

@@ -36,8 +36,16 @@ SamplingParams validated(SamplingParams params) {
   for (const auto& [token, bias] : params.logit_bias) {
     if (!std::isfinite(bias)) reject("logit_bias", "finite", fmt::format("{} for token {}", bias, token));
   }
+  if (params.stop.size() > static_cast<size_t>(config::kMaxStopStrings)) {
+    reject("stop", fmt::format("at most {} strings", config::kMaxStopStrings),
+           fmt::format("{} strings", params.stop.size()));
+  }
   for (const std::string& s : params.stop) {
     if (s.empty()) reject("stop", "a list of non-empty strings", "an empty string");
+    if (s.size() > static_cast<size_t>(config::kMaxStopStringBytes)) {
+      reject("stop", fmt::format("strings of at most {} bytes", config::kMaxStopStringBytes),
+             fmt::format("one of {} bytes", s.size()));
+    }
   }
   if (params.max_tokens) check(config::kMaxTokens, *params.max_tokens);
   check(config::kMinTokens, params.min_tokens);

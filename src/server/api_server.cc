@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include "server/api_keys.h"
 #include "server/http_server.h"
 #include "server/openai_error.h"
 #include "server/process_local_state.h"
@@ -7,43 +8,6 @@
 #include "server/serving_context.h"
 
 namespace omni::server {
-namespace {
-
-// Compares without an early exit so the time taken does not reveal how much of a key matched.
-bool same_key(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ expected[i % (expected.empty() ? 1 : expected.size())]);
-  }
-  return diff == 0 && !expected.empty();
-}
-
-// With several API frontends, every response names the frontend that answered it
-// (x-omnistage-frontend: its index), so that a client can see how its requests were spread.
-class FrontendResponder final : public Responder {
- public:
-  FrontendResponder(std::shared_ptr<Responder> inner, std::string index)
-      : inner_(std::move(inner)), index_(std::move(index)) {}
-
-  void respond(HttpResponse response) override {
-    response.headers.emplace_back("x-omnistage-frontend", index_);
-    inner_->respond(std::move(response));
-  }
-  void start_stream(int status, std::string content_type, HttpHeaders headers) override {
-    headers.emplace_back("x-omnistage-frontend", index_);
-    inner_->start_stream(status, std::move(content_type), std::move(headers));
-  }
-  void write(std::string data) override { inner_->write(std::move(data)); }
-  void end_stream() override { inner_->end_stream(); }
-  void run(std::function<void()> task) override { inner_->run(std::move(task)); }
-  void on_disconnect(std::function<void()> callback) override { inner_->on_disconnect(std::move(callback)); }
-
- private:
-  std::shared_ptr<Responder> inner_;
-  std::string index_;
-};
-
-}  // namespace
 
 struct ApiServer::Impl {
   Impl(ApiServerOptions opts, runtime::ServingBackend& backend, const PromptRenderer* renderer,
@@ -52,17 +16,23 @@ struct ApiServer::Impl {
         served_names(options.served_model_names.empty() ? std::vector<std::string>{options.model_path}
                                                         : options.served_model_names),
         metrics(registry, served_names.empty() ? "" : served_names.front()),
+        inflight(options.max_inflight_requests),
         context{backend,         renderer, served_names,     options.model_path,        options.max_model_len,
-                options.version, metrics,  options.pipeline, options.output_modalities, options.unserved_modalities},
+                options.version, metrics,  options.pipeline, options.output_modalities, options.unserved_modalities,
+                &inflight},
+        api_keys(options.api_keys),
+        cors(options.cors),
         http(
-            HttpServerOptions{options.host, options.port, options.io_threads, options.max_body_bytes,
-                              std::chrono::seconds(60), options.drain_timeout, options.reuse_port},
+            HttpServerOptions{options.host, options.port, options.io_threads, options.http_limits,
+                              options.drain_timeout, options.reuse_port},
             [this](HttpRequest& request, std::shared_ptr<Responder> responder) {
+              // With several API frontends, every response names the frontend that answered it, so
+              // that a client can see how its requests were spread.
               if (options.api_server_count != 1) {
-                responder =
-                    std::make_shared<FrontendResponder>(std::move(responder), std::to_string(options.frontend_index));
+                responder = with_headers(std::move(responder),
+                                         {{"x-omnistage-frontend", std::to_string(options.frontend_index)}});
               }
-              handle(request, responder);
+              handle(request, std::move(responder));
             },
             transport_error_response) {
     frontend_requests = &registry
@@ -84,12 +54,15 @@ struct ApiServer::Impl {
     if (options.playground) add_playground_routes(router);
   }
 
-  void handle(HttpRequest& request, const std::shared_ptr<Responder>& responder) {
-    if (options.api_key && request.path.starts_with("/v1")) {
+  void handle(HttpRequest& request, std::shared_ptr<Responder> responder) {
+    if (std::optional<HttpResponse> preflight = cors.preflight(request)) {
+      responder->respond(std::move(*preflight));
+      return;
+    }
+    responder = with_headers(std::move(responder), cors.response_headers(request));
+    if (api_keys.guards(request.method, request.path, router.has_path(request.path))) {
       std::string_view authorization = request.header("authorization");
-      constexpr std::string_view kBearer = "Bearer ";
-      bool ok = authorization.starts_with(kBearer) && same_key(authorization.substr(kBearer.size()), *options.api_key);
-      if (!ok) {
+      if (!api_keys.accepts(authorization)) {
         HttpResponse response = error_response(
             401, error_code_name(ErrorCode::kUnauthorized),
             authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key");
@@ -110,7 +83,10 @@ struct ApiServer::Impl {
   Counter* frontend_requests = nullptr;
   std::vector<std::string> served_names;
   RequestMetrics metrics;
+  InflightLimit inflight;
   ServingContext context;
+  ApiKeys api_keys;
+  CorsPolicy cors;
   Router router;
   HttpServer http;
 };

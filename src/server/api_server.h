@@ -1,5 +1,6 @@
 // The OpenAI-compatible API server: the HTTP transport, the routing table with every route
-// family, API-key checks, and the request metrics, in front of one ServingBackend.
+// family, API-key checks (api_keys.h), CORS (cors.h), the bound on requests in flight
+// (inflight_limit.h), and the request metrics, in front of one ServingBackend.
 //
 // Ownership: the backend, the renderer and the metrics registry are the caller's and must
 // outlive the ApiServer. Threads: construct, start() and stop() from one thread.
@@ -15,6 +16,8 @@
 
 #include "base/metrics.h"
 #include "runtime/serving_backend.h"
+#include "server/cors.h"
+#include "server/http_server.h"
 #include "server/prompt_renderer.h"
 #include "server/speech_request.h"
 
@@ -23,9 +26,10 @@ namespace omni::server {
 struct ApiServerOptions {
   std::string host = "127.0.0.1";  // --host
   uint16_t port = 8000;            // --port; 0 picks a free port
-  // --api-key: when set, every /v1 route needs `Authorization: Bearer <key>` (as in vLLM,
-  // /health, /version, /metrics, /tokenize and /detokenize stay open).
-  std::optional<std::string> api_key;
+  // --api-key (or OMNISTAGE_API_KEY / VLLM_API_KEY): when any is set, requests need
+  // `Authorization: Bearer <key>` with one of them (which paths: api_keys.h).
+  std::vector<std::string> api_keys;
+  CorsOptions cors;  // --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials
   // --served-model-name; empty means the model path, as in vLLM.
   std::vector<std::string> served_model_names;
   std::string model_path;
@@ -39,7 +43,9 @@ struct ApiServerOptions {
   // models are not built yet): a request for one is refused saying so.
   std::vector<std::string> unserved_modalities;
   int io_threads = 4;
-  size_t max_body_bytes = size_t{32} * 1024 * 1024;
+  HttpLimits http_limits;
+  // Backend requests in flight at most (--max-inflight-requests); past it 503 with Retry-After. 0: no bound.
+  size_t max_inflight_requests = 4096;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
   SpeechOptions speech;  // the voices and limits of /v1/audio/speech
   // --enable-sleep-mode: POST /v1/omni/sleep and /v1/omni/wakeup work (else they answer 400).

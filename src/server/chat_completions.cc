@@ -3,6 +3,13 @@
 // (the requested output modalities) and `sampling_params_list` (per-stage sampling parameters).
 // Streams send, per choice, a first chunk with the assistant role, then content deltas, then a
 // chunk with the finish reason; each chunk names its `modality`, as vLLM-Omni's do.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string_view>
+
 #include "server/completion_response.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
@@ -11,6 +18,10 @@
 
 namespace omni::server {
 namespace {
+
+// The message roles of OpenAI's chat API (and vLLM's): a template given another one would render
+// it as it pleases, or not at all.
+constexpr std::array<std::string_view, 6> kRoles = {"system", "user", "assistant", "tool", "developer", "function"};
 
 void check_messages(const Json& body) {
   auto it = body.find("messages");
@@ -21,7 +32,12 @@ void check_messages(const Json& body) {
     std::string prefix = fmt::format("messages[{}]", i);
     if (!message.is_object()) throw_invalid_field(prefix, "'{}' must be an object", prefix);
     FieldReader fields(message, prefix + ".");
-    if (!fields.string("role")) throw_invalid_field(prefix + ".role", "'{}.role' is required", prefix);
+    std::optional<std::string> role = fields.string("role");
+    if (!role) throw_invalid_field(prefix + ".role", "'{}.role' is required", prefix);
+    if (std::find(kRoles.begin(), kRoles.end(), *role) == kRoles.end()) {
+      throw_invalid_field(prefix + ".role", "'{}.role' must be one of {}, got {}", prefix, fmt::join(kRoles, ", "),
+                          brief(*role));
+    }
     auto content = message.find("content");
     if (content != message.end() && !content->is_null() && !content->is_string() && !content->is_array()) {
       throw_invalid_field(prefix + ".content", "'{}.content' must be a string or a list of content parts", prefix);
@@ -74,6 +90,8 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
   apply_truncate_prompt_tokens(body, generation.prompt_token_ids);
+  context.check_context_length(generation.prompt_token_ids.size(), max_tokens_of(generation.sampling_params),
+                               "messages");
   spec.id = random_request_id("chatcmpl-");
   generation.request_id = spec.id;
 

@@ -22,7 +22,7 @@ std::vector<int32_t> token_ids_from(const Json& list, const std::string& field) 
   ids.reserve(list.size());
   for (const Json& item : list) {
     if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() > INT32_MAX) {
-      throw_invalid_field(field, "'{}' must hold non-negative token ids, got {}", field, item.dump());
+      throw_invalid_field(field, "'{}' must hold non-negative token ids, got {}", field, brief(item));
     }
     ids.push_back(item.get<int32_t>());
   }
@@ -79,7 +79,11 @@ void handle_completion(const ServingContext& context, HttpRequest& request, std:
   CompletionResponseSpec spec = response_spec_from_request(CompletionApi::kText, std::move(model), fields, sampling);
 
   std::vector<Prompt> prompts = read_prompts(body, context, fields.boolean("add_special_tokens").value_or(true));
-  for (Prompt& prompt : prompts) apply_truncate_prompt_tokens(body, prompt.token_ids);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    apply_truncate_prompt_tokens(body, prompts[i].token_ids);
+    context.check_context_length(prompts[i].token_ids.size(), max_tokens_of(sampling),
+                                 prompts.size() == 1 ? "prompt" : fmt::format("prompt[{}]", i));
+  }
   if (echo) {
     for (const Prompt& prompt : prompts) {
       spec.echo.push_back(

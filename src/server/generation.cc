@@ -19,6 +19,7 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& contex
     run->progress_.push_back(std::move(progress));
   }
   run->unfinished_ = requests.size();
+  if (context.inflight) context.inflight->acquire(requests.size());
 
   std::weak_ptr<GenerationRun> weak = run;
   responder->on_disconnect([weak] {
@@ -39,8 +40,10 @@ std::shared_ptr<GenerationRun> GenerationRun::start(const ServingContext& contex
       context.metrics.requests_waiting.add(-1);
       run->dropped_ = true;
       for (size_t j = 0; j < i; ++j) context.backend.abort(run->progress_[j].request_id);
-      // The requests never submitted will not report: only the aborted ones settle the gauges.
+      // The requests never submitted will not report: only the aborted ones settle the gauges
+      // and give back their places.
       for (size_t j = i; j < run->progress_.size(); ++j) run->progress_[j].finished = true;
+      if (context.inflight) context.inflight->release(run->progress_.size() - i);
       throw;
     }
   }
@@ -73,6 +76,7 @@ void GenerationRun::deliver(size_t index, const runtime::ResponseEvent& event, C
   }
   if (event.finished) {
     progress.finished = true;
+    if (context_.inflight) context_.inflight->release(1);
     metrics.requests_running.add(-1);
     metrics.e2e_request_latency.observe(std::chrono::duration<double>(at - started_).count());
     metrics.prompt_tokens.add(event.prompt_tokens);

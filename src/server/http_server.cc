@@ -8,16 +8,20 @@
 // one write queue.
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <condition_variable>
+#include <cstdint>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -35,11 +39,14 @@ using tcp = net::ip::tcp;  // NOLINT(readability-identifier-naming): Asio's own 
 
 namespace {
 
-constexpr size_t kHeaderLimit = size_t{64} * 1024;
 // Bytes a client may pipeline while its previous answer is pending before we stop reading them.
 constexpr size_t kPipelineLimit = size_t{1024} * 1024;
-constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
+// After a failed accept (out of file descriptors, say) the next one waits this long, so that a
+// full descriptor table does not turn the acceptor into a busy loop.
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+// What a client refused for the connection cap is told to wait before trying again.
+constexpr const char* kRetryAfterSeconds = "1";
 
 std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -70,6 +77,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   HttpErrorRenderer error_renderer;
   net::io_context ioc;
   tcp::acceptor acceptor{net::make_strand(ioc)};
+  net::steady_timer accept_retry{acceptor.get_executor()};
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
@@ -78,19 +86,28 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   std::mutex mutex;
   std::condition_variable sessions_changed;
-  std::unordered_map<Session*, std::weak_ptr<Session>> open_sessions;
+  struct OpenSession {
+    std::weak_ptr<Session> session;
+    bool counted = false;  // counts against limits.max_connections (a refused one does not)
+  };
+  std::unordered_map<Session*, OpenSession> open_sessions;
+  size_t counted_sessions = 0;
 
   void accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
   void session_closed(Session* session) {
     std::lock_guard lock(mutex);
-    open_sessions.erase(session);
+    auto it = open_sessions.find(session);
+    if (it == open_sessions.end()) return;
+    if (it->second.counted) --counted_sessions;
+    open_sessions.erase(it);
     sessions_changed.notify_all();
   }
   std::vector<std::shared_ptr<Session>> live_sessions() {
     std::lock_guard lock(mutex);
     std::vector<std::shared_ptr<Session>> out;
-    for (auto& [raw, weak] : open_sessions) {
-      if (auto s = weak.lock()) out.push_back(std::move(s));
+    for (auto& [raw, open] : open_sessions) {
+      if (auto s = open.session.lock()) out.push_back(std::move(s));
     }
     return out;
   }
@@ -116,6 +133,12 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ec;
     stream_.socket().set_option(tcp::no_delay(true), ec);  // SSE chunks must not wait for Nagle
     read_request();
+  }
+  // Over the connection cap: answers 503 without reading a request, and closes.
+  void refuse(size_t open_connections) {
+    answer_transport_error(
+        503, fmt::format("the server is at its limit of {} open connections; retry later", open_connections),
+        {{"Retry-After", kRetryAfterSeconds}});
   }
 
   // --- called on the strand by the server while stopping ---
@@ -213,12 +236,30 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  const HttpLimits& limits() const { return server_->options.limits; }
+
+  // Between requests of a keep-alive connection the idle timeout applies until the next request's
+  // first byte; from then on (and on a new connection from its acceptance) the header timeout.
   void read_request() {
     if (closed_) return;
     parser_.emplace();
-    parser_->header_limit(kHeaderLimit);
-    parser_->body_limit(server_->options.max_body_bytes);
-    stream_.expires_after(server_->options.keep_alive_timeout);
+    parser_->header_limit(static_cast<std::uint32_t>(std::min<size_t>(limits().max_header_bytes, UINT32_MAX)));
+    parser_->body_limit(limits().max_body_bytes);
+    if (exchange_id_ > 0 && buffer_.size() == 0) {
+      stream_.expires_after(limits().keep_alive_timeout);
+      stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+        if (self->closed_) return;
+        if (ec) return self->close();  // idle timeout, or the client closed its keep-alive connection
+        self->buffer_.commit(n);
+        self->read_header();
+      });
+      return;
+    }
+    read_header();
+  }
+
+  void read_header() {
+    stream_.expires_after(limits().header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
@@ -227,8 +268,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     if (ec) return on_read_error(ec);
     if (server_->stopping) return close();
-    stream_.expires_after(kBodyReadTimeout);
     const auto& header = parser_->get();
+    if (size_t fields = static_cast<size_t>(std::distance(header.begin(), header.end()));
+        fields > limits().max_header_fields) {
+      return answer_transport_error(431, fmt::format("the request has {} header fields, more than the limit of {}",
+                                                     fields, limits().max_header_fields));
+    }
+    stream_.expires_after(limits().body_timeout);
     if (lower(sv(header[http::field::expect])) == "100-continue" && !parser_->is_done()) {
       auto interim = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       net::async_write(stream_, net::buffer(*interim),
@@ -249,10 +295,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read_error(beast::error_code ec) {
     if (ec == http::error::body_limit) {
       return answer_transport_error(
-          413, fmt::format("request body exceeds the limit of {} bytes", server_->options.max_body_bytes));
+          413, fmt::format("the request body exceeds the limit of {} bytes", limits().max_body_bytes));
     }
     if (ec == http::error::header_limit) {
-      return answer_transport_error(431, fmt::format("request headers exceed {} bytes", kHeaderLimit));
+      return answer_transport_error(
+          431, fmt::format("the request line and headers exceed the limit of {} bytes", limits().max_header_bytes));
+    }
+    if (ec == beast::error::timeout) {
+      // The stream has closed the socket already: nothing can be answered.
+      spdlog::debug("http: a client took longer than the header or body read timeout; connection closed");
+      return close();
     }
     if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
@@ -263,9 +315,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A failure found before any handler ran; the request is not fully read, so the connection
   // cannot be reused.
-  void answer_transport_error(int status, const std::string& message) {
+  void answer_transport_error(int status, const std::string& message, const HttpHeaders& headers = {}) {
     begin_exchange(false, true);
-    respond(exchange_id_, server_->error_renderer(status, message));
+    HttpResponse response = server_->error_renderer(status, message);
+    response.headers.insert(response.headers.end(), headers.begin(), headers.end());
+    respond(exchange_id_, std::move(response));
   }
 
   void on_request(beast::error_code ec) {
@@ -462,19 +516,35 @@ std::shared_ptr<Responder> Session::make_responder() {
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-    if (self->stopping) return;
-    if (ec) {
-      spdlog::warn("http: accept failed: {}", ec.message());
-    } else {
-      auto session = std::make_shared<Session>(std::move(socket), self);
-      {
-        std::lock_guard lock(self->mutex);
-        self->open_sessions.emplace(session.get(), session);
-      }
-      net::dispatch(session->executor(), [session] { session->start(); });
-    }
-    self->accept();
+    self->on_accept(ec, std::move(socket));
   });
+}
+
+void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (stopping) return;
+  if (ec) {
+    spdlog::warn("http: accept failed: {}; accepting again in {} ms", ec.message(), kAcceptRetryDelay.count());
+    accept_retry.expires_after(kAcceptRetryDelay);
+    accept_retry.async_wait([self = shared_from_this()](beast::error_code wait_ec) {
+      if (!wait_ec && !self->stopping) self->accept();
+    });
+    return;
+  }
+  auto session = std::make_shared<Session>(std::move(socket), shared_from_this());
+  bool refused = false;
+  {
+    std::lock_guard lock(mutex);
+    const size_t cap = options.limits.max_connections;
+    refused = cap > 0 && counted_sessions >= cap;
+    if (!refused) ++counted_sessions;
+    open_sessions.emplace(session.get(), OpenSession{session, !refused});
+  }
+  if (refused) {
+    net::dispatch(session->executor(), [session, cap = options.limits.max_connections] { session->refuse(cap); });
+  } else {
+    net::dispatch(session->executor(), [session] { session->start(); });
+  }
+  accept();
 }
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer)
@@ -494,10 +564,26 @@ void HttpServer::start() {
                 impl.options.io_threads);
   }
   beast::error_code ec;
-  auto address = net::ip::make_address(impl.options.host, ec);
-  if (ec)
-    throw_error(ErrorCode::kInvalidArgument, "--host {}: not an IP address ({})", impl.options.host, ec.message());
-  tcp::endpoint endpoint(address, impl.options.port);
+  tcp::endpoint endpoint;
+  if (auto address = net::ip::make_address(impl.options.host, ec); !ec) {
+    endpoint = tcp::endpoint(address, impl.options.port);
+  } else {
+    tcp::resolver resolver(impl.ioc);
+    auto results = resolver.resolve(impl.options.host, "", tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+      throw_error(ErrorCode::kInvalidArgument, "--host {}: not an IP address, and resolving it failed: {}",
+                  impl.options.host, ec ? ec.message() : std::string("no address"));
+    }
+    // An IPv4 address first: "localhost" is then 127.0.0.1, where clients look for it.
+    auto chosen = results.begin();
+    for (auto it = results.begin(); it != results.end(); ++it) {
+      if (it->endpoint().address().is_v4()) {
+        chosen = it;
+        break;
+      }
+    }
+    endpoint = tcp::endpoint(chosen->endpoint().address(), impl.options.port);
+  }
   auto fail = [&](const char* what) {
     throw_error(ErrorCode::kUnavailable, "cannot listen on {}:{}: {} failed: {}", impl.options.host, impl.options.port,
                 what, ec.message());
@@ -534,6 +620,7 @@ void HttpServer::stop() {
   net::post(impl.acceptor.get_executor(), [impl = impl_, &closed] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    impl->accept_retry.cancel();
     closed.set_value();
   });
   closed.get_future().wait();

@@ -1,5 +1,5 @@
 // The HTTP/1.1 transport: an asynchronous keep-alive server on Boost.Asio/Beast with N I/O threads.
-// It parses requests, enforces the body limit, hands each request to one HttpHandler and writes
+// It parses requests, enforces the HttpLimits, hands each request to one HttpHandler and writes
 // what the handler answers (whole responses or chunked streams). It knows nothing of routes or
 // of the OpenAI protocol.
 #pragma once
@@ -15,13 +15,30 @@
 
 namespace omni::server {
 
+// What one client may cost the server: each bound is enforced before the request reaches a handler,
+// and a client past it gets an error (or, for the timeouts, its connection closed) while every other
+// connection is unaffected. docs/reliability.md lists them with their flags.
+struct HttpLimits {
+  size_t max_body_bytes = size_t{64} * 1024 * 1024;  // a larger body: 413, before it is read
+  // The request line and header fields together (h11's "incomplete event"): larger, 431.
+  size_t max_header_bytes = size_t{4} * 1024 * 1024;
+  size_t max_header_fields = 256;  // more header fields: 431
+  // From a connection's first byte (or its acceptance) to the end of a request's header: a client
+  // that takes longer is disconnected (slow-header clients hold a connection open for nothing).
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(10)};
+  // From the end of the header to the end of the body.
+  std::chrono::milliseconds body_timeout{std::chrono::seconds(60)};
+  // An idle keep-alive connection is closed after this long without the first byte of a new request.
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(5)};
+  // Connections open at once; one more is answered 503 (with Retry-After) and closed. 0: no cap.
+  size_t max_connections = 1000;
+};
+
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;  // 0 picks a free port; port() tells which
+  std::string host = "127.0.0.1";  // an IP address, or a host name (its first IPv4 address, else its first)
+  uint16_t port = 0;               // 0 picks a free port; port() tells which
   int io_threads = 4;
-  size_t max_body_bytes = size_t{32} * 1024 * 1024;
-  // An idle keep-alive connection is closed after this long without a new request.
-  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};
+  HttpLimits limits;
   // stop() lets in-flight exchanges finish for this long, then aborts them.
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
   // SO_REUSEPORT: other processes listening on the same address share its connections (the
@@ -29,8 +46,8 @@ struct HttpServerOptions {
   bool reuse_port = false;
 };
 
-// Renders a transport-level failure (413 body too large, 400 unparsable request, 500 handler
-// threw) in the protocol's error shape.
+// Renders a transport-level failure (413 body too large, 431 header too large, 503 too many
+// connections, 400 unparsable request, 500 handler threw) in the protocol's error shape.
 using HttpErrorRenderer = std::function<HttpResponse(int status, const std::string& message)>;
 
 // Threads: start() and stop() from one controlling thread; the handler runs on the I/O threads.

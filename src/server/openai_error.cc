@@ -1,6 +1,13 @@
 #include "server/openai_error.h"
 
 namespace omni::server {
+namespace {
+
+// A message may quote what the client sent, and nlohmann's parse errors quote the bytes they
+// stopped at: invalid UTF-8 there is written as U+FFFD instead of failing the error response.
+std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+}  // namespace
 
 Json error_json(int status, std::string_view type, std::string_view message, const std::optional<std::string>& param) {
   Json error = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
@@ -18,14 +25,17 @@ HttpResponse error_response(int status, std::string_view type, std::string_view 
                             const std::optional<std::string>& param) {
   HttpResponse response;
   response.status = status;
-  response.body = error_json(status, type, message, param).dump();
+  response.body = dump(error_json(status, type, message, param));
   return response;
 }
 
 HttpResponse error_response(const Error& error) {
   HttpResponse response;
   response.status = error.http_status();
-  response.body = error_json(error).dump();
+  response.body = dump(error_json(error));
+  if (const auto* retry = dynamic_cast<const RetryLater*>(&error)) {
+    response.headers.emplace_back("Retry-After", std::to_string(retry->retry_after_seconds()));
+  }
   return response;
 }
 

@@ -27,6 +27,18 @@ class InvalidField : public Error {
   std::string field_;
 };
 
+// The server is overloaded (kUnavailable, HTTP 503): the response tells the client when to retry
+// (the Retry-After header, seconds).
+class RetryLater : public Error {
+ public:
+  RetryLater(int retry_after_seconds, const std::string& message)
+      : Error(ErrorCode::kUnavailable, message), retry_after_seconds_(retry_after_seconds) {}
+  int retry_after_seconds() const { return retry_after_seconds_; }
+
+ private:
+  int retry_after_seconds_;
+};
+
 template <typename... Args>
 [[noreturn]] void throw_invalid_field(std::string field, fmt::format_string<Args...> format, Args&&... args) {
   throw InvalidField(std::move(field), fmt::format(format, std::forward<Args>(args)...));
@@ -39,7 +51,8 @@ Json error_json(const Error& error);
 
 HttpResponse error_response(int status, std::string_view type, std::string_view message,
                             const std::optional<std::string>& param = std::nullopt);
-// Status from error.http_status(), type from error_code_name(), param from InvalidField.
+// Status from error.http_status(), type from error_code_name(), param from InvalidField, a
+// Retry-After header from RetryLater.
 HttpResponse error_response(const Error& error);
 // For failures the transport finds (413, 431, 400 unparsable): the type follows the status.
 HttpResponse transport_error_response(int status, const std::string& message);

@@ -3,16 +3,16 @@
 #include "server/openai_error.h"
 
 namespace omni::server {
-namespace {
 
-// A value as an error message quotes it: long values are cut, the message must stay readable.
 std::string brief(const Json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 60) {
+    size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a code point
+    text = text.substr(0, cut) + "...";
+  }
   return text;
 }
-
-}  // namespace
 
 Json parse_request_body(std::string_view body) {
   Json json;

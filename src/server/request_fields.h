@@ -14,6 +14,10 @@
 
 namespace omni::server {
 
+// A value as an error message quotes it: its JSON, cut to 60 bytes (at a code point boundary) so
+// that the message stays readable whatever the client sent.
+std::string brief(const Json& value);
+
 // Parses a request body that must be a JSON object.
 Json parse_request_body(std::string_view body);
 

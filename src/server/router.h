@@ -16,6 +16,8 @@ namespace omni::server {
 class Router {
  public:
   void add(const std::string& method, const std::string& path, HttpHandler handler);
+  // Whether some route (with any method) is at `path`.
+  bool has_path(const std::string& path) const { return routes_.contains(path); }
   // Runs the route's handler. Errors it throws are answered (omni::Error with its status,
   // anything else 500) and never propagate.
   void dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const;

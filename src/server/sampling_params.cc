@@ -31,6 +31,26 @@ std::optional<T> ranged(const FieldReader& fields, const config::SamplingRange& 
   return value;
 }
 
+// `stop` within the engine's bounds (config/sampling_ranges.h), the error naming the entry at fault.
+std::optional<std::vector<std::string>> read_stop(const Json& body, const FieldReader& fields) {
+  auto stop = fields.strings("stop");
+  if (!stop) return stop;
+  if (stop->size() > static_cast<size_t>(config::kMaxStopStrings)) {
+    throw_invalid_field("stop", "'stop' may hold at most {} strings, got {}", config::kMaxStopStrings, stop->size());
+  }
+  const bool list = body.at("stop").is_array();
+  for (size_t i = 0; i < stop->size(); ++i) {
+    const std::string& entry = (*stop)[i];
+    std::string field = list ? fmt::format("stop[{}]", i) : std::string("stop");
+    if (entry.empty()) throw_invalid_field(field, "'{}' is empty; stop strings must not be", field);
+    if (entry.size() > static_cast<size_t>(config::kMaxStopStringBytes)) {
+      throw_invalid_field(field, "'{}' is {} bytes long; a stop string may be at most {} bytes", field, entry.size(),
+                          config::kMaxStopStringBytes);
+    }
+  }
+  return stop;
+}
+
 }  // namespace
 
 Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
@@ -50,7 +70,7 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
   put("repetition_penalty", ranged<double>(fields, config::kRepetitionPenalty));
   put("seed", fields.integer("seed"));
   put("min_tokens", ranged<int64_t>(fields, config::kMinTokens));
-  put("stop", fields.strings("stop"));
+  put("stop", read_stop(body, fields));
   put("stop_token_ids", fields.integers("stop_token_ids"));
   put("ignore_eos", fields.boolean("ignore_eos"));
   put("include_stop_str_in_output", fields.boolean("include_stop_str_in_output"));
@@ -62,7 +82,7 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
   if (const Json* bias = fields.object("logit_bias")) {
     for (const auto& [token, value] : bias->items()) {
       if (!value.is_number()) {
-        throw_invalid_field("logit_bias", "'logit_bias' values must be numbers, got {} for token {}", value.dump(),
+        throw_invalid_field("logit_bias", "'logit_bias' values must be numbers, got {} for token {}", brief(value),
                             token);
       }
     }
@@ -99,6 +119,12 @@ Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint) {
                         *best_of, params.value("n", int64_t{1}));
   }
   return params;
+}
+
+std::optional<int64_t> max_tokens_of(const Json& sampling_params) {
+  auto it = sampling_params.find("max_tokens");
+  if (it == sampling_params.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
 }
 
 void apply_truncate_prompt_tokens(const Json& body, std::vector<int32_t>& prompt_token_ids) {

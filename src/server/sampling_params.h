@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/json.h"
@@ -20,6 +21,9 @@ enum class SamplingEndpoint { kCompletions, kChatCompletions };
 // Throws InvalidField naming the first bad field, and for vLLM fields the engine does not implement
 // (bad_words, allowed_token_ids, prompt_logprobs, structured outputs, best_of > n).
 Json sampling_params_from_request(const Json& body, SamplingEndpoint endpoint);
+
+// The "max_tokens" of parameters from sampling_params_from_request, when set.
+std::optional<int64_t> max_tokens_of(const Json& sampling_params);
 
 // vLLM's truncate_prompt_tokens (k >= 1): keeps the prompt's last k tokens. The server applies it;
 // it is not a sampling parameter of the engine.

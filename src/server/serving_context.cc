@@ -7,13 +7,14 @@
 #include <random>
 
 #include "server/openai_error.h"
+#include "server/request_fields.h"
 
 namespace omni::server {
 
 std::string ServingContext::resolve_model(const Json& body) const {
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) return served_model_names.front();
-  if (!it->is_string()) throw_invalid_field("model", "'model' must be a string, got {}", it->dump());
+  if (!it->is_string()) throw_invalid_field("model", "'model' must be a string, got {}", brief(*it));
   const std::string& name = it->get_ref<const std::string&>();
   if (std::find(served_model_names.begin(), served_model_names.end(), name) == served_model_names.end()) {
     std::string served;
@@ -26,6 +27,23 @@ std::string ServingContext::resolve_model(const Json& body) const {
 const PromptRenderer& ServingContext::require_renderer(std::string_view what) const {
   if (!renderer) throw_error(ErrorCode::kUnsupported, "{} needs a tokenizer, and this server runs without one", what);
   return *renderer;
+}
+
+void ServingContext::check_context_length(size_t prompt_tokens, std::optional<int64_t> max_tokens,
+                                          const std::string& field) const {
+  if (max_model_len <= 0) return;
+  const auto limit = static_cast<size_t>(max_model_len);
+  if (prompt_tokens > limit) {
+    throw_invalid_field(field, "the prompt of '{}' has {} tokens, more than this model's max_model_len of {}", field,
+                        prompt_tokens, max_model_len);
+  }
+  if (max_tokens && prompt_tokens + static_cast<size_t>(*max_tokens) > limit) {
+    throw_invalid_field("max_tokens",
+                        "this model's max_model_len is {} tokens, but the request asks for {} ({} in the prompt of "
+                        "'{}', {} to generate); shorten the prompt or lower 'max_tokens'",
+                        max_model_len, prompt_tokens + static_cast<size_t>(*max_tokens), prompt_tokens, field,
+                        *max_tokens);
+  }
 }
 
 void ServingContext::check_token_ids(const std::vector<int32_t>& token_ids, const std::string& field) const {

@@ -2,11 +2,14 @@
 // identity and the request metrics. Owned by ApiServer; read-only after construction.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/json.h"
 #include "runtime/serving_backend.h"
+#include "server/inflight_limit.h"
 #include "server/prompt_renderer.h"
 #include "server/request_metrics.h"
 
@@ -25,6 +28,8 @@ struct ServingContext {
   std::string pipeline;                          // the served pipeline's name
   std::vector<std::string> output_modalities;    // what its final-output stages produce
   std::vector<std::string> unserved_modalities;  // what its stages that are not served would produce
+  // The bound on backend requests in flight (GenerationRun takes and returns the places); null: none.
+  InflightLimit* inflight = nullptr;
 
   // Throws InvalidField("modalities") naming the pipeline and what it produces when `modalities`
   // asks for a modality no final-output stage of the pipeline produces.
@@ -36,6 +41,10 @@ struct ServingContext {
   std::string resolve_model(const Json& body) const;
   // The renderer, or Error(kUnsupported) naming `what` needs it when there is none.
   const PromptRenderer& require_renderer(std::string_view what) const;
+  // Throws InvalidField(field) naming both numbers when a prompt of `prompt_tokens` tokens, with
+  // `max_tokens` to generate (when given), does not fit in max_model_len; nothing when
+  // max_model_len is not known here (0: the engine checks it then).
+  void check_context_length(size_t prompt_tokens, std::optional<int64_t> max_tokens, const std::string& field) const;
   // Throws InvalidField(field) when a token id is outside [0, vocab_size).
   void check_token_ids(const std::vector<int32_t>& token_ids, const std::string& field) const;
 };

@@ -243,13 +243,39 @@ TEST(ServeCommandTest, FlagsOfMissingFeaturesAreNamed) {
   EXPECT_NE(ray.err.find("--worker-backend ray"), std::string::npos) << ray.err;
 }
 
+// The server's flags (CORS lists, limits, timeouts) are checked like every other, naming the flag.
+TEST(ServeCommandTest, ServerFlagsAreValidatedNamingTheFlag) {
+  ProcessResult origins = omnistage({"serve", kOmni, "--allowed-origins", "http://a.example"});
+  EXPECT_EQ(origins.exit_code, 64);
+  EXPECT_NE(origins.err.find("--allowed-origins: malformed JSON"), std::string::npos) << origins.err;
+  ProcessResult methods = omnistage({"serve", kOmni, "--allowed-methods", R"({"GET": 1})"});
+  EXPECT_EQ(methods.exit_code, 64);
+  EXPECT_NE(methods.err.find("--allowed-methods: '{\"GET\": 1}' is not a JSON list of strings"), std::string::npos)
+      << methods.err;
+  ProcessResult timeout = omnistage({"serve", kOmni, "--timeout-keep-alive", "0"});
+  EXPECT_EQ(timeout.exit_code, 64);
+  EXPECT_NE(timeout.err.find("--timeout-keep-alive must be > 0 seconds, got 0"), std::string::npos) << timeout.err;
+  ProcessResult connections = omnistage({"serve", kOmni, "--max-connections", "-1"});
+  EXPECT_EQ(connections.exit_code, 64);
+  EXPECT_NE(connections.err.find("--max-connections: -1 is out of range [0, 1000000]"), std::string::npos)
+      << connections.err;
+  ProcessResult header = omnistage({"serve", kOmni, "--h11-max-incomplete-event-size", "10"});
+  EXPECT_EQ(header.exit_code, 64);
+  EXPECT_NE(header.err.find("--h11-max-incomplete-event-size: 10 is out of range"), std::string::npos) << header.err;
+  // Valid values pass validation (serve then stops on the pipeline it cannot serve here).
+  ProcessResult valid = omnistage({"serve", kOmni, "--allowed-origins", R"(["http://a.example"])", "--api-key", "k1",
+                                   "k2", "--max-request-body-bytes", "1024", "--header-read-timeout", "0.5"});
+  EXPECT_EQ(valid.exit_code, 69) << valid.err;
+}
+
 TEST(ServeCommandTest, HelpListsTheSpecFlagsWithDefaultsAndChoices) {
   ProcessResult r = omnistage({"serve", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* flag :
        {"--stage-overrides", "--deploy-config", "--async-chunk", "--no-async-chunk", "--omni-master-address",
         "--omni-dp-size-local", "--vae-parallel-mode", "--ulysses-degree", "--usp", "--tensor-parallel-size",
-        "--enable-prefix-caching", "--no-enable-prefix-caching", "--api-server-count", "--dlo-no-use-allgather"}) {
+        "--enable-prefix-caching", "--no-enable-prefix-caching", "--api-server-count", "--dlo-no-use-allgather",
+        "--allowed-origins", "--allow-credentials", "--timeout-keep-alive", "--h11-max-header-count"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
   EXPECT_NE(r.out.find("[alias: -oma]"), std::string::npos) << r.out;

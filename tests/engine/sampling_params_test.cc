@@ -30,7 +30,10 @@ SamplingParams with(F set) {
 }
 
 TEST(SamplingParamsTest, RejectsWhatVllmRejectsNamingTheParameter) {
-  expect_rejected(with([](auto& p) { p.n = 0; }), "n", "at least 1");
+  expect_rejected(with([](auto& p) { p.n = 0; }), "n", "in [1, 128]");
+  expect_rejected(with([](auto& p) { p.n = 100000; }), "n", "in [1, 128]");
+  expect_rejected(with([](auto& p) { p.stop.assign(65, "x"); }), "stop", "at most 64 strings");
+  expect_rejected(with([](auto& p) { p.stop = {std::string(1025, 'x')}; }), "stop", "at most 1024 bytes");
   expect_rejected(with([](auto& p) { p.temperature = -0.5f; }), "temperature", ">= 0");
   expect_rejected(with([](auto& p) { p.top_p = 0.0f; }), "top_p", "(0, 1]");
   expect_rejected(with([](auto& p) { p.top_p = 1.5f; }), "top_p", "(0, 1]");
@@ -50,6 +53,15 @@ TEST(SamplingParamsTest, RejectsWhatVllmRejectsNamingTheParameter) {
   expect_rejected(with([](auto& p) { p.logprobs = -1; }), "logprobs", "[0, 20]");
   expect_rejected(with([](auto& p) { p.stop = {"ok", ""}; }), "stop", "non-empty");
   expect_rejected(with([](auto& p) { p.temperature = std::nanf(""); }), "temperature", ">= 0");
+}
+
+TEST(SamplingParamsTest, AcceptsTheBoundsThemselves) {
+  SamplingParams p = validated(with([](auto& q) {
+    q.n = 128;
+    q.stop.assign(64, std::string(1024, 'x'));
+  }));
+  EXPECT_EQ(p.n, 128);
+  EXPECT_EQ(p.stop.size(), 64u);
 }
 
 TEST(SamplingParamsTest, NormalisesLikeVllm) {

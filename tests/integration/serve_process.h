@@ -74,13 +74,18 @@ struct HttpResult {
 // One `omnistage serve` process on a free loopback port, its log in a file.
 class ServeProcess {
  public:
-  ServeProcess(const fs::path& model, const fs::path& log, std::vector<std::string> extra = {}) : log_(log) {
+  // `env`: "NAME=value" entries added to the server's environment; `with_api_key`: pass --api-key kApiKey.
+  ServeProcess(const fs::path& model, const fs::path& log, std::vector<std::string> extra = {},
+               std::vector<std::string> env = {}, bool with_api_key = true)
+      : log_(log) {
     std::vector<std::string> args = {
-        OMNISTAGE_BINARY,      "serve",    model.string(), "--host", "127.0.0.1",      "--port", "0",
-        "--served-model-name", kModelName, "--api-key",    kApiKey,  "--max-num-seqs", "64"};
+        OMNISTAGE_BINARY,      "serve",    model.string(),   "--host", "127.0.0.1", "--port", "0",
+        "--served-model-name", kModelName, "--max-num-seqs", "64"};
+    if (with_api_key) args.insert(args.end(), {"--api-key", kApiKey});
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
+      for (std::string& entry : env) putenv(entry.data());
       FILE* out = freopen(log.c_str(), "w", stdout);
       if (out == nullptr || dup2(fileno(stdout), STDERR_FILENO) < 0) _exit(127);
       std::vector<char*> argv;

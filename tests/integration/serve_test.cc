@@ -200,15 +200,7 @@ TEST_F(ServeTest, ErrorStatusesLeaveTheServerHealthy) {
       run_process({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", server_->url("/v1/models")});
   EXPECT_EQ(no_key.out, "401");
 
-  const fs::path big = dir_->path() / "big.json";
-  {
-    std::ofstream out(big);
-    out << R"({"model": "demo", "prompt": ")" << std::string(33 * 1024 * 1024, 'a') << R"("})";
-  }
-  r = curl(*server_, "/v1/completions", std::nullopt,
-           {"-H", "Content-Type: application/json", "--data-binary", "@" + big.string()});
-  EXPECT_EQ(r.status, 413) << r.body.substr(0, 200);
-
+  // The size limits, timeouts and caps: serve_limits_test.cc.
   EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
   EXPECT_EQ(curl(*server_, "/v1/completions", completion_body("Hi", 2).dump()).status, 200);
 }

@@ -86,7 +86,7 @@ TEST_F(BenchServeTest, RandomTokenPromptsWithConcurrencyLimitProduceAResultFile)
 }
 
 TEST_F(BenchServeTest, ChatEndpointWithJsonlDatasetAndPoissonRate) {
-  start({}, [](server::ApiServerOptions& o) { o.api_key = "k"; });
+  start({}, [](server::ApiServerOptions& o) { o.api_keys = {"k"}; });
   std::filesystem::path dataset = result_path().replace_extension(".jsonl");
   {
     std::ofstream out(dataset);

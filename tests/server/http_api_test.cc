@@ -360,7 +360,7 @@ TEST_F(HttpApiTest, SamplingRangeErrorsNameTheFieldAndTheAllowedRange) {
 // Each error status, in OpenAI's shape, naming the field where there is one; the server stays
 // healthy after all of them.
 TEST_F(HttpApiTest, ErrorsAreOpenAiShapedAndLeaveTheServerHealthy) {
-  start({}, [](server::ApiServerOptions& o) { o.max_body_bytes = 1024; });
+  start({}, [](server::ApiServerOptions& o) { o.http_limits.max_body_bytes = 1024; });
   auto expect_error = [](const CurlReply& reply, int status, const Json& param) {
     EXPECT_EQ(reply.status, status) << reply.body;
     Json error = reply.json()["error"];
@@ -412,7 +412,7 @@ TEST_F(HttpApiTest, ErrorsAreOpenAiShapedAndLeaveTheServerHealthy) {
 }
 
 TEST_F(HttpApiTest, ApiKeyGuardsTheV1RoutesOnly) {
-  start({}, [](server::ApiServerOptions& o) { o.api_key = "sekrit"; });
+  start({}, [](server::ApiServerOptions& o) { o.api_keys = {"sekrit"}; });
   CurlReply missing = get("/v1/models");
   EXPECT_EQ(missing.status, 401);
   EXPECT_EQ(missing.json()["error"]["code"], 401);
@@ -471,7 +471,7 @@ TEST_F(HttpApiTest, KeepAliveReusesTheConnection) {
 TEST_F(HttpApiTest, ClientDisconnectMidStreamAbortsTheRequest) {
   start({.token_delay = 5ms});
   RawConnection connection(server_->port());
-  std::string body = R"({"prompt": [1], "max_tokens": 100000, "stream": true})";
+  std::string body = R"({"prompt": [1], "max_tokens": 4000, "stream": true})";
   connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                   std::to_string(body.size()) + "\r\n\r\n" + body);
   std::string received = connection.read_until("\"text\":\"c\"");
@@ -484,7 +484,7 @@ TEST_F(HttpApiTest, ClientDisconnectMidStreamAbortsTheRequest) {
 
   // The same for a request that is not streamed: nothing is written until it ends.
   RawConnection quiet(server_->port());
-  body = R"({"prompt": [1], "max_tokens": 100000})";
+  body = R"({"prompt": [1], "max_tokens": 4000})";
   quiet.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
              std::to_string(body.size()) + "\r\n\r\n" + body);
   for (int i = 0; i < 500 && backend_->live_requests() == 0; ++i) std::this_thread::sleep_for(2ms);
@@ -525,7 +525,7 @@ TEST_F(HttpApiTest, StopAbortsStreamsThatOutliveTheDrainTimeout) {
   start({.token_delay = 5ms});
   CurlReply reply;
   std::thread client([&] {
-    reply = post("/v1/completions", {{"prompt", {1}}, {"max_tokens", 100000}, {"stream", true}});
+    reply = post("/v1/completions", {{"prompt", {1}}, {"max_tokens", 4000}, {"stream", true}});
   });
   for (int i = 0; i < 1000 && backend_->live_requests() == 0; ++i) std::this_thread::sleep_for(2ms);
   auto started = std::chrono::steady_clock::now();

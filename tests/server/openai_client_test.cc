@@ -27,7 +27,8 @@ TEST_F(OpenAiClientTest, ModelsCompletionsChatStreamingUsageConcurrencyAndErrors
   ASSERT_TRUE(std::filesystem::exists(modules + "/openai/package.json"))
       << "openai@6 is missing from " << modules << "; run scripts/install-deps";
   // A slow first token keeps the 64 streams in flight at the same time.
-  start({.first_token_delay = 400ms, .token_delay = 1ms}, [](server::ApiServerOptions& o) { o.api_key = "test-key"; });
+  start({.first_token_delay = 400ms, .token_delay = 1ms},
+        [](server::ApiServerOptions& o) { o.api_keys = {"test-key"}; });
 
   ProcessResult result = run_process(
       {node, std::string(OMNI_SOURCE_DIR) + "/tests/server/openai_client.cjs", url("/v1"), "test-key", kModelName},

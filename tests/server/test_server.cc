@@ -122,7 +122,7 @@ void ServerTest::start(ScriptedBackendOptions backend_options,
   options.max_model_len = 4096;
   options.version = "0.1.0-test";
   options.io_threads = 2;
-  options.max_body_bytes = 64 * 1024;
+  options.http_limits.max_body_bytes = 64 * 1024;
   options.drain_timeout = std::chrono::milliseconds(500);
   // The scripted backend answers any modality: it stands for a pipeline with text and audio stages.
   options.pipeline = "scripted";
