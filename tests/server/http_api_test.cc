@@ -38,7 +38,7 @@ TEST_F(HttpApiTest, HealthVersionAndModels) {
 // is the playground page (without the key) unless the option turns it off.
 TEST_F(HttpApiTest, ModelCardsListTheEndpointsAndRootServesThePlayground) {
   start({}, [](server::ApiServerOptions& o) {
-    o.api_key = "sekrit";
+    o.api_keys = {"sekrit"};
     o.pipeline = "qwen3_tts";
     o.output_modalities = {"audio"};
     o.speech.task_type = "CustomVoice";
