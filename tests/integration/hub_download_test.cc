@@ -416,12 +416,12 @@ TEST_F(HubDownloadTest, AMissingRepositoryOrRevisionIsA404NamingIt) {
 
 TEST_F(HubDownloadTest, ServeChecksTheConfigurationBeforeDownloadingWeights) {
   // A repository whose pipeline omnistage cannot serve yet: serve stops before fetching weights.
-  dir_.write("omni/config.json", R"({"model_type": "qwen3_omni_moe"})");
+  dir_.write("omni/config.json", R"({"model_type": "qwen2_5_omni"})");
   dir_.write("omni/model.safetensors", std::string(1 << 20, 'w'));
   MockHub hub(dir_.path(), dir_.path() / "omni");
   ProcessResult result = run_process({OMNISTAGE_BINARY, "serve", kRepo, "--port", "0"}, env(hub));
   EXPECT_EQ(result.exit_code, 69) << result.err;
-  EXPECT_NE(result.err.find("pipeline 'qwen3_omni_moe' is configured and valid, but it cannot be served yet"),
+  EXPECT_NE(result.err.find("pipeline 'qwen2_5_omni' is configured and valid, but it cannot be served yet"),
             std::string::npos)
       << result.err;
   EXPECT_FALSE(hub.requests_for("/config.json").empty());
