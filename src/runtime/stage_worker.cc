@@ -277,26 +277,16 @@ class Worker {
     }
   }
 
-  StageControlAck put_to_sleep(int level) {
+  // Runs a sleep or wake-up `change` of this replica and acknowledges it: the level it is at
+  // afterwards, its resident memory before and after, the seconds taken, and the error (for this
+  // operation only) when `change` threw.
+  template <typename Change>
+  StageControlAck control(const char* operation, Change&& change) {
     StageControlAck ack{
-        config_.stage.stage_id, config_.replica, "sleep", asleep_level_, resident_bytes(), 0, 0, {}, {}};
+        config_.stage.stage_id, config_.replica, operation, asleep_level_, resident_bytes(), 0, 0, {}, {}};
     const auto started = Clock::now();
     try {
-      if (level != 1 && level != 2) {
-        throw_error(ErrorCode::kInvalidArgument, "sleep level must be 1 or 2, not {}", level);
-      }
-      if (level > asleep_level_) {
-        end_all_requests(fmt::format("stage {} was put to sleep", config_.stage.stage_id));
-        if (level == 1) {
-          runner_->sleep();
-        } else {
-          const tensor::Device device = runner_->device();
-          runner_.reset();
-          tensor::release_freed_memory(device);
-          tensor::release_freed_memory(tensor::Device::cpu());
-        }
-        asleep_level_ = level;
-      }
+      change();
     } catch (const Error& e) {
       ack.error = e.code();
       ack.message = fmt::format("stage {} replica {}: {}", config_.stage.stage_id, config_.replica, e.what());
@@ -304,31 +294,37 @@ class Worker {
     ack.level = asleep_level_;
     ack.rss_after_bytes = resident_bytes();
     ack.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    spdlog::info("stage {} replica {}: sleep level {} in {:.3f}s, resident {} -> {} bytes{}", config_.stage.stage_id,
-                 config_.replica, level, ack.seconds, ack.rss_before_bytes, ack.rss_after_bytes,
+    spdlog::info("stage {} replica {}: {} (level {} now) in {:.3f}s, resident {} -> {} bytes{}", config_.stage.stage_id,
+                 config_.replica, operation, ack.level, ack.seconds, ack.rss_before_bytes, ack.rss_after_bytes,
                  ack.error ? ": " + ack.message : "");
     return ack;
   }
 
+  StageControlAck put_to_sleep(int level) {
+    return control("sleep", [&] {
+      if (level != 1 && level != 2) {
+        throw_error(ErrorCode::kInvalidArgument, "sleep level must be 1 or 2, not {}", level);
+      }
+      if (level <= asleep_level_) return;
+      end_all_requests(fmt::format("stage {} was put to sleep", config_.stage.stage_id));
+      if (level == 1) {
+        runner_->sleep();
+      } else {
+        const tensor::Device device = runner_->device();
+        runner_.reset();
+        tensor::release_freed_memory(device);
+        tensor::release_freed_memory(tensor::Device::cpu());
+      }
+      asleep_level_ = level;
+    });
+  }
+
   StageControlAck wake_up() {
-    StageControlAck ack{
-        config_.stage.stage_id, config_.replica, "wakeup", asleep_level_, resident_bytes(), 0, 0, {}, {}};
-    const auto started = Clock::now();
-    try {
+    return control("wakeup", [&] {
       if (asleep_level_ == 1) runner_->wake_up();
       if (asleep_level_ == 2) runner_ = build_runner();
       asleep_level_ = 0;
-    } catch (const Error& e) {
-      ack.error = e.code();
-      ack.message = fmt::format("stage {} replica {}: {}", config_.stage.stage_id, config_.replica, e.what());
-    }
-    ack.level = asleep_level_;
-    ack.rss_after_bytes = resident_bytes();
-    ack.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-    spdlog::info("stage {} replica {}: woke up in {:.3f}s, resident {} -> {} bytes{}", config_.stage.stage_id,
-                 config_.replica, ack.seconds, ack.rss_before_bytes, ack.rss_after_bytes,
-                 ack.error ? ": " + ack.message : "");
-    return ack;
+    });
   }
 
   std::vector<PayloadView> read_payloads(const std::vector<PayloadRef>& refs) {
