@@ -24,13 +24,15 @@ class Uniform {
   SplitMix64 bits_;
 };
 
-void write_json(const std::filesystem::path& path, const OrderedJson& json) {
-  std::ofstream out(path);
-  out << json.dump(2) << "\n";
+}  // namespace
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
   if (!out) throw_error(ErrorCode::kInternal, "{}: cannot write", path.string());
 }
 
-}  // namespace
+void write_json(const std::filesystem::path& path, const OrderedJson& json) { write_text(path, json.dump(2) + "\n"); }
 
 TextModelConfig qwen3_0_6b_shapes() {
   TextModelConfig c;

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
+#include "base/json.h"
 #include "model/hf_config.h"
 #include "tensor/dtype.h"
 
@@ -22,5 +24,11 @@ TextModelConfig qwen3_8b_shapes();
 // dtype: kBF16 or kF32 on disk. Errors: kInternal naming the file that cannot be written.
 void write_random_qwen3_checkpoint(const std::filesystem::path& dir, const TextModelConfig& shapes, uint64_t seed,
                                    tensor::DType dtype);
+
+// The small files of a written checkpoint (configs, tokenizer files, templates), shared by every
+// family's demo checkpoint: `text` as it is, or `json` indented by 2 with a final newline.
+// kInternal naming the file when it cannot be written.
+void write_text(const std::filesystem::path& path, const std::string& text);
+void write_json(const std::filesystem::path& path, const OrderedJson& json);
 
 }  // namespace omni::model

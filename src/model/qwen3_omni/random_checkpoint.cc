@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/splitmix64.h"
+#include "model/random_checkpoint.h"
 #include "model/safetensors_writer.h"
 
 namespace omni::model::qwen3_omni {
@@ -36,14 +37,6 @@ constexpr const char* kChatTemplate =
     "{{- '<|im_end|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw_error(ErrorCode::kInternal, "{}: cannot write", path.string());
-}
-
-void write_json(const fs::path& path, const OrderedJson& json) { write_text(path, json.dump(2) + "\n"); }
 
 OrderedJson added_token(const std::string& content) {
   return OrderedJson{{"content", content}, {"lstrip", false},      {"normalized", false},

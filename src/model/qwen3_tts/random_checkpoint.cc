@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "model/random_checkpoint.h"
 #include "model/safetensors_writer.h"
 
 namespace omni::model::qwen3_tts {
@@ -15,14 +16,6 @@ namespace omni::model::qwen3_tts {
 namespace {
 
 namespace fs = std::filesystem;
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw_error(ErrorCode::kInternal, "{}: cannot write", path.string());
-}
-
-void write_json(const fs::path& path, const OrderedJson& json) { write_text(path, json.dump(2) + "\n"); }
 
 OrderedJson read_ordered_json(const fs::path& path) {
   std::ifstream in(path);
