@@ -30,6 +30,9 @@
 namespace omni::testing {
 namespace {
 
+using media::decode_audio;
+using media::DecodedAudio;
+
 constexpr int kSamplesPerFrame = 1920;
 constexpr int kRate = 24000;
 

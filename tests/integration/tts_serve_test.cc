@@ -21,6 +21,9 @@
 namespace omni::testing {
 namespace {
 
+using media::decode_audio;
+using media::DecodedAudio;
+
 constexpr int kSamplesPerFrame = 1920;  // 80 ms at 24 kHz: one codec frame
 constexpr int kRate = 24000;
 // Few frames keep the suite fast; the talker stops at this many unless it samples EOS first.

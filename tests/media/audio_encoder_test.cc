@@ -22,8 +22,6 @@
 namespace omni::media {
 namespace {
 
-using testing::decode_audio;
-using testing::DecodedAudio;
 
 constexpr int kRate = 24000;
 constexpr int kSamplesPerFrame = 1920;  // one Qwen3-TTS codec frame, 80 ms

@@ -20,6 +20,9 @@
 namespace omni::testing {
 namespace {
 
+using media::decode_audio;
+using media::DecodedAudio;
+
 using namespace std::chrono_literals;
 
 constexpr const char* kText = "Hello!";  // 6 characters: 6 frames
