@@ -19,3 +19,20 @@ export -f curl
   nproc
   uname -r
 } >> "$out/environment.log" 2>&1
+
+# Starts `$omni serve MODEL` on 127.0.0.1:$port in the background (pid in $server) with the
+# extra flags, logging to LOG, and waits until it is ready (0) or has died or taken 300 s (1, with
+# the log's tail). Usage: serve_and_wait MODEL LOG [flags...]; the caller sets $omni and $port.
+serve_and_wait() {
+  local model="$1" log="$2"
+  shift 2
+  "$omni" serve "$model" --host 127.0.0.1 --port "$port" --served-model-name m "$@" > "$log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do
+    grep -q "ready on http" "$log" && return 0
+    kill -0 "$server" 2> /dev/null || { tail -20 "$log"; return 1; }
+    sleep 0.5
+  done
+  tail -20 "$log"
+  return 1
+}

@@ -34,20 +34,6 @@ export OMNISTAGE_DEPLOY_DIR="$here/deploy"
 port=18125
 status=0
 
-serve_and_wait() {  # model log extra-flags...
-  local model="$1" log="$2"
-  shift 2
-  "$omni" serve "$model" --host 127.0.0.1 --port "$port" --served-model-name m "$@" > "$log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 600); do
-    grep -q "ready on http" "$log" && return 0
-    kill -0 "$server" 2> /dev/null || { tail -20 "$log"; return 1; }
-    sleep 0.5
-  done
-  tail -20 "$log"
-  return 1
-}
-
 per_frontend() {
   curl -sS --max-time 10 "http://127.0.0.1:$port/metrics" |
     awk '/^omnistage:api_server_requests_total\{/ { printf "%s ", $0 }'

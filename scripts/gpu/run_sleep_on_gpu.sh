@@ -31,20 +31,6 @@ stage_used() {
     awk -F', ' -v p="|${pids}" 'index(p, "|" $1 "|") { printf "%s:%s ", $1, $2 }'
 }
 
-serve_and_wait() {  # model log extra-flags...
-  local model="$1" log="$2"
-  shift 2
-  "$omni" serve "$model" --host 127.0.0.1 --port "$port" --enable-sleep-mode --served-model-name m "$@" > "$log" 2>&1 &
-  server=$!
-  for _ in $(seq 1 600); do
-    grep -q "ready on http" "$log" && return 0
-    kill -0 "$server" 2> /dev/null || { tail -20 "$log"; return 1; }
-    sleep 0.5
-  done
-  tail -20 "$log"
-  return 1
-}
-
 post() { curl -sS --max-time 300 -H 'Content-Type: application/json' -d "$2" "http://127.0.0.1:$port$1"; }
 
 cycle() {  # label stage-ids-json level outputs-function
@@ -84,7 +70,7 @@ if [[ -z "$only" || "$only" == llm ]]; then
   [[ -d "$work/qwen3-8b" ]] || timeout 300 "$here/make_random_checkpoint" --shape qwen3-8b --out "$work/qwen3-8b" \
       > "$logs/make_qwen3-8b.log" 2>&1 || status=1
   cp "$here/tokenizer/"* "$work/qwen3-8b/" 2> /dev/null
-  if serve_and_wait "$work/qwen3-8b" "$logs/serve_qwen3-8b.log" --device cuda --max-model-len 4096; then
+  if serve_and_wait "$work/qwen3-8b" "$logs/serve_qwen3-8b.log" --enable-sleep-mode --device cuda --max-model-len 4096; then
     cycle qwen3-8b "[0]" 1 llm_outputs
     cycle qwen3-8b "[0]" 2 llm_outputs
     kill -TERM "$server"; wait "$server"
@@ -97,7 +83,7 @@ if [[ -z "$only" || "$only" == tts ]]; then
   echo "=== Qwen3-TTS 1.7B ($(date -u +%T))"
   [[ -d "$work/model_1.7b" ]] || timeout 300 "$omni" demo-model --arch qwen3_tts --shape 1.7b --out "$work/model_1.7b" \
       --tokenizer-from "$here/tokenizer" > "$logs/demo_model.log" 2>&1 || status=1
-  if serve_and_wait "$work/model_1.7b" "$logs/serve_tts.log"; then
+  if serve_and_wait "$work/model_1.7b" "$logs/serve_tts.log" --enable-sleep-mode; then
     cycle qwen3-tts-1.7b "[0]" 1 tts_outputs        # the talker's KV cache
     cycle qwen3-tts-1.7b "[0, 1]" 2 tts_outputs     # both stages whole
     echo "  code2wav at level 1 (501 expected): $(post /v1/omni/sleep '{"stage_ids": [1], "level": 1}')" |
