@@ -857,6 +857,28 @@ TEST_P(OpsTest, ArgmaxAndTopKBreakTiesTowardsTheLowerIndex) {
   EXPECT_EQ(std::vector<int32_t>(ih.data<int32_t>(), ih.data<int32_t>() + 4), (std::vector<int32_t>{1, 3, 2, 4}));
 }
 
+// Vocabulary-length rows (split across blocks on CUDA): the maximum in any slice, ties between
+// slices to the lower index, rows whose length is not a whole number of 16-byte chunks.
+TEST_P(OpsTest, ArgmaxOfVocabularyRowsTiesAcrossSlicesToTheLowerIndex) {
+  for (int n : {151936, 100003}) {
+    const int rows = 4;
+    std::vector<double> x;
+    Tensor xt = random({rows, n}, x);
+    float* v = xt.data<float>();
+    const int64_t at[rows][2] = {{5000, n - 9000}, {n - 1, -1}, {0, n - 1}, {77777, 77778}};
+    for (int r = 0; r < rows; ++r) {
+      for (int64_t i : at[r]) {
+        if (i >= 0) v[r * int64_t{n} + i] = 100.0f;
+      }
+    }
+    Tensor am = out({rows}, DType::kI32);
+    ops::argmax(dev(xt), am);
+    const Tensor got = download(am);
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(got.data<int32_t>()[r], at[r][0]) << "n " << n << " row " << r << ", " << trace();
+  }
+}
+
 // Penalties are applied to the logits in place (float64 reference), and greedy rows take the
 // argmax of what is left.
 TEST_P(OpsTest, SampleGreedyTakesTheArgmaxOfThePenalisedLogits) {

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <cstdint>
 
 #include "tensor/cuda/device.h"
 #include "tensor/tensor.h"
@@ -65,6 +66,37 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return v;
 }
 
+// Candidate (value, index) ordering of argmax and top-k: larger value first, then lower index.
+struct Candidate {
+  float value;
+  int32_t index;
+};
+
+__device__ __forceinline__ bool before(Candidate a, Candidate b) {
+  return a.value > b.value || (a.value == b.value && a.index < b.index);
+}
+
+__device__ __forceinline__ Candidate warp_best(Candidate c) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    Candidate other{__shfl_xor_sync(0xffffffffu, c.value, offset), __shfl_xor_sync(0xffffffffu, c.index, offset)};
+    if (before(other, c)) c = other;
+  }
+  return c;
+}
+
+// Best over the block (blockDim.x a multiple of 32); every thread gets it. `scratch` holds 32
+// Candidates of shared memory; the call synchronises the block twice.
+__device__ __forceinline__ Candidate block_best(Candidate c, Candidate* scratch) {
+  c = warp_best(c);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = c;
+  __syncthreads();
+  c = lane < blockDim.x / 32 ? scratch[lane] : Candidate{-INFINITY, INT32_MAX};
+  c = warp_best(c);
+  __syncthreads();
+  return c;
+}
+
 // Claims the device's error record for the first invalid input value (cuda/device.h): the first
 // kernel to report wins, later reports are dropped.
 __device__ inline void record_error(DeviceErrorRecord* record, DeviceErrorKind kind, int64_t index, int64_t value,
@@ -78,6 +110,8 @@ __device__ inline void record_error(DeviceErrorRecord* record, DeviceErrorKind k
 }
 
 // Throws omni::Error(kInternal) naming the kernel when its launch failed.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 inline void check_launch(const char* kernel, const Tensor& on) { check(cudaGetLastError(), kernel, on.device().index); }
 
 // Calls f(T{}) with T the storage type of a float32/bfloat16/float16 dtype.

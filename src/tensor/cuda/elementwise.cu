@@ -60,8 +60,6 @@ __global__ void substitute_ids_kernel(const int32_t* source, int64_t sources, co
   if (row >= 0 && row < sources) ids[t] = source[row];
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // With `residual`: residual = x + residual (rounded to T), then out = rms_norm(residual). The
 // row is read into registers-through-L1 twice; rows are at most a few thousand elements.
 template <typename T>
@@ -338,35 +336,6 @@ __global__ void softmax_kernel(const T* x, T* out, int64_t n) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = from_float<T>(expf(to_float(in[i]) - mx) * inv);
 }
 
-// Candidate (value, index) ordering of argmax and top-k: larger value first, then lower index.
-struct Candidate {
-  float value;
-  int32_t index;
-};
-
-__device__ __forceinline__ bool before(Candidate a, Candidate b) {
-  return a.value > b.value || (a.value == b.value && a.index < b.index);
-}
-
-__device__ __forceinline__ Candidate warp_best(Candidate c) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    Candidate other{__shfl_xor_sync(0xffffffffu, c.value, offset), __shfl_xor_sync(0xffffffffu, c.index, offset)};
-    if (before(other, c)) c = other;
-  }
-  return c;
-}
-
-__device__ Candidate block_best(Candidate c, Candidate* scratch) {
-  c = warp_best(c);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = c;
-  __syncthreads();
-  c = lane < blockDim.x / 32 ? scratch[lane] : Candidate{-INFINITY, INT32_MAX};
-  c = warp_best(c);
-  __syncthreads();
-  return c;
-}
-
 // Best element of the row that ranks after `after` (the previous pick); k passes give the top k.
 template <typename T>
 __global__ void top_k_kernel(const T* x, int64_t n, int k, T* values, int32_t* indices) {
@@ -563,16 +532,6 @@ void softmax(const Tensor& x, Tensor& out) {
     softmax_kernel<T><<<x.dim(0), kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(out), x.dim(1));
   });
   check_launch("softmax_kernel", out);
-}
-
-void argmax(const Tensor& x, Tensor& out) {
-  if (x.dim(0) == 0) return;
-  with_float_type(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    top_k_kernel<T><<<x.dim(0), kThreads, 0, stream_of(out)>>>(ptr<T>(x), x.dim(1), 1, static_cast<T*>(nullptr),
-                                                               ptr<int32_t>(out));
-  });
-  check_launch("top_k_kernel (argmax)", out);
 }
 
 void top_k(const Tensor& x, int k, Tensor& values, Tensor& indices) {

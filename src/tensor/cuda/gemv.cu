@@ -289,8 +289,6 @@ void launch_fusion(GemvFusion fusion, const Tensor& x, const Tensor& w, const Te
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 bool gemv_supports(const Tensor& x, const Tensor& w) {

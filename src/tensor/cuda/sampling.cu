@@ -49,32 +49,6 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-struct Best {
-  float value;
-  int32_t index;
-};
-
-__device__ __forceinline__ bool better(Best a, Best b) {
-  return a.value > b.value || (a.value == b.value && a.index < b.index);
-}
-
-__device__ Best block_argmax(Best c, Best* scratch) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const Best other{__shfl_xor_sync(0xffffffffu, c.value, o), __shfl_xor_sync(0xffffffffu, c.index, o)};
-    if (better(other, c)) c = other;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = c;
-  __syncthreads();
-  c = lane < blockDim.x / 32 ? scratch[lane] : Best{-INFINITY, INT32_MAX};
-  for (int o = 16; o > 0; o >>= 1) {
-    const Best other{__shfl_xor_sync(0xffffffffu, c.value, o), __shfl_xor_sync(0xffffffffu, c.index, o)};
-    if (better(other, c)) c = other;
-  }
-  __syncthreads();
-  return c;
-}
-
 // Exclusive prefix sum of v over the block in thread order; `total` gets the sum of all.
 __device__ float block_exclusive_scan(float v, float* scratch, float& total) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
@@ -109,10 +83,6 @@ struct Candidates {
   uint32_t threshold;
 };
 
-__device__ __forceinline__ bool better(float av, int32_t ai, float bv, int32_t bi) {
-  return av > bv || (av == bv && ai < bi);
-}
-
 // Gathers the logits whose key is >= floor (at most kCandidates, checked by the caller), sorts them
 // most likely first (bitonic, ties by lower id) and returns the cut-off key of top-k, min-p
 // (`threshold` on entry) and top-p over them. kept_mass: the mass min_p keeps, the top-p total when
@@ -144,8 +114,8 @@ __device__ uint32_t select_from_candidates(const T* row, int64_t n, const RowPar
       for (int i = threadIdx.x; i < size; i += blockDim.x) {
         const int other = i ^ j;
         if (other <= i) continue;
-        const bool other_first = better(c.value[other], c.index[other], c.value[i], c.index[i]);
-        const bool this_first = better(c.value[i], c.index[i], c.value[other], c.index[other]);
+        const bool other_first = before({c.value[other], c.index[other]}, {c.value[i], c.index[i]});
+        const bool this_first = before({c.value[i], c.index[i]}, {c.value[other], c.index[other]});
         if ((i & k) == 0 ? other_first : this_first) {
           const float v = c.value[i];
           const int32_t x = c.index[i];
@@ -251,19 +221,19 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const T* logits, int64_t n, const RowParams* params, uint64_t step_offset, int32_t* ids) {
   __shared__ float scratch[32];
-  __shared__ Best best_scratch[32];
+  __shared__ Candidate best_scratch[32];
   __shared__ int pick, last_kept;
   __shared__ Candidates candidates;
   const RowParams p = params[blockIdx.x];
   const T* row = logits + blockIdx.x * n;
 
   if (p.temperature <= 0.0f || p.top_k == 1) {
-    Best best{-INFINITY, INT32_MAX};
+    Candidate best{-INFINITY, INT32_MAX};
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const Best c{to_float(row[i]), static_cast<int32_t>(i)};
-      if (better(c, best)) best = c;
+      const Candidate c{to_float(row[i]), static_cast<int32_t>(i)};
+      if (before(c, best)) best = c;
     }
-    best = block_argmax(best, best_scratch);
+    best = block_best(best, best_scratch);
     if (threadIdx.x == 0) ids[blockIdx.x] = best.index == INT32_MAX ? 0 : best.index;
     return;
   }
