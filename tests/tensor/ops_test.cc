@@ -1059,6 +1059,62 @@ TEST_P(OpsTest, SampleFindsCutOffsAmongThousandsOfCandidates) {
   }
 }
 
+// Nearly flat logits where top-k keeps few of thousands of candidates (the Qwen3-TTS code
+// predictor's draw: 2048 codes, top-k 50, temperature 0.9, top-p 0.8): every draw is in the
+// float64 reference's kept set, at its frequency.
+TEST_P(OpsTest, SampleTopKOfFewAmongThousandsOfNearlyFlatLogits) {
+  const int vocab = 2048, draws = 4000, top_k = 50;
+  const float temperature = 0.9f, top_p = 0.8f;
+  std::vector<double> x;
+  Tensor row = random({1, vocab}, x, 0.5);
+  std::vector<int> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] > x[b]; });
+  // The kernels' cut-offs are thresholds on the value, so ties with the k-th (and the last
+  // nucleus) value are kept too: the bf16 and f16 backends round many of these logits together.
+  std::vector<double> w(vocab);
+  for (int i = 0; i < vocab; ++i) w[i] = std::exp((x[i] - x[order[0]]) / temperature);
+  const double kth = x[order[top_k - 1]];
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) total += x[i] >= kth ? w[i] : 0.0;
+  double mass = 0.0, cut = kth;
+  for (int r = 0; r < vocab; ++r) {
+    mass += w[order[r]];
+    if (mass >= top_p * total) {
+      cut = std::max(kth, x[order[r]]);
+      break;
+    }
+  }
+  std::vector<bool> kept(vocab);
+  double kept_total = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    kept[i] = x[i] >= cut;
+    kept_total += kept[i] ? w[i] : 0.0;
+  }
+  Tensor host = Tensor::empty({draws, vocab}, DType::kF32);
+  for (int64_t r = 0; r < draws; ++r)
+    std::copy(row.data<float>(), row.data<float>() + vocab, host.data<float>() + r * vocab);
+  std::vector<ops::SamplingParams> params(draws);
+  for (int r = 0; r < draws; ++r) {
+    params[r].temperature = temperature;
+    params[r].top_k = top_k;
+    params[r].top_p = top_p;
+    params[r].seed = 5000 + r;
+  }
+  Tensor logits = dev(host), ids = out({draws}, DType::kI32);
+  ops::sample(logits, params, ids);
+  const Tensor got = download(ids);
+  std::vector<int> count(vocab, 0);
+  for (int r = 0; r < draws; ++r) {
+    const int32_t id = got.data<int32_t>()[r];
+    ASSERT_TRUE(id >= 0 && id < vocab && kept[id]) << "drew " << id << " outside the kept set, " << trace();
+    ++count[id];
+  }
+  for (int i = 0; i < vocab; ++i) {
+    if (kept[i]) EXPECT_NEAR(static_cast<double>(count[i]) / draws, w[i] / kept_total, 0.03) << i << ", " << trace();
+  }
+}
+
 TEST_P(OpsTest, SampleRejectsBadParamsNamingTheRowAndField) {
   std::vector<double> x;
   Tensor logits = dev(random({2, 5}, x));

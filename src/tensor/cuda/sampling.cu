@@ -81,12 +81,89 @@ struct Candidates {
   int32_t index[kCandidates];
   int count;
   uint32_t threshold;
+  uint32_t histogram[256];  // of one radix digit, for kth_largest_key
+  uint32_t digit, rank;
 };
+
+// The order key of the k-th largest of the first `count` candidates (1 <= k <= count): a radix
+// select, most significant byte first, each pass counting the keys that share the digits chosen
+// so far into 256 bins; warp 0 then finds the bin that holds rank k from the top.
+__device__ uint32_t kth_largest_key(Candidates& c, int count, int k) {
+  uint32_t prefix = 0, mask = 0, rank = static_cast<uint32_t>(k);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) c.histogram[b] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+      const uint32_t key = order_key(c.value[i]);
+      if ((key & mask) == prefix) atomicAdd(&c.histogram[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l owns bins 255 - 8l down to 248 - 8l; a scan over the lanes counts from the top.
+      const int lane = threadIdx.x;
+      uint32_t bins[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += bins[j] = c.histogram[255 - 8 * lane - j];
+      uint32_t inclusive = sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t t = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += t;
+      }
+      const unsigned reached = __ballot_sync(0xffffffffu, inclusive >= rank);
+      if (lane == __ffs(reached) - 1) {
+        uint32_t above = inclusive - sum;
+        for (int j = 0; j < 8; ++j) {
+          if (above + bins[j] >= rank) {
+            c.digit = static_cast<uint32_t>(255 - 8 * lane - j);
+            c.rank = rank - above;
+            break;
+          }
+          above += bins[j];
+        }
+      }
+    }
+    __syncthreads();
+    prefix |= c.digit << shift;
+    mask |= 255u << shift;
+    rank = c.rank;
+  }
+  return prefix;
+}
+
+// Keeps only the candidates whose key is >= `floor` (their order is lost; the caller sorts).
+__device__ int compact_candidates(Candidates& c, int count, uint32_t floor) {
+  constexpr int kPerThread = kCandidates / kThreads;
+  float values[kPerThread];
+  int32_t indices[kPerThread];
+  int mine = 0;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i < count && order_key(c.value[i]) >= floor) {
+      values[mine] = c.value[i];
+      indices[mine] = c.index[i];
+      ++mine;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) c.count = 0;
+  __syncthreads();
+  for (int j = 0; j < mine; ++j) {
+    const int at = atomicAdd(&c.count, 1);
+    c.value[at] = values[j];
+    c.index[at] = indices[j];
+  }
+  __syncthreads();
+  return c.count;
+}
 
 // Gathers the logits whose key is >= floor (at most kCandidates, checked by the caller), sorts them
 // most likely first (bitonic, ties by lower id) and returns the cut-off key of top-k, min-p
 // (`threshold` on entry) and top-p over them. kept_mass: the mass min_p keeps, the top-p total when
-// there is no top-k.
+// there is no top-k. When top-k keeps few of many candidates (flat logits: the code predictor's
+// 2048 codes under top-k 50), the k-th largest key is selected first and only the candidates at or
+// above it are sorted; they are the sorted list's prefix that every later step reads, so the
+// result is the same.
 template <typename T>
 __device__ uint32_t select_from_candidates(const T* row, int64_t n, const RowParams& p, float xmax, uint32_t threshold,
                                            uint32_t floor, float kept_mass, Candidates& c) {
@@ -101,7 +178,10 @@ __device__ uint32_t select_from_candidates(const T* row, int64_t n, const RowPar
     }
   }
   __syncthreads();
-  const int count = c.count;
+  int count = c.count;
+  if (p.top_k > 0 && p.top_k < n && count > 2 * p.top_k) {
+    count = compact_candidates(c, count, kth_largest_key(c, count, p.top_k));
+  }
   int size = 1;
   while (size < count) size <<= 1;
   for (int i = count + threadIdx.x; i < size; i += blockDim.x) {
