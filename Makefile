@@ -1,12 +1,21 @@
 # The whole interface a newcomer needs. See README.md.
 BUILD_DIR    ?= build
 ASAN_DIR     ?= build-asan
+TSAN_DIR     ?= build-tsan
+FUZZ_DIR     ?= build-fuzz
+# The fuzz build needs clang (libFuzzer); without it `build` and `test` skip the fuzz targets.
+CLANGXX      ?= $(shell command -v clang++-14 || command -v clang++)
+# make test runs each fuzz target this long (all of them take about 2 minutes on 2 cores);
+# make fuzz runs each FUZZ_SECONDS.
+FUZZ_TEST_SECONDS ?= 20
+FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 600
 JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
 LINT_BASE    ?= HEAD
 DEPS_STAMP   := $(BUILD_DIR)/.deps-installed
 
-.PHONY: build test unit asan format lint deps clean serve test-blas-kernels
+.PHONY: build test unit asan tsan fuzz fuzz-build soak format lint deps clean serve test-blas-kernels
 
 # install-deps is idempotent; the stamp skips even its quick check until the script changes.
 $(DEPS_STAMP): scripts/install-deps
@@ -20,9 +29,28 @@ $(BUILD_DIR)/build.ninja: $(DEPS_STAMP)
 
 build: $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+	@$(MAKE) --no-print-directory fuzz-build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@if [ -n "$(CLANGXX)" ]; then \
+	  cd $(FUZZ_DIR) && ctest --output-on-failure -j $(JOBS) -L fuzz && cd .. && \
+	  scripts/run-fuzzers $(FUZZ_DIR) $(FUZZ_TEST_SECONDS) $(JOBS); \
+	else echo "test: no clang, the fuzz targets were not run"; fi
+
+# The libFuzzer targets (tests/fuzz), in their own build dir: clang, libFuzzer + ASan + UBSan.
+$(FUZZ_DIR)/build.ninja: $(DEPS_STAMP)
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOMNI_FUZZ=ON -DOMNI_CUDA=OFF \
+	  -DCMAKE_CXX_COMPILER=$(CLANGXX) $(CMAKE_FLAGS)
+
+fuzz-build:
+	@if [ -z "$(CLANGXX)" ]; then echo "fuzz-build: no clang++ (scripts/install-deps installs clang-14); skipped"; \
+	else $(MAKE) --no-print-directory $(FUZZ_DIR)/build.ninja && cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzzers; fi
+
+# Every fuzz target for FUZZ_SECONDS, with the executions of each (docs/reliability.md).
+fuzz: fuzz-build
+	cd $(FUZZ_DIR) && ctest --output-on-failure -j $(JOBS) -L fuzz
+	scripts/run-fuzzers $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
 
 # The CPU suite's bit-exactness promises (chunked = one-shot, batched = alone) on any x86-64 CPU:
 # the binaries that hold them, once under each OpenBLAS kernel family that AMD and Intel machines
@@ -47,6 +75,18 @@ asan: $(DEPS_STAMP)
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOMNI_SANITIZE=ON -DOMNI_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L unit
+
+# The runtime, server and engine tests under ThreadSanitizer (a build dir of their own).
+TSAN_TESTS ?= runtime_test runtime_integration_test server_test server_unit_test speech_api_test engine_test
+tsan: $(DEPS_STAMP)
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOMNI_TSAN=ON -DOMNI_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS) omnistage omnistage_test runtime_test_head
+	cd $(TSAN_DIR) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --output-on-failure -j $(JOBS) -R '^($(shell echo $(TSAN_TESTS) | sed 's/ /|/g'))\.'
+
+# SOAK_SECONDS of mixed load against the demo models (scripts/soak): errors, RSS slopes, accounting.
+soak: build
+	scripts/soak --build $(BUILD_DIR) --seconds $(SOAK_SECONDS)
 
 SOURCES = $(shell git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
 CHANGED = $(shell git diff --name-only --diff-filter=d $(LINT_BASE) -- '*.h' '*.cc' ; git ls-files --others --exclude-standard -- '*.h' '*.cc')
@@ -75,4 +115,4 @@ serve: build $(DEMO_MODEL)/model.safetensors
 	$(BUILD_DIR)/omnistage serve $(DEMO_MODEL) --host 127.0.0.1 --port $(SERVE_PORT)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

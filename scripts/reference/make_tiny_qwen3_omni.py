@@ -38,7 +38,7 @@ SEED = 20261202
 TEXT = dict(vocab=320, hidden=64, layers=3, heads=4, kv_heads=2, head_dim=32, inter=96, moe_inter=32, experts=8,
             top_k=2, norm_topk_prob=True, mlp_only_layers=[1], mrope_section=[6, 5, 5], theta=1e6, eps=1e-6)
 # Small encoders with the released geometry where it is cheap (128 mel bins, 100-frame chunks,
-# 16-pixel patches, 2x2 merge, DeepStack); their weights are saved but not yet referenced.
+# 16-pixel patches, 2x2 merge, DeepStack); qwen3_omni_audio_reference.py references the audio tower.
 AUDIO = dict(num_mel_bins=128, d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64,
              downsample_hidden_size=8, output_dim=TEXT["hidden"], n_window=50, n_window_infer=800,
              conv_chunksize=500, max_source_positions=1500)
@@ -181,6 +181,19 @@ def keys_of(folder):
     return keys
 
 
+def preprocessor_config():
+    """The released preprocessor_config.json's fields: WhisperFeatureExtractor (16 kHz, 128 mel bins,
+    n_fft 400, hop 160, features of up to 300 s) and the Qwen2-VL image processor (16-pixel patches,
+    temporal patch 2, 2 x 2 merge)."""
+    return dict(processor_class="Qwen3OmniMoeProcessor", feature_extractor_type="WhisperFeatureExtractor",
+                feature_size=128, sampling_rate=16000, hop_length=160, n_fft=400, chunk_length=300,
+                n_samples=4800000, nb_max_frames=30000, padding_side="right", padding_value=0.0,
+                return_attention_mask=True, dither=0.0, image_processor_type="Qwen2VLImageProcessor",
+                do_resize=True, do_rescale=True, rescale_factor=1.0 / 255.0, do_normalize=True,
+                image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], do_convert_rgb=True, min_pixels=3136,
+                max_pixels=12845056, patch_size=16, temporal_patch_size=2, merge_size=2)
+
+
 def write_tokenizer(folder):
     vocab, merges, config, _ = tokenizer_files()
     with open(os.path.join(folder, "vocab.json"), "w") as f:
@@ -189,6 +202,8 @@ def write_tokenizer(folder):
         f.write(merges)
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump(config, f, indent=2)
+    with open(os.path.join(folder, "preprocessor_config.json"), "w") as f:
+        json.dump(preprocessor_config(), f, indent=2)
 
 
 def thinker_logits(model, torch, ids):

@@ -328,6 +328,36 @@ def generate(prompt_rows, tts_pad, heads, talker_stack, predictor_stack, codec_h
     return frames, generated, margins
 
 
+def hf_stack(w, d, prefix):
+    """transformers' Qwen3Model holding the stack under `prefix` of `w`, as rows [T, H] -> post-norm hidden [T, H]."""
+    import torch
+    import transformers
+
+    config = transformers.Qwen3Config(
+        vocab_size=8, hidden_size=d["hidden"], intermediate_size=d["inter"], num_hidden_layers=d["layers"],
+        num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"], head_dim=d["head_dim"],
+        max_position_embeddings=4096, rms_norm_eps=d["eps"], hidden_act="silu", attention_bias=False,
+        use_sliding_window=False, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": d["theta"]})
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").float().eval()
+    assert type(model).__name__ == "Qwen3Model", type(model)
+    # Only the stack: the codec/text embeddings under the same prefix are the caller's.
+    state = {k[len(prefix):]: torch.from_numpy(v) for k, v in w.items()
+             if k.startswith(prefix + "layers.") or k == prefix + "norm.weight"}
+    state["embed_tokens.weight"] = model.embed_tokens.weight.detach().clone()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
+    inv = model.rotary_emb.inv_freq.double()
+    want = d["theta"] ** (-torch.arange(0, d["head_dim"], 2).double() / d["head_dim"])
+    assert torch.allclose(inv, want, rtol=1e-5), "rope_theta not applied"
+
+    def run(rows):
+        with torch.no_grad():
+            x = torch.from_numpy(np.asarray(rows, dtype=np.float32))[None]
+            return model(inputs_embeds=x).last_hidden_state[0].double().numpy()
+    return run
+
+
 def fake_stack(width):
     """A deterministic causal stand-in for a Qwen3 stack, for the self-test only."""
     def run(rows):
@@ -483,33 +513,8 @@ def main():
         w = make_weights()
         save_file(w, os.path.join(root, "model.safetensors"), metadata={"format": "pt"})
 
-        def hf_stack(d, prefix):
-            config = transformers.Qwen3Config(
-                vocab_size=8, hidden_size=d["hidden"], intermediate_size=d["inter"], num_hidden_layers=d["layers"],
-                num_attention_heads=d["heads"], num_key_value_heads=d["kv_heads"], head_dim=d["head_dim"],
-                max_position_embeddings=4096, rms_norm_eps=d["eps"], hidden_act="silu", attention_bias=False,
-                use_sliding_window=False, tie_word_embeddings=False,
-                rope_parameters={"rope_type": "default", "rope_theta": d["theta"]})
-            model = transformers.AutoModel.from_config(config, attn_implementation="eager").float().eval()
-            assert type(model).__name__ == "Qwen3Model", type(model)
-            # Only the stack: the codec/text embeddings under the same prefix are the caller's.
-            state = {k[len(prefix):]: torch.from_numpy(v) for k, v in w.items()
-                     if k.startswith(prefix + "layers.") or k == prefix + "norm.weight"}
-            state["embed_tokens.weight"] = model.embed_tokens.weight.detach().clone()
-            missing, unexpected = model.load_state_dict(state, strict=False)
-            assert not unexpected and all("rotary" in m for m in missing), (missing, unexpected)
-            inv = model.rotary_emb.inv_freq.double()
-            want = d["theta"] ** (-torch.arange(0, d["head_dim"], 2).double() / d["head_dim"])
-            assert torch.allclose(inv, want, rtol=1e-5), "rope_theta not applied"
-
-            def run(rows):
-                with torch.no_grad():
-                    x = torch.from_numpy(np.asarray(rows, dtype=np.float32))[None]
-                    return model(inputs_embeds=x).last_hidden_state[0].double().numpy()
-            return run
-
-        talker_stack = hf_stack(TALKER, "talker.model.")
-        predictor_stack = hf_stack(PREDICTOR, "talker.code_predictor.model.")
+        talker_stack = hf_stack(w, TALKER, "talker.model.")
+        predictor_stack = hf_stack(w, PREDICTOR, "talker.code_predictor.model.")
 
         def save(name, a):
             np.save(os.path.join(root, name), np.asarray(a, dtype=np.float32))

@@ -10,6 +10,7 @@
 #include "model/qwen3_omni/random_checkpoint.h"
 #include "model/qwen3_tts/random_checkpoint.h"
 #include "model/qwen3_tts/random_codec.h"
+#include "model/z_image/random_checkpoint.h"
 #include "model/random_checkpoint.h"
 
 namespace omni::cli {
@@ -25,6 +26,7 @@ struct DemoModelOptions {
   uint64_t seed = 0;
   std::string shape = "demo";         // qwen3_tts talker: demo, 0.6b, 1.7b
   std::string codec_shape = "small";  // qwen3_tts codec decoder: small, released
+  std::string task = "custom_voice";  // qwen3_tts: custom_voice, base (voice cloning)
 };
 
 // Qwen3's real vocabulary (the tokenizer's ids must all be valid) with a tiny body: the tied
@@ -72,10 +74,14 @@ void write_demo_qwen3(const fs::path& out, const DemoModelOptions& options) {
 // --shape picks the talker's dims (the released 0.6B and 1.7B ones for benchmarks) and
 // --codec-shape the decoder's.
 void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) {
-  const model::qwen3_tts::RandomTalkerShapes talker =
-      options.shape == "1.7b"   ? model::qwen3_tts::qwen3_tts_1_7b_shapes()
-      : options.shape == "0.6b" ? model::qwen3_tts::qwen3_tts_0_6b_shapes()
-                                : model::qwen3_tts::qwen3_tts_demo_shapes();
+  model::qwen3_tts::RandomTalkerShapes talker = options.shape == "1.7b"   ? model::qwen3_tts::qwen3_tts_1_7b_shapes()
+                                                : options.shape == "0.6b" ? model::qwen3_tts::qwen3_tts_0_6b_shapes()
+                                                                          : model::qwen3_tts::qwen3_tts_demo_shapes();
+  if (options.task == "base") {
+    const int hidden = talker.talker.hidden_size;
+    talker.speaker_encoder = options.shape == "demo" ? model::qwen3_tts::demo_speaker_encoder(hidden)
+                                                     : model::qwen3_tts::released_speaker_encoder(hidden);
+  }
   model::qwen3_tts::write_random_talker_checkpoint(out, talker, options.seed, tensor::DType::kBF16,
                                                    options.tokenizer_dir);
   const model::qwen3_tts::CodecDecoderConfig codec = options.codec_shape == "released"
@@ -87,8 +93,9 @@ void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) 
 int run_demo_model(const DemoModelOptions& options) {
   require_tokenizer_files(options.tokenizer_dir);
   const fs::path out(options.out);
-  if (options.arch != "qwen3_tts" && (options.shape != "demo" || options.codec_shape != "small")) {
-    throw_error(ErrorCode::kInvalidArgument, "--shape and --codec-shape are for --arch qwen3_tts");
+  if (options.arch != "qwen3_tts" &&
+      (options.shape != "demo" || options.codec_shape != "small" || options.task != "custom_voice")) {
+    throw_error(ErrorCode::kInvalidArgument, "--shape, --codec-shape and --task are for --arch qwen3_tts");
   }
   if (options.arch == "qwen3") {
     write_demo_qwen3(out, options);
@@ -98,9 +105,11 @@ int run_demo_model(const DemoModelOptions& options) {
     // The Instruct layout (enable_audio_output: its pipeline has the talker and code2wav stages).
     model::qwen3_omni::write_random_checkpoint(out, model::qwen3_omni::demo_thinker_shapes(), options.seed,
                                                tensor::DType::kBF16, options.tokenizer_dir, true);
+  } else if (options.arch == "z_image") {
+    model::z_image::write_random_checkpoint(out, options.seed, options.tokenizer_dir);
   } else {
-    throw_error(ErrorCode::kInvalidArgument, "--arch {}: the demo model exists for qwen3, qwen3_tts and qwen3_omni",
-                options.arch);
+    throw_error(ErrorCode::kInvalidArgument,
+                "--arch {}: the demo model exists for qwen3, qwen3_tts, qwen3_omni and z_image", options.arch);
   }
   spdlog::info("wrote a random-weight {} checkpoint (its output is noise) to {}", options.arch, out.string());
   return 0;
@@ -114,7 +123,7 @@ Command demo_model_command() {
       [](CLI::App& sub) -> std::function<int()> {
         auto options = std::make_shared<DemoModelOptions>();
         sub.add_option("--arch", options->arch, "Model architecture family")
-            ->check(CLI::IsMember({"qwen3", "qwen3_tts", "qwen3_omni"}));
+            ->check(CLI::IsMember({"qwen3", "qwen3_tts", "qwen3_omni", "z_image"}));
         sub.add_option("--out", options->out, "Output directory (created; files in it are overwritten)")->required();
         sub.add_option("--tokenizer-from", options->tokenizer_dir,
                        "Directory with the Qwen3 tokenizer.json and tokenizer_config.json")
@@ -127,6 +136,11 @@ Command demo_model_command() {
         sub.add_option("--codec-shape", options->codec_shape,
                        "qwen3_tts codec decoder dims: small (real frame geometry) or released")
             ->check(CLI::IsMember({"small", "released"}))
+            ->capture_default_str();
+        sub.add_option("--task", options->task,
+                       "qwen3_tts checkpoint type: custom_voice (built-in speakers) or base (voice cloning, with a "
+                       "speaker encoder)")
+            ->check(CLI::IsMember({"custom_voice", "base"}))
             ->capture_default_str();
         return [options] { return run_demo_model(*options); };
       }};

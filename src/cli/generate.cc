@@ -14,13 +14,17 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "cli/generate_image.h"
 #include "cli/model_source.h"
 #include "engine/ar_engine.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
 #include "model/model_dtype.h"
+#include "model/whisper_features.h"
 #include "runtime/tensor_parallel_model.h"
+#include "server/chat_content.h"
+#include "server/chat_media.h"
 #include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
@@ -68,6 +72,8 @@ struct GenerateOptions {
   bool enable_chunked_prefill = true;
   bool enforce_eager = false;
   bool async_scheduling = false;
+  // Image models (diffusers checkpoints; cli/generate_image.h).
+  ImageGenerateOptions image;
 };
 
 // One prompt to generate from, with where it came from for error messages.
@@ -75,6 +81,8 @@ struct PromptJob {
   std::vector<int32_t> token_ids;
   engine::SamplingParams sampling;
   std::string source;  // "--prompt-token-ids" or "FILE:LINE"
+  // The media of --messages (model/causal_lm.h's kMultiModalData), under that key; else empty.
+  Json additional_information = Json::object();
 };
 
 std::vector<int32_t> parse_token_ids_flag(const std::string& text) {
@@ -110,9 +118,28 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const GenerateOptions& options) 
   return nullptr;
 }
 
-// --messages: a JSON list of chat messages, rendered with the chat template of the tokenizer's
-// folder (as apply_chat_template with add_generation_prompt) and encoded.
-std::vector<int32_t> render_messages(const GenerateOptions& options, const text::Tokenizer* tokenizer) {
+// An audio_url part whose URL is a plain file path, as a file:// URL (the command line reads any
+// file its user names).
+void plain_paths_to_file_urls(OrderedJson& messages) {
+  for (auto& message : messages) {
+    if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
+    for (auto& part : message["content"]) {
+      if (!part.is_object() || part.value("type", "") != "audio_url") continue;
+      OrderedJson& url = part["audio_url"].is_object() ? part["audio_url"]["url"] : part["audio_url"];
+      if (url.is_string() && url.get<std::string>().find(':') == std::string::npos) {
+        url = "file://" + fs::absolute(url.get<std::string>()).string();
+      }
+    }
+  }
+}
+
+// --messages: a JSON list of chat messages (content parts as the chat API takes them: text,
+// input_audio, audio_url with data:, file:// URLs or plain paths), rendered with the chat template of
+// the tokenizer's folder (as apply_chat_template with add_generation_prompt) and encoded; the
+// audio decoded at the model's feature rate (its preprocessor config) into the job's
+// additional_information.
+PromptJob render_messages(const GenerateOptions& options, const text::Tokenizer* tokenizer,
+                          const engine::SamplingParams& base) {
   const fs::path dir = options.tokenizer.empty() ? fs::path(options.model) : fs::path(options.tokenizer);
   if (!tokenizer) {
     throw_error(ErrorCode::kInvalidArgument, "--messages needs a tokenizer, and {} has none (give --tokenizer)",
@@ -135,7 +162,24 @@ std::vector<int32_t> render_messages(const GenerateOptions& options, const text:
     throw_error(ErrorCode::kInvalidArgument,
                 "--messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}} objects");
   }
-  return tokenizer->encode(chat_template->apply(messages, nullptr, /*add_generation_prompt=*/true));
+  plain_paths_to_file_urls(messages);
+  server::ChatMediaOptions media;
+  media.allowed_local_media_path = "/";
+  const fs::path model_dir(options.model);
+  if (fs::exists(model_dir / "preprocessor_config.json") || fs::exists(model_dir / "processor_config.json")) {
+    media.audio_sample_rate = model::load_whisper_feature_config(model_dir).sampling_rate;
+  }
+  PromptJob job{{}, base, "--messages"};
+  try {
+    const OrderedJson prepared =
+        server::prepare_message_content(messages, chat_template->content_format(), server::readable_media(media));
+    Json decoded = server::collect_chat_media(Json::parse(messages.dump()), media);
+    if (!decoded.empty()) job.additional_information[model::kMultiModalData] = std::move(decoded);
+    job.token_ids = tokenizer->encode(chat_template->apply(prepared, nullptr, /*add_generation_prompt=*/true));
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("--messages: ") + e.what());
+  }
+  return job;
 }
 
 // Flags win; otherwise the checkpoint's generation_config.json, as vLLM applies it; otherwise
@@ -229,7 +273,11 @@ engine::EngineConfig engine_config(const GenerateOptions& options) {
 
 // Writes the float32 logits of every prompt position, straight from the model (before the engine
 // takes over its KV cache).
-void dump_prompt_logits(model::CausalLm& lm, const std::vector<int32_t>& prompt, const std::string& path) {
+void dump_prompt_logits(model::CausalLm& lm, const PromptJob& job, const std::string& path) {
+  // A prompt with media is expanded, and its media rows replace the placeholders' embeddings.
+  const std::optional<model::MultimodalPrompt> media =
+      lm.prepare_multimodal_prompt(job.token_ids, job.additional_information);
+  const std::vector<int32_t>& prompt = media ? media->token_ids : job.token_ids;
   const int prompt_len = static_cast<int>(prompt.size());
   const int blocks = (prompt_len + model::kKvBlockSize - 1) / model::kKvBlockSize;
   lm.init_kv_cache(blocks);
@@ -241,6 +289,10 @@ void dump_prompt_logits(model::CausalLm& lm, const std::vector<int32_t>& prompt,
   std::iota(slice.block_table.begin(), slice.block_table.end(), 0);
   batch.seqs = {slice};
   batch.all_logits = true;
+  if (media) {
+    batch.input_rows = media->rows;
+    batch.input_row_values = media->values;
+  }
   std::vector<float> logits;
   lm.forward(batch, logits);
   tensor::save_npy(path,
@@ -263,6 +315,15 @@ OrderedJson completion_json(const Completion& c) {
 }
 
 int run_generate(GenerateOptions options) {
+  if (is_diffusion_checkpoint(options.model)) {
+    ImageGenerateOptions image = options.image;
+    image.model = options.model;
+    image.prompt = options.prompt;
+    image.seed = options.seed;
+    image.output = options.output;
+    image.device = options.device == "auto" ? "cpu" : options.device;
+    return run_generate_image(image);
+  }
   const tensor::Device device = tensor::resolve_device(options.device, "--device");
   const std::optional<tensor::DType> dtype = model::parse_model_dtype(options.dtype, "--dtype");
   if (options.tensor_parallel_size < 1) {
@@ -304,7 +365,7 @@ int run_generate(GenerateOptions options) {
     }
     jobs.push_back({tokenizer->encode(options.prompt), base, "--prompt"});
   } else if (!options.messages.empty()) {
-    jobs.push_back({render_messages(options, tokenizer.get()), base, "--messages"});
+    jobs.push_back(render_messages(options, tokenizer.get(), base));
   } else {
     jobs.push_back({parse_token_ids_flag(options.prompt_token_ids), base, "--prompt-token-ids"});
   }
@@ -324,7 +385,7 @@ int run_generate(GenerateOptions options) {
       }
     }
   }
-  if (!options.dump_logits.empty()) dump_prompt_logits(*lm, jobs.front().token_ids, options.dump_logits);
+  if (!options.dump_logits.empty()) dump_prompt_logits(*lm, jobs.front(), options.dump_logits);
 
   std::unique_ptr<engine::TokenizerDetokenizer> detokenizer =
       tokenizer ? std::make_unique<engine::TokenizerDetokenizer>(*tokenizer) : nullptr;
@@ -340,7 +401,7 @@ int run_generate(GenerateOptions options) {
                   max_model_len == info.max_position_embeddings ? " (the model's max_position_embeddings)" : "");
     }
     try {
-      engine.add_request({std::to_string(i), job.token_ids, job.sampling, Json()});
+      engine.add_request({std::to_string(i), job.token_ids, job.sampling, job.additional_information});
     } catch (const Error& e) {
       // A sampling value from the command line is named by its flag, one from a file by its line.
       std::string message = e.what();
@@ -479,6 +540,34 @@ Command generate_command() {
         sub.add_flag("--ignore-eos", options->ignore_eos, "Keep generating after an end-of-sequence token");
         sub.add_option("--dump-logits", options->dump_logits,
                        "Write the float32 logits of every prompt position, [prompt_len, vocab], to this .npy file");
+        const std::string image_group = "Image models (a diffusers checkpoint with model_index.json)";
+        ImageGenerateOptions& image = options->image;
+        sub.add_option("--negative-prompt", image.negative_prompt, "What the image should not show (with CFG)")
+            ->group(image_group);
+        sub.add_option("--height", image.height, "Image height in pixels (default: the pipeline's)")->group(image_group);
+        sub.add_option("--width", image.width, "Image width in pixels (default: the pipeline's)")->group(image_group);
+        sub.add_option("--num-inference-steps", image.num_inference_steps, "Denoising steps (default: the pipeline's)")
+            ->group(image_group);
+        sub.add_option("--guidance-scale", image.guidance_scale,
+                       "Classifier-free guidance scale; > 0 runs the negative prompt too (default: the pipeline's)")
+            ->group(image_group);
+        sub.add_option("--max-sequence-length", image.max_sequence_length, "Most prompt tokens (default 512)")
+            ->group(image_group);
+        sub.add_option("--latents", image.latents,
+                       "Start from these float32 latents (.npy, [K, C, H/f, W/f] as diffusers' latents=) instead of "
+                       "noise from --seed")
+            ->group(image_group);
+        sub.add_option("--num-images", image.num_images, "Images to generate (seeds S, S+1, ...)")
+            ->default_val(1)
+            ->group(image_group);
+        sub.add_option("--output-image", image.output_image,
+                       "Where to write the image: .png, .jpg/.jpeg or .webp (K > 1: FILE-0.png, FILE-1.png, ...)")
+            ->group(image_group);
+        sub.add_option("--dump-latents", image.dump_latents, "Write the latents before the VAE decoder to this .npy")
+            ->group(image_group);
+        sub.add_option("--model-class-name", image.model_class_name,
+                       "The diffusers pipeline class to run (default: model_index.json's _class_name)")
+            ->group(image_group);
         sub.add_option("--output", options->output,
                        "text: the generated text (token ids while no tokenizer is loaded); json: "
                        "{\"token_ids\", \"text\", \"finish_reason\"}")

@@ -19,15 +19,19 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "cli/api_frontends.h"
+#include "cli/distributed_serve.h"
 #include "cli/model_source.h"
 #include "cli/serve_flags.h"
 #include "cli/version.h"
+#include "model/stage_model_registry.h"
 #include "runtime/orchestrator.h"
 #include "runtime/pipeline_from_config.h"
 #include "runtime/termination_signals.h"
 #include "server/api_server.h"
 #include "server/frontend_metrics.h"
+#include "server/speaker_embedder.h"
 #include "server/tokenizer_renderer.h"
+#include "server/voice_store.h"
 #include "text/chat_template/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -167,6 +171,22 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
     }
   }
   options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
+  options.media.audio_sample_rate = facts.audio_input_sample_rate;
+  if (const char* timeout = std::getenv("VLLM_AUDIO_FETCH_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
+    char* end = nullptr;
+    const double seconds = std::strtod(timeout, &end);
+    if (*end != '\0' || !(seconds > 0)) {
+      throw_error(ErrorCode::kInvalidConfig, "VLLM_AUDIO_FETCH_TIMEOUT must be a positive number of seconds, got '{}'",
+                  timeout);
+    }
+    options.media.fetch_timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+  if (flags.values["limit_mm_per_prompt"].is_string()) {
+    options.media.limit_per_prompt = server::parse_limit_mm_per_prompt(flags.values["limit_mm_per_prompt"]);
+  }
+  if (flags.values["allowed_local_media_path"].is_string()) {
+    options.media.allowed_local_media_path = flags.values["allowed_local_media_path"].get<std::string>();
+  }
   for (const config::StagePipelineConfig* stage : servable.left_out) {
     if (stage->final_output) options.unserved_modalities.push_back(stage->final_output_type);
   }
@@ -182,6 +202,37 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
       options.speech.max_instructions_length = it->get<int>();
   }
   return options;
+}
+
+// Voice cloning, when a stage model of the pipeline has a speaker encoder for this checkpoint: the
+// encoder runs in this process (server/speaker_embedder.h), uploaded voices live in --voices-dir.
+void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& config, MetricsRegistry& metrics,
+                       server::SpeechOptions& speech) {
+  const model::StageModels& models = model::builtin_stage_models();
+  const std::filesystem::path model_dir(config.model);
+  for (const config::EffectiveStage& stage : config.stages) {
+    auto it = models.speaker_encoders.find(stage.topology->stage_model);
+    if (it == models.speaker_encoders.end()) continue;
+    std::optional<model::SpeakerEncoderModel> encoder = it->second(model_dir);
+    if (!encoder) continue;
+    server::MediaFetchOptions fetch;
+    if (flags.values["allowed_local_media_path"].is_string()) {
+      fetch.allowed_local_media_path = flags.values["allowed_local_media_path"].get<std::string>();
+    }
+    const auto cache = flags.values["speaker_embedding_cache_size"].get<int64_t>();
+    if (cache < 0) throw_error(ErrorCode::kInvalidArgument, "--speaker-embedding-cache-size {} is negative", cache);
+    speech.embedder = std::make_shared<server::SpeakerEmbedder>(
+        server::VoiceEncoder{encoder->sample_rate, encoder->embedding_size, std::move(encoder->embed)}, fetch,
+        server::ReferenceAudioLimits{}, static_cast<size_t>(cache), metrics);
+    const std::filesystem::path voices_dir = flags.values["voices_dir"].is_string()
+                                                 ? std::filesystem::path(flags.values["voices_dir"].get<std::string>())
+                                                 : model_dir / "uploaded_voices";
+    speech.uploaded_voices = std::make_shared<server::VoiceStore>(voices_dir);
+    server::restore_uploaded_voices(*speech.uploaded_voices, *speech.embedder);
+    spdlog::info("serve: voice cloning on ({} Hz references, {} uploaded voice(s) in {})", encoder->sample_rate,
+                 speech.uploaded_voices->list().size(), voices_dir.string());
+    return;
+  }
 }
 
 int run_serve(ServeFlags flags) {
@@ -230,11 +281,22 @@ int run_serve(ServeFlags flags) {
   }
 
   check_supported();
-  const runtime::PipelineSpec pipeline = runtime::pipeline_spec_from_config(config);
+  runtime::PipelineSpec pipeline = runtime::pipeline_spec_from_config(config);
   runtime::OrchestratorOptions orchestrator_options;
   orchestrator_options.stage_init_timeout = std::chrono::seconds(flags.values["stage_init_timeout"].get<int64_t>());
   orchestrator_options.init_timeout = std::chrono::seconds(flags.values["init_timeout"].get<int64_t>());
   orchestrator_options.shm_threshold_bytes = flags.values["shm_threshold_bytes"].get<uint64_t>();
+  orchestrator_options.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.values["omni_heartbeat_timeout"].get<double>() * 1000.0));
+
+  apply_pool_flags(flags, orchestrator_options);
+  // --stage-id: one stage of a distributed launch, the head or (--headless) a worker (cli/distributed_serve.h).
+  if (const std::optional<DistributedRole> role = distributed_role(flags)) {
+    Json fingerprint;
+    pipeline = stage_local_pipeline(flags, pipeline, *role, fingerprint);
+    if (role->headless) return run_headless_worker(flags, pipeline, fingerprint, *role, orchestrator_options);
+    configure_distributed_head(flags, *role, std::move(fingerprint), orchestrator_options);
+  }
 
   // --api-server-count N > 1: this process launches the stages and N frontends (cli/api_frontends.h),
   // and each frontend runs the rest of this function attached to them.
@@ -246,7 +308,13 @@ int run_serve(ServeFlags flags) {
   }
 
   const std::filesystem::path model_dir(config.model);
-  std::unique_ptr<server::TokenizerRenderer> renderer = load_renderer(model_dir, flags);
+  // A pipeline of diffusion stages takes its prompt as text, tokenized by the stage: the server has
+  // no tokenizer or chat template of its own then (chat and completion routes answer that).
+  const bool tokenizes = flags.was_given("tokenizer") ||
+                         std::any_of(config.pipeline->stages.begin(), config.pipeline->stages.end(), [](const auto& s) {
+                           return s.execution_type != config::ExecutionType::kDiffusion;
+                         });
+  std::unique_ptr<server::TokenizerRenderer> renderer = tokenizes ? load_renderer(model_dir, flags) : nullptr;
 
   raise_open_file_limit(flags.values["max_connections"].get<size_t>());
   // Before any thread starts, so that SIGINT/SIGTERM reach only this thread's wait below.
@@ -257,6 +325,7 @@ int run_serve(ServeFlags flags) {
   runtime::Orchestrator orchestrator(pipeline, orchestrator_options);
 
   server::ApiServerOptions options = api_server_options(flags, servable, pipeline.model_facts);
+  add_voice_cloning(flags, config, metrics, options.speech);
   std::unique_ptr<server::FrontendMetrics> frontend_metrics;
   if (frontend) {
     options.port = frontend->port;
@@ -267,6 +336,7 @@ int run_serve(ServeFlags flags) {
                                                                  frontend->attach.index, frontend->attach.count);
     options.render_metrics = [m = frontend_metrics.get()] { return m->render(); };
   }
+  if (renderer) renderer->set_readable_media(server::readable_media(options.media));
   server::ApiServer api(std::move(options), orchestrator, renderer.get(), metrics);
   try {
     api.start();

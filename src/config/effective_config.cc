@@ -41,16 +41,22 @@ void set_arg(EffectiveStage& stage, const std::string& key, const OrderedJson& v
   stage.sources[key] = source;
 }
 
+// --model-class-name: the diffusers pipeline class that replaces model_index.json's.
+std::string model_class_name(const CliConfigInputs& cli) {
+  auto it = cli.engine_args.find("model_class_name");
+  return it != cli.engine_args.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 DeployConfig load_deploy(const PipelineRegistry& registry, const CliConfigInputs& cli,
                          const ConfigEnvironment& environment, PipelineResolution& resolution) {
   DeployLoadOptions options{environment.bundled_deploy_dir, environment.platform, environment.reader};
   if (!cli.deploy_config.empty()) {
     DeployConfig deploy = load_deploy_config(
         resolve_deploy_path(cli.deploy_config, environment.bundled_deploy_dir, environment.reader), options);
-    resolution = resolve_pipeline(registry, cli.model, deploy.pipeline);
+    resolution = resolve_pipeline(registry, cli.model, deploy.pipeline, model_class_name(cli));
     return deploy;
   }
-  resolution = resolve_pipeline(registry, cli.model, "");
+  resolution = resolve_pipeline(registry, cli.model, "", model_class_name(cli));
   const std::string& name = resolution.pipeline->default_deploy_config_name;
   if (name.empty()) return DeployConfig{};
   fs::path bundled = environment.bundled_deploy_dir / name;
@@ -436,7 +442,24 @@ EffectiveConfig build_effective_config(const PipelineRegistry& registry, const C
 
     for (const auto& [key, value] : cli.engine_args.items()) {
       auto flag = cli.flag_names.find(key);
-      set_arg(stage, key, value, Provenance{Layer::kCli, "", flag != cli.flag_names.end() ? flag->second : "--" + key});
+      const Provenance source{Layer::kCli, "", flag != cli.flag_names.end() ? flag->second : "--" + key};
+      if (key == "default_sampling_params") {
+        // --default-sampling-params '{"<stage id>": {...}}': over the deploy's defaults of that stage.
+        if (!value.is_object()) {
+          throw_error(ErrorCode::kInvalidConfig, "{}: must be a JSON object of stage id -> parameters, got {}",
+                      source.explain(), value.dump());
+        }
+        if (auto it = value.find(std::to_string(topology.stage_id)); it != value.end()) {
+          if (!it->is_object()) {
+            throw_error(ErrorCode::kInvalidConfig, "{}: the parameters of stage {} must be an object, got {}",
+                        source.explain(), topology.stage_id, it->dump());
+          }
+          deep_merge(stage.default_sampling_params, *it);
+          for (const auto& [name, unused] : it->items()) stage.sources["default_sampling_params." + name] = source;
+        }
+        continue;
+      }
+      set_arg(stage, key, value, source);
     }
     if (auto it = overrides.find(topology.stage_id); it != overrides.end()) apply_stage_override(stage, it->second);
 

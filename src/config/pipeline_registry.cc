@@ -97,7 +97,7 @@ const PipelineConfig* match_known_model(const PipelineRegistry& registry, const 
 }  // namespace
 
 PipelineResolution resolve_pipeline(const PipelineRegistry& registry, const std::string& model,
-                                    const std::string& deploy_pipeline_key) {
+                                    const std::string& deploy_pipeline_key, const std::string& model_class_name) {
   PipelineResolution out;
   if (!deploy_pipeline_key.empty()) {
     out.pipeline = &registry.get(deploy_pipeline_key);
@@ -111,6 +111,34 @@ PipelineResolution resolve_pipeline(const PipelineRegistry& registry, const std:
     Json hf_config = read_json_file(config_json);
     if (hf_config.is_object()) out.pipeline = match_hf_config(registry, hf_config, out.reason);
     if (out.pipeline) return out;
+  }
+
+  // A diffusers checkpoint: model_index.json's _class_name (or the caller's override) is the
+  // architecture.
+  const fs::path model_index = fs::path(model) / "model_index.json";
+  if (!model_class_name.empty() || fs::is_regular_file(model_index, ec)) {
+    std::string class_name = model_class_name;
+    if (class_name.empty()) {
+      const Json index = read_json_file(model_index);
+      if (index.is_object() && index.contains("_class_name") && index["_class_name"].is_string()) {
+        class_name = index["_class_name"].get<std::string>();
+      }
+    }
+    for (const std::string& name : registry.names()) {
+      const PipelineConfig& pipeline = *registry.find(name);
+      for (const std::string& known : pipeline.hf_architectures) {
+        if (known == class_name) {
+          out.pipeline = &pipeline;
+          out.reason = model_class_name.empty() ? fmt::format("model_index.json _class_name '{}'", class_name)
+                                                : fmt::format("--model-class-name '{}'", class_name);
+          return out;
+        }
+      }
+    }
+    if (!model_class_name.empty()) {
+      throw_error(ErrorCode::kNotFound, "--model-class-name '{}' names no registered pipeline; registered: {}",
+                  model_class_name, fmt::join(registry.names(), ", "));
+    }
   }
 
   out.pipeline = match_known_model(registry, model, out.reason);

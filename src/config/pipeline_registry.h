@@ -50,7 +50,10 @@ struct PipelineResolution {
 // ids (also matched by the directory's base name). Throws omni::Error(kNotFound) naming the model
 // and listing the registered pipelines when nothing matches; kLoadFailed for an unreadable
 // config.json.
+// A diffusers checkpoint (model_index.json) is matched by its _class_name against the pipelines'
+// hf_architectures, after config.json and before the known ids; `model_class_name` (the
+// --model-class-name flag, empty when not given) replaces the _class_name.
 PipelineResolution resolve_pipeline(const PipelineRegistry& registry, const std::string& model,
-                                    const std::string& deploy_pipeline_key);
+                                    const std::string& deploy_pipeline_key, const std::string& model_class_name = "");
 
 }  // namespace omni::config

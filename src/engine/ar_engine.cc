@@ -63,6 +63,9 @@ struct ArEngine::Request {
   std::unique_ptr<model::ArRequestState> state;
   std::vector<model::TokenRange> suppressed_tokens;
   bool acquired = false;
+  // A prompt with media: the rows that replace its placeholders' embeddings (fed again when a
+  // preempted sequence recomputes its prompt).
+  std::optional<model::MultimodalPrompt> media;
 };
 
 namespace {
@@ -231,6 +234,17 @@ void ArEngine::add_request(EngineRequest request) {
   }
   auto r = std::make_unique<Request>();
   r->id = request.request_id;
+  if (!embedding_lm_) {
+    r->media = model_.prepare_multimodal_prompt(request.prompt_token_ids, request.additional_information);
+    if (r->media) {
+      if (static_cast<int>(r->media->token_ids.size()) > config_.max_model_len) {
+        throw_error(ErrorCode::kInvalidArgument,
+                    "request {}: the prompt with its media ({} tokens) is longer than max_model_len ({})",
+                    request.request_id, r->media->token_ids.size(), config_.max_model_len);
+      }
+      request.prompt_token_ids = r->media->token_ids;
+    }
+  }
   const int prompt_len =
       embedding_lm_ ? start_embedding_request(request, params, *r) : static_cast<int>(request.prompt_token_ids.size());
   r->max_tokens = params.max_tokens.value_or(std::max(1, config_.max_model_len - prompt_len));
@@ -259,6 +273,8 @@ void ArEngine::add_request(EngineRequest request) {
       }
     } else {
       c->seq.token_ids = request.prompt_token_ids;
+      // Media placeholders are the same ids for any media: such a prompt's blocks are never shared.
+      c->seq.media_prompt = r->media.has_value();
     }
     if (detokenizer_) c->detokenizer = detokenizer_->start(request.prompt_token_ids, r->params.skip_special_tokens);
     completions_[&c->seq] = c.get();
@@ -268,6 +284,17 @@ void ArEngine::add_request(EngineRequest request) {
   for (auto& c : r->completions) scheduler_.add(c->seq);
   std::string id = r->id;
   requests_.emplace(std::move(id), std::move(r));
+}
+
+void ArEngine::add_media_rows(const model::MultimodalPrompt& media, const ScheduledSequence& s,
+                              const model::SequenceSlice& slice) {
+  const size_t hidden = media.rows.empty() ? 0 : media.values.size() / media.rows.size();
+  const auto first = std::lower_bound(media.rows.begin(), media.rows.end(), s.context_len);
+  for (auto it = first; it != media.rows.end() && *it < s.context_len + s.num_new_tokens; ++it) {
+    batch_.input_rows.push_back(slice.query_start + (*it - s.context_len));
+    const float* row = media.values.data() + static_cast<size_t>(it - media.rows.begin()) * hidden;
+    batch_.input_row_values.insert(batch_.input_row_values.end(), row, row + hidden);
+  }
 }
 
 int ArEngine::start_embedding_request(const EngineRequest& request, SamplingParams& params, Request& r) {
@@ -310,6 +337,8 @@ std::vector<RequestOutput> ArEngine::step() {
   batch_.positions.clear();
   batch_.seqs.clear();
   batch_.all_logits = false;
+  batch_.input_rows.clear();
+  batch_.input_row_values.clear();
   previous_rows_.clear();
   bool reads_previous_step = false;
   for (const ScheduledSequence& s : plan.scheduled) {
@@ -319,6 +348,7 @@ std::vector<RequestOutput> ArEngine::step() {
     slice.context_len = s.context_len;
     slice.block_table = s.seq->block_ids;
     slice.wants_logits = s.samples;
+    if (const Request& owner = completions_.at(s.seq)->request; owner.media) add_media_rows(*owner.media, s, slice);
     for (int i = 0; i < s.num_new_tokens && embedding_lm_; ++i) batch_.positions.push_back(s.context_len + i);
     for (int i = 0; i < s.num_new_tokens && !embedding_lm_; ++i) {
       const int position = s.context_len + i;

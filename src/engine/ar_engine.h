@@ -90,6 +90,9 @@ class ArEngine {
   // Any thread. For an embedding-input model only the sampling parameters (start_request checks the rest).
   SamplingParams check_request(const EngineRequest& request) const;
   // Queues a request (FCFS). Throws as check_request, and for an id already in the engine.
+  // A request whose additional_information carries media (model/causal_lm.h's kMultiModalData) has
+  // its prompt expanded by the model, which encodes the media here (kInvalidArgument naming the
+  // media at fault); such a prompt's blocks are never prefix-cached.
   void add_request(EngineRequest request);
   // Ends an unfinished request now, freeing its KV blocks, and returns its last output (finish
   // reason abort, carrying `error` if given). nullopt when the id is unknown or already finished.
@@ -144,6 +147,9 @@ class ArEngine {
   // Starts an embedding-input model's request: the model plans it (its state, suppressed ranges and
   // overrides of `params` go into `r`) and this returns its prompt rows.
   int start_embedding_request(const EngineRequest& request, SamplingParams& params, Request& r);
+  // Adds to batch_ the media rows of a prompt with media that fall in the scheduled slice.
+  void add_media_rows(const model::MultimodalPrompt& media, const ScheduledSequence& s,
+                      const model::SequenceSlice& slice);
   // Async scheduling: launches the model on batch_ (its placeholder tokens read from the step in
   // flight) and returns the outputs of the step in flight, leaving this one in flight.
   std::vector<RequestOutput> launch_and_overlap(const SchedulerOutput& plan, bool reads_previous_step);

@@ -39,6 +39,9 @@ struct Sequence {
   // The prompt is rows the model builds (model/embedding_input_lm.h), not token ids: token_ids holds
   // kNoToken at its positions, prompt_token_ids() is empty, and no block of it is prefix-cached.
   bool embedded_prompt = false;
+  // The prompt holds media placeholders (whose KV depends on the media, not on the ids): none of
+  // its blocks is prefix-cached.
+  bool media_prompt = false;
   // > 0: admission takes blocks for this many tokens at once, so that the sequence never grows its
   // KV and is never preempted (a model that cannot recompute it).
   int reserved_tokens = 0;

@@ -4,6 +4,19 @@
 
 namespace omni::model {
 
+std::optional<MultimodalPrompt> CausalLm::prepare_multimodal_prompt(std::span<const int32_t>,
+                                                                    const Json& additional_information) {
+  auto media = additional_information.find(kMultiModalData);
+  if (media == additional_information.end() || media->is_null() || media->empty()) return std::nullopt;
+  std::string source = "the request";
+  if (media->is_object() && !media->begin()->empty() && media->begin()->is_array()) {
+    const Json& first = media->begin()->front();
+    if (first.is_object() && first.contains("source") && first["source"].is_string()) source = first["source"];
+  }
+  throw_error(ErrorCode::kInvalidArgument, "'{}': the served model reads no {} input", source,
+              media->is_object() ? media->begin().key() : std::string("media"));
+}
+
 void CausalLm::launch_step(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
                            std::span<const int32_t> previous_rows) {
   if (!previous_rows.empty() && previous_rows.size() != batch.token_ids.size()) {

@@ -15,9 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "base/json.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -52,6 +54,26 @@ struct ForwardBatch {
   // width position of each token, [3 * tokens] (all t, then all h, then all w). Empty: the three
   // streams equal `positions` (text), which makes every M-RoPE layout the plain rotation.
   std::vector<int32_t> mrope_positions;
+  // Rows whose input is given instead of their token's embedding (the encoder rows of a multimodal
+  // prompt's placeholders): batch position input_rows[i] takes row i of input_row_values,
+  // [input_rows.size(), hidden_size] float32. Empty: every row is its token's embedding.
+  std::vector<int32_t> input_rows;
+  std::vector<float> input_row_values;
+};
+
+// The key of a request's additional_information under which its media travel to the stage (the
+// server's decoded chat content parts), as vLLM's prompt field of that name: {"audio": [{"data":
+// base64 of little-endian float32 mono samples, "sample_rate": n, "source": "messages[i].content[j]"},
+// …]}.
+inline constexpr const char* kMultiModalData = "multi_modal_data";
+
+// A prompt whose request carries media: the token ids with each media placeholder expanded to the
+// rows its encoder gives, and those rows, which replace the placeholders' embeddings
+// (ForwardBatch::input_rows).
+struct MultimodalPrompt {
+  std::vector<int32_t> token_ids;
+  std::vector<int32_t> rows;  // prompt positions, ascending
+  std::vector<float> values;  // [rows.size(), hidden_size]
 };
 
 struct CausalLmInfo {
@@ -146,6 +168,12 @@ class CausalLm {
   // Device memory a forward of up to `max_tokens` tokens and `max_logit_rows` logits rows needs
   // besides the weights and the KV cache (activations, scratch); the engine keeps it out of the KV
   // budget of a GPU.
+  // The prompt of a request whose additional_information carries media (kMultiModalData); nullopt
+  // when it carries none. Throws omni::Error(kInvalidArgument) naming the media's source for media
+  // the model cannot read (this default: any). Called by the engine's thread when the request is
+  // added; the encoders run then.
+  virtual std::optional<MultimodalPrompt> prepare_multimodal_prompt(std::span<const int32_t> prompt,
+                                                                    const Json& additional_information);
   virtual size_t activation_bytes(int max_tokens, int max_logit_rows) const {
     (void)max_tokens;
     (void)max_logit_rows;

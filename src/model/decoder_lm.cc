@@ -223,7 +223,7 @@ void DecoderLm::check_batch(const ForwardBatch& batch, size_t tokens) const {
 }
 
 Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Tensor* hidden_out,
-                      const StepChaining* chaining) {
+                      const StepChaining* chaining, bool final_norm) {
   const int64_t tokens =
       inputs_embeds != nullptr ? inputs_embeds->dim(0) : static_cast<int64_t>(batch.token_ids.size());
   check_batch(batch, static_cast<size_t>(tokens));
@@ -293,6 +293,7 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   } else {
     ops::embedding(embed_tokens_, ids, h);
     reduce_partial_sums(h);
+    if (!batch.input_rows.empty()) substitute_input_rows(batch, h);
   }
   Tensor mrope_positions;
   if (!batch.mrope_positions.empty()) {
@@ -312,6 +313,10 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
   Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
   ops::embedding(h, row_ids, picked);
+  if (!final_norm) {
+    *hidden_out = picked;
+    return Tensor();
+  }
   ops::rms_norm(picked, final_norm_, config_.rms_norm_eps, picked);
   if (hidden_out != nullptr) *hidden_out = picked;
   if (!has_embedding_and_head_) return Tensor();
@@ -461,6 +466,33 @@ void DecoderLm::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   }
 }
 
+void DecoderLm::substitute_input_rows(const ForwardBatch& batch, Tensor& h) const {
+  const int64_t tokens = h.dim(0), hidden = config_.hidden_size;
+  const size_t given = batch.input_rows.size();
+  if (batch.input_row_values.size() != given * static_cast<size_t>(hidden)) {
+    throw_error(ErrorCode::kInvalidArgument, "forward: {} input_row_values for {} input_rows of {} (hidden size)",
+                batch.input_row_values.size(), given, hidden);
+  }
+  // The rows are patched on the host: they come with prompts only, whose other work dwarfs one copy.
+  Tensor host = Tensor::empty({tokens, hidden}, DType::kF32);
+  if (device_.type == DeviceType::kCpu && h.dtype() == DType::kF32) {
+    host = h;
+  } else {
+    const Tensor raw = h.to(Device::cpu());
+    tensor::convert_to_f32(raw.dtype(), raw.raw(), host.data<float>(), static_cast<size_t>(tokens * hidden));
+  }
+  float* rows = host.data<float>();
+  for (size_t i = 0; i < given; ++i) {
+    const int32_t row = batch.input_rows[i];
+    if (row < 0 || row >= tokens) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: input_rows[{}] = {} is outside the batch's {} rows", i, row,
+                  tokens);
+    }
+    std::copy_n(batch.input_row_values.data() + i * hidden, hidden, rows + static_cast<int64_t>(row) * hidden);
+  }
+  if (host.raw() != h.raw()) h = placed(host_copy_as(host, dtype_));
+}
+
 void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_embeds, Tensor& hidden) {
   const bool on_host = inputs_embeds.device().type == DeviceType::kCpu && inputs_embeds.dtype() == DType::kF32;
   const bool on_device = inputs_embeds.device() == device_ && inputs_embeds.dtype() == dtype_;
@@ -475,6 +507,10 @@ void DecoderLm::forward_embeds(const ForwardBatch& batch, const Tensor& inputs_e
                 tensor::shape_to_string(inputs_embeds.shape()), batch.token_ids.size());
   }
   run(batch, &inputs_embeds, &hidden);
+}
+
+void DecoderLm::forward_hidden(const ForwardBatch& batch, Tensor& hidden) {
+  run(batch, nullptr, &hidden, nullptr, /*final_norm=*/false);
 }
 
 void DecoderLm::decode_embeds(Tensor& h, const Tensor& positions, const Tensor& slots, const Tensor& context_lens,
@@ -646,7 +682,9 @@ void DecoderLm::wait_step(std::vector<int32_t>& token_ids) {
 }
 
 DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
-  if (decode_steps_.empty() || !fits_decode_step(batch, decode_table_width_)) return nullptr;
+  if (decode_steps_.empty() || !batch.input_rows.empty() || !fits_decode_step(batch, decode_table_width_)) {
+    return nullptr;
+  }
   for (DecodeStep& step : decode_steps_) {
     if (step.rows >= static_cast<int64_t>(batch.seqs.size())) return &step;
   }

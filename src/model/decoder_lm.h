@@ -123,6 +123,12 @@ class DecoderLm : public CausalLm {
   void decode_embeds(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
                      const tensor::Tensor& context_lens, const tensor::Tensor& block_tables);
 
+  // Runs the batch's token ids through the loaded layers and returns in `hidden` the rows forward()
+  // would give logits for (batch.all_logits: every token) as the last layer leaves them, before the
+  // final norm, [rows, hidden_size] on the model's device: a text encoder's features (a model loaded
+  // with num_hidden_layers = N - 1 gives Hugging Face's hidden_states[-2] of the N-layer model).
+  // Writes the tokens' K/V like forward(). Errors as forward().
+  void forward_hidden(const ForwardBatch& batch, tensor::Tensor& hidden);
   // The dtype of weights and activations on the model's device (float32 on the CPU, else bfloat16).
   tensor::DType dtype() const { return dtype_; }
   // A host float32 tensor on the model's device in dtype(), for the caller's tables that feed the
@@ -161,6 +167,8 @@ class DecoderLm : public CausalLm {
   };
 
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
+  // Replaces the rows of h [tokens, hidden] that batch.input_rows names by batch.input_row_values.
+  void substitute_input_rows(const ForwardBatch& batch, tensor::Tensor& h) const;
   // Runs the layers over the residual stream h [tokens, hidden] in place, except that the last
   // sublayer's output is returned ([tokens, hidden]) for the caller to add to h, alone or fused with
   // the final norm (ops::add_rms_norm); undefined without layers, or when the layers added it to h
@@ -205,8 +213,9 @@ class DecoderLm : public CausalLm {
   // columns is vocab_size, or with several ranks vocab_rows * ranks, the last shard's padding past
   // vocab_size included; undefined without an output head. `hidden_out`, when given, receives
   // those rows' post-norm hidden states; `chaining`, when given, makes it an asynchronous step's run.
+  // final_norm false: `hidden_out` gets the rows as the last layer leaves them and no logits are made.
   tensor::Tensor run(const ForwardBatch& batch, const tensor::Tensor* inputs_embeds, tensor::Tensor* hidden_out,
-                     const StepChaining* chaining = nullptr);
+                     const StepChaining* chaining = nullptr, bool final_norm = true);
   // Sums a row-parallel product's partial results over the ranks.
   void reduce_partial_sums(tensor::Tensor& x);
   // The logits of `picked` [rows, hidden] over the whole vocabulary (see run()); `order` is the

@@ -19,6 +19,7 @@ void ModelFacts::merge(const ModelFacts& other) {
   add_sorted(voices, other.voices);
   add_sorted(task_types, other.task_types);
   if (audio_sample_rate == 0) audio_sample_rate = other.audio_sample_rate;
+  if (audio_input_sample_rate == 0) audio_input_sample_rate = other.audio_input_sample_rate;
 }
 
 }  // namespace omni::model

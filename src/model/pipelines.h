@@ -13,6 +13,7 @@ void register_qwen3_pipelines(config::PipelineRegistry& registry);
 void register_qwen3_tts_pipelines(config::PipelineRegistry& registry);
 void register_qwen3_omni_pipelines(config::PipelineRegistry& registry);
 void register_qwen2_5_omni_pipelines(config::PipelineRegistry& registry);
+void register_z_image_pipelines(config::PipelineRegistry& registry);
 
 // Registers every family's pipelines and known model ids. Throws omni::Error(kInvalidConfig) if
 // a pipeline is invalid or registered twice (a bug, reported at start-up).

@@ -71,7 +71,19 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
         }
         e.shape = info.at("shape").get<tensor::Shape>();
         const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
-        const uint64_t want = static_cast<uint64_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
+        // The shape's bytes, computed without overflow: a shape whose product wraps around
+        // could otherwise match small offsets and let a load read far past the mapping.
+        uint64_t want = tensor::dtype_size(e.dtype);
+        for (int64_t d : e.shape) {
+          if (d < 0) {
+            throw_error(ErrorCode::kLoadFailed, "{}: tensor '{}' has a negative dimension in shape {}", where, name,
+                        tensor::shape_to_string(e.shape));
+          }
+          if (__builtin_mul_overflow(want, static_cast<uint64_t>(d), &want)) {
+            throw_error(ErrorCode::kLoadFailed, "{}: tensor '{}' has shape {}, whose size in bytes overflows 64 bits",
+                        where, name, tensor::shape_to_string(e.shape));
+          }
+        }
         if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
             offsets[1] - offsets[0] != want) {
           throw_error(ErrorCode::kLoadFailed,
@@ -107,10 +119,12 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
+Checkpoint Checkpoint::open(const std::filesystem::path& dir) { return open(dir, "model"); }
+
+Checkpoint Checkpoint::open(const std::filesystem::path& dir, const std::string& stem) {
   Checkpoint c;
   c.dir_ = dir;
-  const auto index_path = dir / "model.safetensors.index.json";
+  const auto index_path = dir / (stem + ".safetensors.index.json");
   if (std::filesystem::exists(index_path)) {
     const Json index = read_json_file(index_path);
     if (!index.contains("weight_map") || !index["weight_map"].is_object()) {
@@ -132,9 +146,9 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir) {
     }
     return c;
   }
-  const auto single = dir / "model.safetensors";
+  const auto single = dir / (stem + ".safetensors");
   if (!std::filesystem::exists(single)) {
-    throw_error(ErrorCode::kNotFound, "{}: no model.safetensors or model.safetensors.index.json", dir.string());
+    throw_error(ErrorCode::kNotFound, "{}: no {}.safetensors or {}.safetensors.index.json", dir.string(), stem, stem);
   }
   c.files_.push_back(std::make_shared<SafetensorsFile>(single));
   for (const auto& [name, entry] : c.files_[0]->entries()) c.file_of_[name] = 0;

@@ -53,6 +53,9 @@ class Checkpoint {
   // Opens `dir`/model.safetensors.index.json when present (every shard it names), else
   // `dir`/model.safetensors.
   static Checkpoint open(const std::filesystem::path& dir);
+  // The same for files named `stem`.safetensors(.index.json): diffusers names its models'
+  // weights "diffusion_pytorch_model".
+  static Checkpoint open(const std::filesystem::path& dir, const std::string& stem);
 
   const std::filesystem::path& dir() const { return dir_; }
   bool contains(const std::string& name) const;

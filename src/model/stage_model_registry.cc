@@ -36,7 +36,7 @@ bool StageModels::has(config::ExecutionType type, std::string_view name) const {
     case config::ExecutionType::kLlmGeneration:
       return generation.find(name) != nullptr;
     case config::ExecutionType::kDiffusion:
-      return false;
+      return diffusion.find(name) != nullptr;
   }
   return false;
 }
@@ -48,7 +48,7 @@ std::vector<std::string> StageModels::names(config::ExecutionType type) const {
     case config::ExecutionType::kLlmGeneration:
       return generation.names();
     case config::ExecutionType::kDiffusion:
-      return {};
+      return diffusion.names();
   }
   return {};
 }
@@ -61,7 +61,7 @@ ModelFacts StageModels::describe(config::ExecutionType type, std::string_view na
     case config::ExecutionType::kLlmGeneration:
       return describe_entry(generation, name, model_dir);
     case config::ExecutionType::kDiffusion:
-      break;
+      return describe_entry(diffusion, name, model_dir);
   }
   throw_error(ErrorCode::kInternal, "stage model '{}': no {} stage models exist", name,
               config::execution_type_name(type));
@@ -76,6 +76,10 @@ std::unique_ptr<StreamingDecoderStage> StageModels::create_generation(std::strin
   return create(generation, config::ExecutionType::kLlmGeneration, name, args);
 }
 
+std::unique_ptr<DiffusionModel> StageModels::create_diffusion(std::string_view name, const StageModelArgs& args) const {
+  return create(diffusion, config::ExecutionType::kDiffusion, name, args);
+}
+
 void register_causal_lm_stage_models(StageModels& models) {
   models.ar.add("causal_lm", [](const StageModelArgs& args) {
     return builtin_model_registry().create_causal_lm(args.model_dir, {.device = args.device, .dtype = args.dtype});
@@ -86,6 +90,7 @@ void register_all_stage_models(StageModels& models) {
   register_causal_lm_stage_models(models);
   register_qwen3_tts_stage_models(models);
   register_qwen3_omni_stage_models(models);
+  register_z_image_stage_models(models);
 }
 
 const StageModels& builtin_stage_models() {

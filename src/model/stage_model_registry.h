@@ -2,6 +2,7 @@
 // stages, one registry per execution type (the engine that drives them):
 //   llm_ar          ArStageModel (engine::ArEngine)               e.g. "causal_lm"
 //   llm_generation  StreamingDecoderStage (engine::GenerationEngine)  e.g. a codec decoder
+//   diffusion       DiffusionModel (engine::DiffusionEngine)       e.g. "z_image"
 // A pipeline names the stage model of each of its stages (config::StagePipelineConfig::
 // stage_model); the runtime finds it here by that name and never looks at architectures or
 // family names. A family registers its stage models in its register_<family>_stage_models(),
@@ -32,6 +33,7 @@
 #include "config/pipeline_config.h"
 #include "model/audio_decoder.h"
 #include "model/causal_lm.h"
+#include "model/diffusion_model.h"
 #include "model/model_facts.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -99,12 +101,28 @@ class StageModelRegistry {
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
+// A checkpoint's speaker encoder for voice cloning: reference audio (mono float32 at
+// `sample_rate`) -> the speaker embedding a speech request's speaker_embedding takes. The serve
+// command loads it into the API server (the embedding is computed before a request reaches the
+// stages); `embed` may be called from any thread.
+struct SpeakerEncoderModel {
+  int sample_rate = 0;
+  size_t embedding_size = 0;
+  std::function<std::vector<float>(std::span<const float> samples)> embed;
+};
+// Loads the speaker encoder of the checkpoint in `model_dir`, or nullopt when the checkpoint has
+// none (e.g. a Qwen3-TTS CustomVoice checkpoint). Throws what the checkpoint loaders throw.
+using SpeakerEncoderLoader = std::function<std::optional<SpeakerEncoderModel>(const std::filesystem::path& model_dir)>;
+
 // Every stage model, by execution type.
 struct StageModels {
   StageModelRegistry<ArStageModel> ar;                   // llm_ar
   StageModelRegistry<StreamingDecoderStage> generation;  // llm_generation
+  StageModelRegistry<DiffusionModel> diffusion;          // diffusion
+  // Speaker encoders, by the name of the stage model whose checkpoint holds them.
+  std::map<std::string, SpeakerEncoderLoader, std::less<>> speaker_encoders;
 
-  // Whether `name` is registered for `type` (no registry for diffusion yet: always false).
+  // Whether `name` is registered for `type`.
   bool has(config::ExecutionType type, std::string_view name) const;
   // The registered names for `type`, for messages.
   std::vector<std::string> names(config::ExecutionType type) const;
@@ -115,6 +133,7 @@ struct StageModels {
   // ones when it is not registered; otherwise what its factory throws.
   std::unique_ptr<ArStageModel> create_ar(std::string_view name, const StageModelArgs& args) const;
   std::unique_ptr<StreamingDecoderStage> create_generation(std::string_view name, const StageModelArgs& args) const;
+  std::unique_ptr<DiffusionModel> create_diffusion(std::string_view name, const StageModelArgs& args) const;
 };
 
 // "causal_lm": the text LMs of model_registry.h, by the checkpoint's config.json architectures.
@@ -122,6 +141,7 @@ void register_causal_lm_stage_models(StageModels& models);
 // One function per model family, defined in src/model/<family>/ (e.g. qwen3_tts/stage_models.cc).
 void register_qwen3_tts_stage_models(StageModels& models);
 void register_qwen3_omni_stage_models(StageModels& models);
+void register_z_image_stage_models(StageModels& models);
 
 // Registers every family's stage models: the one list a new family adds its line to.
 void register_all_stage_models(StageModels& models);

@@ -160,6 +160,9 @@ class ArStageRunner final : public StageRunner {
         StageOutput& choice = outputs.emplace_back();
         choice.request_id = out.request_id;
         choice.index = completion.index;
+        // A text LM's prompt may have grown by its media placeholders; an embedding-input model's rows
+        // are not the client's prompt tokens.
+        if (!embedding_lm_) choice.prompt_tokens = out.num_prompt_tokens;
         choice.token_ids = std::move(completion.token_ids);
         choice.text = std::move(completion.text);
         for (const engine::SampledToken& sampled : completion.logprobs) {

@@ -29,6 +29,12 @@ struct ConnectorContext {
   // --shm-threshold-bytes: payloads of at most this size travel inline in the control message,
   // unless the connector's extra.shm_threshold_bytes says otherwise.
   uint64_t inline_threshold_bytes = 65536;
+  // A distributed launch (distributed_launch.h): a consumer keeps what it reads until the head
+  // discards it, so that a request can be replayed on another replica of the consumer's stage.
+  bool retain_on_get = false;
+  // The producer runs on another host than the head: every payload travels inline in the control
+  // message, whatever the connector's threshold, because its storage does not cross hosts.
+  bool inline_always = false;
 };
 
 class Connector {

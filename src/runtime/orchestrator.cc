@@ -20,6 +20,7 @@
 #include "runtime/request_plan.h"
 #include "runtime/request_router.h"
 #include "runtime/shm_connector.h"
+#include "runtime/stale_segments.h"
 
 namespace omni::runtime {
 
@@ -72,9 +73,24 @@ class Orchestrator::Loop {
       : pipeline_(checked(std::move(pipeline))),
         options_(std::move(options)),
         session_(options_.attach ? options_.attach->session : new_session()),
-        replicas_(pipeline_),
-        router_(pipeline_, replicas_, ConnectorContext{session_, options_.shm_threshold_bytes},
+        replicas_(pipeline_,
+                  options_.distributed ? std::optional<int>(options_.distributed->local_stage) : std::nullopt),
+        router_(pipeline_, replicas_,
+                ConnectorContext{session_, options_.shm_threshold_bytes, options_.distributed.has_value(), false},
                 options_.edge_inflight_limit, router_links(), router_metrics()) {
+    replicas_.set_policy(options_.lb_policy);
+    if (options_.distributed) router_.enable_replay();
+    ready_counts_.assign(pipeline_.stages.size(), 0);
+    if (options_.metrics && options_.distributed) {
+      replica_states_ = &options_.metrics->gauge("omnistage:stage_replicas",
+                                                 "Replicas of a stage by state (ready, error, down, starting...).",
+                                                 {"stage", "state"});
+      queue_lengths_ =
+          &options_.metrics->gauge("omnistage:replica_queue_length",
+                                   "Running requests of a replica, as of its last heartbeat.", {"stage", "replica"});
+      requests_taken_ = &options_.metrics->gauge("omnistage:replica_requests_taken",
+                                                 "Requests the head sent to a replica.", {"stage", "replica"});
+    }
     if (options_.metrics) {
       step_time_ = &options_.metrics->histogram(
           "omnistage:stage_step_seconds",
@@ -110,6 +126,9 @@ class Orchestrator::Loop {
     if (stopping_) throw_error(ErrorCode::kUnavailable, "the server is shutting down");
     if (!failure_.empty()) throw_error(ErrorCode::kUnavailable, "{}", failure_);
     for (int stage_id : plan.stages) {
+      if (options_.distributed && ready_counts_[stage_id] == 0) {
+        throw_error(ErrorCode::kUnavailable, "stage {} has no healthy replica", stage_id);
+      }
       if (sleeping_.count(stage_id)) {
         throw_error(ErrorCode::kUnavailable, "stage {} is asleep (POST /v1/omni/wakeup wakes it)", stage_id);
       }
@@ -129,7 +148,19 @@ class Orchestrator::Loop {
 
   bool healthy() const {
     std::lock_guard lock(mutex_);
-    return failure_.empty() && !stopping_;
+    return failure_.empty() && !stopping_ && missing_stages().empty();
+  }
+
+  std::string unhealthy_reason() const {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return "the server is shutting down";
+    if (!failure_.empty()) return failure_;
+    std::vector<int> missing = missing_stages();
+    if (missing.empty()) return "healthy";
+    std::string stages;
+    for (int id : missing) stages += (stages.empty() ? "" : ", ") + std::to_string(id);
+    return fmt::format("no healthy replica of stage(s) {} (their headless workers have not registered, or failed)",
+                       stages);
   }
 
   void control(bool sleep, std::vector<int> stage_ids, int level, StageControlDone done) {
@@ -210,7 +241,8 @@ class Orchestrator::Loop {
     return {[this](const Replica& replica, const StageMessage& message) {
               return server_->send(replica.identity, message);
             },
-            [this](Replica& replica, const std::string& reason) { replica_failed(replica, reason); },
+            // A send fails only when the replica's connection is gone: it is DOWN.
+            [this](Replica& replica, const std::string& reason) { replica_failed(replica, reason, true); },
             [this](const std::string& id) { forget_id(id); }};
   }
 
@@ -238,6 +270,16 @@ class Orchestrator::Loop {
     (void)written;
   }
 
+  // Under mutex_.
+  std::vector<int> missing_stages() const {
+    std::vector<int> missing;
+    if (!options_.distributed) return missing;
+    for (size_t s = 0; s < ready_counts_.size(); ++s) {
+      if (ready_counts_[s] == 0) missing.push_back(static_cast<int>(s));
+    }
+    return missing;
+  }
+
   // ---- thread body ------------------------------------------------------------------------
 
   void run(std::promise<void> started) {
@@ -248,6 +290,12 @@ class Orchestrator::Loop {
     sigaddset(&termination, SIGINT);
     sigaddset(&termination, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &termination, nullptr);
+    // What a head that died uncleanly (SIGKILL, the OOM killer) left in /dev/shm goes now.
+    if (!options_.attach) {
+      if (size_t swept = sweep_stale_segments()) {
+        spdlog::info("head: removed {} shared-memory segment(s) left by processes that have exited", swept);
+      }
+    }
     try {
       server_.emplace(options_.attach                     ? frontend_control_endpoint(session_, options_.attach->index)
                       : options_.control_endpoint.empty() ? "ipc://@omnistage-" + session_
@@ -285,7 +333,7 @@ class Orchestrator::Loop {
                          options_.shm_threshold_bytes,
                          options_.heartbeat_interval,
                          visible ? std::optional<std::string>(visible) : std::nullopt,
-                         {}};
+                         options_.distributed.has_value()};
     for (int i = 0; i < options_.api_frontends; ++i) {
       launch.frontend_endpoints.push_back(frontend_control_endpoint(session_, i));
     }
@@ -318,10 +366,54 @@ class Orchestrator::Loop {
 
   void receive_startup_messages() {
     while (auto received = server_->receive()) {
-      if (Replica* replica = replicas_.find(received->peer)) {
+      if (options_.distributed) {  // joins and late messages of joined replicas as when serving
+        handle(received->peer, received->message);
+      } else if (Replica* replica = replicas_.find(received->peer)) {
         replicas_.on_startup_message(*replica, received->message, Clock::now());
       }
     }
+  }
+
+  // ---- distributed launch: joins ------------------------------------------------------------
+
+  // A headless worker's Register (a replica joining its stage's pool), or a message of a replica
+  // this head does not know: the head restarted, and asks it to register again.
+  void on_unknown_peer(const std::string& peer, const StageMessage& message) {
+    const auto now = Clock::now();
+    const auto* registered = std::get_if<RegisterMessage>(&message);
+    if (!registered || registered->pipeline.is_null()) {
+      auto& asked = rejoin_asked_[peer];
+      if (now - asked > std::chrono::seconds(1)) {
+        spdlog::info("'{}' message from unknown replica '{}': asking it to register", message_type_name(message), peer);
+        server_->send(peer, RejoinMessage{});
+        asked = now;
+      }
+      return;
+    }
+    rejoin_asked_.erase(peer);
+    JoinReplyMessage reply;
+    const int stages = static_cast<int>(pipeline_.stages.size());
+    if (registered->stage_id < 0 || registered->stage_id >= stages) {
+      reply.message = fmt::format("--stage-id {}: the pipeline has no such stage (its stages are 0..{})",
+                                  registered->stage_id, stages - 1);
+    } else if (auto difference = fingerprint_difference(options_.distributed->fingerprint, registered->pipeline)) {
+      reply.message = fmt::format("its pipeline or deploy config differs from the head's at {}", *difference);
+    }
+    if (!reply.message.empty()) {
+      spdlog::error("refused the headless worker '{}' of stage {} at {}: {}", peer, registered->stage_id,
+                    registered->address, reply.message);
+      server_->send(peer, reply);
+      return;
+    }
+    const bool other_host = !is_local_address(registered->address);
+    Replica& replica = replicas_.join(registered->stage_id, peer, *registered, other_host, now);
+    replicas_.on_startup_message(replica, message, now);
+    send_join_reply(replica);
+    publish_replicas();
+  }
+
+  void send_join_reply(const Replica& replica) {
+    server_->send(replica.identity, JoinReplyMessage{true, replica.index, session_, replica.other_host, true, ""});
   }
 
   void serve() {
@@ -474,7 +566,9 @@ class Orchestrator::Loop {
     }
     for (int stage_id = 0; stage_id < replicas_.num_stages(); ++stage_id) {
       for (const Replica& replica : replicas_.stage(stage_id)) {
-        if (replica.phase == ReplicaPhase::kReady) server_->send(replica.identity, ShutdownMessage{});
+        // A headless worker's replica stays up and registers with the next head on this address.
+        if (replica.phase == ReplicaPhase::kReady && !replica.joined)
+          server_->send(replica.identity, ShutdownMessage{});
       }
     }
     replicas_.stop_all(options_.shutdown_grace);
@@ -491,9 +585,14 @@ class Orchestrator::Loop {
   }
 
   void handle(const std::string& peer, StageMessage& message) {
-    Replica* replica = replicas_.find(peer);
+    Replica* replica = options_.distributed ? replicas_.lookup(peer) : replicas_.find(peer);
+    if (!replica && options_.distributed) {
+      on_unknown_peer(peer, message);
+      return;
+    }
     if (!replica) return;
     replicas_.heard(*replica, Clock::now());
+    if (options_.distributed && handle_pool_message(*replica, message)) return;
     if (auto* output = std::get_if<OutputMessage>(&message)) {
       router_.on_output(*replica, *output);
     } else if (auto* error = std::get_if<ErrorMessage>(&message)) {
@@ -518,6 +617,47 @@ class Orchestrator::Loop {
     }
   }
 
+  // The start-up and membership messages of a pool's replica, at any time. Returns false for the
+  // others (the request conversation, heartbeats, acks).
+  bool handle_pool_message(Replica& replica, const StageMessage& message) {
+    if (std::holds_alternative<RegisterMessage>(message) && replica.joined) {
+      send_join_reply(replica);  // the worker sent its Register again before our answer reached it
+      return true;
+    }
+    if (std::holds_alternative<RegisterMessage>(message) || std::holds_alternative<ReadyMessage>(message)) {
+      if (replica.phase == ReplicaPhase::kDown || replica.phase == ReplicaPhase::kDropped) return true;
+      replicas_.on_startup_message(replica, message, Clock::now());
+      publish_replicas();
+      return true;
+    }
+    if (const auto* failed = std::get_if<InitFailedMessage>(&message)) {
+      replicas_.on_startup_message(replica, message, Clock::now());
+      if (replica.joined) {
+        spdlog::error("stage {} replica {} (joined from {}) failed to start: {}", replica.stage_id, replica.index,
+                      replica.address, failed->message);
+        replica.phase = ReplicaPhase::kDown;
+        replica.gone_since = Clock::now();
+        publish_replicas();
+      }
+      return true;
+    }
+    if (std::holds_alternative<LeaveMessage>(message)) {
+      if (replica.phase == ReplicaPhase::kReady) {
+        replica_failed(replica, "it left the pool (its worker stopped)", true);
+      } else if (replica.phase != ReplicaPhase::kDropped) {
+        replica.phase = ReplicaPhase::kDown;
+        replica.gone_since = Clock::now();
+        publish_replicas();
+      }
+      return true;
+    }
+    if (std::holds_alternative<HeartbeatMessage>(message) && replica.phase == ReplicaPhase::kError) {
+      spdlog::warn("stage {} replica {}: heard again, back in the pool", replica.stage_id, replica.index);
+      replica.phase = ReplicaPhase::kReady;
+    }
+    return false;
+  }
+
   void check_replicas() {
     std::vector<ReplicaSet::Lapse> lapses = replicas_.lapsed(Clock::now(), options_.heartbeat_timeout);
     // What an ended process sent before it ended is still delivered, ahead of the failure.
@@ -525,20 +665,54 @@ class Orchestrator::Loop {
       receive_messages();
     }
     for (const ReplicaSet::Lapse& lapse : lapses) {
-      if (lapse.replica->phase == ReplicaPhase::kReady) replica_failed(*lapse.replica, lapse.reason);
+      if (lapse.replica->phase == ReplicaPhase::kReady) replica_failed(*lapse.replica, lapse.reason, lapse.exited);
+    }
+    if (!options_.distributed) return;
+    for (Replica* dropped : replicas_.drop_gone(Clock::now(), options_.distributed->replica_grace)) {
+      spdlog::info("stage {} replica {}: dropped from the pool (gone longer than {}s)", dropped->stage_id,
+                   dropped->index, seconds(options_.distributed->replica_grace));
+      publish_replicas();
+    }
+    if (!init_wait_reported_ && Clock::now() - started_ > options_.stage_init_timeout) {
+      init_wait_reported_ = true;
+      std::vector<int> missing;
+      {
+        std::lock_guard lock(mutex_);
+        missing = missing_stages();
+      }
+      for (int id : missing) {
+        spdlog::warn(
+            "stage {}: no replica ready within --stage-init-timeout={}s; its requests get 503 until a "
+            "headless worker of it registers",
+            id, seconds(options_.stage_init_timeout));
+      }
     }
   }
 
-  void replica_failed(Replica& replica, const std::string& reason) {
+  // In a pool (distributed launch) the replica leaves it, DOWN when its process ended or it left,
+  // else ERROR; its requests are replayed where they can be. Otherwise the server has failed.
+  void replica_failed(Replica& replica, const std::string& reason, bool down = false) {
     std::set<std::string> affected;
+    if (options_.distributed) {
+      replica.phase = down ? ReplicaPhase::kDown : ReplicaPhase::kError;
+      replica.gone_since = Clock::now();
+    }
     std::string message = replicas_.fail(replica, reason, affected);
     spdlog::error("{}", message);
-    {
+    if (!options_.distributed) {
       std::lock_guard lock(mutex_);
       if (failure_.empty()) failure_ = message;
     }
     publish_replicas();
-    for (const std::string& id : affected) router_.end_request(id, Error(ErrorCode::kUnavailable, message));
+    if (options_.distributed) {
+      // A silent replica may come back: it must not go on with what is replayed elsewhere.
+      if (!down) {
+        for (const std::string& id : affected) server_->send(replica.identity, AbortMessage{id});
+      }
+      router_.replica_lost(replica, affected, message);
+    } else {
+      for (const std::string& id : affected) router_.end_request(id, Error(ErrorCode::kUnavailable, message));
+    }
     if (active_control_ && awaiting_.erase({replica.stage_id, replica.index})) {
       if (!control_result_.error) control_result_.error = Error(ErrorCode::kUnavailable, message);
       if (awaiting_.empty()) finish_control();
@@ -547,8 +721,28 @@ class Orchestrator::Loop {
 
   void publish_replicas() {
     std::vector<ReplicaInfo> infos = replicas_.infos();
+    std::vector<int> ready = replicas_.ready_counts();
+    if (replica_states_) {
+      for (int stage = 0; stage < replicas_.num_stages(); ++stage) {
+        std::map<std::string_view, int> by_state;
+        for (ReplicaPhase phase : {ReplicaPhase::kStarting, ReplicaPhase::kRegistered, ReplicaPhase::kReady,
+                                   ReplicaPhase::kError, ReplicaPhase::kDown}) {
+          by_state[replica_phase_name(phase)] = 0;
+        }
+        for (const Replica& r : replicas_.stage(stage)) {
+          if (r.phase == ReplicaPhase::kDropped) continue;
+          by_state[replica_phase_name(r.phase)]++;
+          queue_lengths_->with({std::to_string(stage), std::to_string(r.index)}).set(r.running_requests);
+          requests_taken_->with({std::to_string(stage), std::to_string(r.index)}).set(r.requests_taken);
+        }
+        for (const auto& [state, count] : by_state) {
+          replica_states_->with({std::to_string(stage), std::string(state)}).set(count);
+        }
+      }
+    }
     std::lock_guard lock(mutex_);
     replica_infos_ = std::move(infos);
+    ready_counts_ = std::move(ready);
   }
 
   void forget_id(const std::string& id) {
@@ -562,6 +756,13 @@ class Orchestrator::Loop {
   const std::string session_;
   int wake_fd_ = -1;
   MetricFamily<Histogram>* step_time_ = nullptr;  // by stage and part; null without a metrics registry
+  // A distributed head's pool series (OrchestratorOptions::distributed); null otherwise.
+  MetricFamily<Gauge>* replica_states_ = nullptr;
+  MetricFamily<Gauge>* queue_lengths_ = nullptr;
+  MetricFamily<Gauge>* requests_taken_ = nullptr;
+  const Clock::time_point started_ = Clock::now();
+  bool init_wait_reported_ = false;
+  std::map<std::string, Clock::time_point> rejoin_asked_;  // unknown peers told to register, and when
 
   // Shared with API threads, under mutex_.
   mutable std::mutex mutex_;
@@ -570,6 +771,7 @@ class Orchestrator::Loop {
   bool stopping_ = false;
   std::string failure_;
   std::vector<ReplicaInfo> replica_infos_;
+  std::vector<int> ready_counts_;  // ready replicas by stage
   std::string endpoint_;
   std::set<int> sleeping_;  // stages asleep, or being put to sleep
 
@@ -599,6 +801,7 @@ void Orchestrator::submit(GenerationRequest request, EventSink sink) {
 }
 void Orchestrator::abort(const std::string& request_id) { loop_->abort(request_id); }
 bool Orchestrator::healthy() const { return loop_->healthy(); }
+std::string Orchestrator::unhealthy_reason() const { return loop_->unhealthy_reason(); }
 void Orchestrator::sleep(std::vector<int> stage_ids, int level, StageControlDone done) {
   loop_->control(true, std::move(stage_ids), level, std::move(done));
 }

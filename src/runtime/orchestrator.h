@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/metrics.h"
+#include "runtime/distributed_launch.h"
 #include "runtime/replica_set.h"
 #include "runtime/serving_backend.h"
 #include "runtime/stage_spec.h"
@@ -75,6 +76,16 @@ struct OrchestratorOptions {
   // Set for an API frontend's orchestrator (then worker_program, control_endpoint and
   // api_frontends are not used).
   std::optional<FrontendAttach> attach;
+  // Set for the head of a distributed launch (distributed_launch.h): it launches its own stage's
+  // replicas only, the other stages' join from headless workers on control_endpoint (tcp://A:P);
+  // a failed replica is ERROR or DOWN and leaves its pool (its requests are replayed, see
+  // RequestRouter::replica_lost) instead of failing the server, and a stage without a ready
+  // replica makes /health 503 and its new requests kUnavailable, both naming the stage. Its series:
+  //   omnistage:stage_replicas{stage, state}: the stage's replicas by state (ready, error, down…).
+  //   omnistage:replica_queue_length{stage, replica}: running requests, as of its last heartbeat.
+  //   omnistage:replica_requests_taken{stage, replica}: the requests the head sent it.
+  std::optional<DistributedHead> distributed;
+  LbPolicy lb_policy = LbPolicy::kFewestHeld;  // --omni-lb-policy
 };
 
 class Orchestrator final : public ServingBackend {
@@ -90,6 +101,7 @@ class Orchestrator final : public ServingBackend {
   void submit(GenerationRequest request, EventSink sink) override;
   void abort(const std::string& request_id) override;
   bool healthy() const override;
+  std::string unhealthy_reason() const override;
   void sleep(std::vector<int> stage_ids, int level, StageControlDone done) override;
   void wake_up(std::vector<int> stage_ids, StageControlDone done) override;
   std::vector<int> sleeping_stages() const override;

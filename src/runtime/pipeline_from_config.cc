@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "model/stage_model_registry.h"
 #include "runtime/ar_stage_runner.h"
+#include "runtime/diffusion_stage_runner.h"
 #include "runtime/generation_stage_runner.h"
 #include "runtime/shm_connector.h"
 #include "runtime/stage_runner.h"
@@ -60,7 +61,7 @@ std::string_view engine_runner_kind(config::ExecutionType type) {
     case config::ExecutionType::kLlmGeneration:
       return kGenerationRunnerKind;
     case config::ExecutionType::kDiffusion:
-      break;
+      return kDiffusionRunnerKind;
   }
   return {};
 }

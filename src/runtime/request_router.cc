@@ -38,6 +38,7 @@ void RequestRouter::start(GenerationRequest generation, EventSink sink, RequestP
   request.prompt = std::move(generation.prompt_token_ids);
   request.additional_information = std::move(generation.additional_information);
   request.prompt_tokens = static_cast<int>(request.prompt.size());
+  request.stream = generation.stream;
   std::string id = request.id;
   int entry = request.plan.stages.front();
   requests_.emplace(id, std::move(request));
@@ -72,6 +73,10 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
   }
   Request& request = it->second;
   const std::string id = request.id;
+  // The entry stage's model may have expanded the prompt (media placeholders): usage counts that.
+  if (replica.stage_id == request.plan.stages.front() && output.prompt_tokens > 0) {
+    request.prompt_tokens = output.prompt_tokens;
+  }
   const std::vector<int> consumers = request.plan.consumers.at(replica.stage_id);
   std::map<int, std::vector<PayloadRef>> chunk_payloads;  // for async_chunk consumers
   for (PayloadRef& ref : output.payloads) {
@@ -94,14 +99,25 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
     event.logprobs = std::move(output.logprobs);
     event.audio = std::move(output.audio);
     event.audio_sample_rate = output.audio_sample_rate;
+    event.image = std::move(output.image);
     event.finish_reason = output.finish_reason;
     event.finished = finished;
     event.prompt_tokens = request.prompt_tokens;
     event.completion_tokens = request.completion_tokens;
-    deliver(request.sink, std::move(event));
+    deliver_to_client(request, std::move(event));
   }
   if (finished) {
     progress->finished = true;
+    progress->submit.reset();
+    progress->chunks.clear();
+    // What the sources produced for this stage was kept for a replay; nobody reads it now.
+    for (int source : pipeline_.stages[replica.stage_id].input_sources) {
+      auto produced = request.stages.find(source);
+      if (produced == request.stages.end()) continue;
+      for (const PayloadRef& ref : produced->second.payloads) {
+        if (ref.address.to_stage == replica.stage_id) discard(ref);
+      }
+    }
     replicas_.release(replica, id);
     release_edges_into(request, replica.stage_id);
     if (replica.stage_id == request.plan.final_stage) {
@@ -125,7 +141,12 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
 void RequestRouter::stream_chunk(const std::string& id, int stage_id, InputChunkMessage chunk) {
   Request& request = requests_.at(id);
   if (auto started = request.stages.find(stage_id); started != request.stages.end()) {
-    if (!started->second.finished) links_.send(replicas_.at(stage_id, started->second.replica), std::move(chunk));
+    StageProgress& progress = started->second;
+    if (progress.finished) return;
+    Replica& replica = replicas_.at(stage_id, progress.replica);
+    if (replay_) progress.chunks.push_back(chunk);
+    chunk.payloads = for_replica(replica, std::move(chunk.payloads));
+    send_to(replica, std::move(chunk));
     return;
   }
   auto& buffered = request.buffered_chunks[stage_id];
@@ -226,6 +247,7 @@ void RequestRouter::submit_to_stage(Request& request, int stage_id, std::vector<
   progress.replica = index;
   progress.submitted = Clock::now();
   replicas_.assign(replica, request.id);
+  replica.requests_taken++;
   SubmitMessage message{request.id,
                         std::move(prompt),
                         request.plan.sampling_params.at(stage_id),
@@ -233,7 +255,89 @@ void RequestRouter::submit_to_stage(Request& request, int stage_id, std::vector<
                         request.plan.consumers.at(stage_id),
                         input_open,
                         request.additional_information};
-  if (!links_.send(replica, message)) links_.replica_failed(replica, "its control connection is gone");
+  if (replay_) progress.submit = message;
+  message.inputs = for_replica(replica, std::move(message.inputs));
+  send_to(replica, std::move(message));
+}
+
+bool RequestRouter::send_to(Replica& replica, StageMessage message) {
+  if (links_.send(replica, message)) return true;
+  links_.replica_failed(replica, "its control connection is gone");
+  return false;
+}
+
+// Shared memory does not reach a replica on another host: what the head can read of it travels
+// inline (the producer was on the head's host; a producer elsewhere sent its payloads inline).
+std::vector<PayloadRef> RequestRouter::for_replica(const Replica& replica, std::vector<PayloadRef> refs) {
+  if (!replica.other_host) return refs;
+  for (PayloadRef& ref : refs) {
+    if (ref.is_inline()) continue;
+    auto connector = edge_connectors_.find({ref.address.from_stage, ref.address.to_stage});
+    if (connector == edge_connectors_.end()) continue;
+    try {
+      PayloadView view = connector->second->get(ref);
+      ref.inline_bytes.assign(view.bytes().begin(), view.bytes().end());
+      ref.location.clear();
+    } catch (const Error& e) {
+      spdlog::warn("payload {} for stage {} replica {}: {}", ref.address.key(), replica.stage_id, replica.index,
+                   e.what());
+    }
+  }
+  return refs;
+}
+
+void RequestRouter::deliver_to_client(Request& request, ResponseEvent event) {
+  if (replay_ && !request.stream && !event.finished) {
+    request.held.push_back(std::move(event));
+    return;
+  }
+  for (ResponseEvent& held : request.held) deliver(request.sink, std::move(held));
+  request.held.clear();
+  request.delivered = true;
+  deliver(request.sink, std::move(event));
+}
+
+void RequestRouter::replica_lost(const Replica& lost, const std::set<std::string>& ids, const std::string& failure) {
+  for (const std::string& id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    Request& request = it->second;
+    auto stage = request.stages.find(lost.stage_id);
+    if (stage == request.stages.end() || stage->second.replica != lost.index || stage->second.finished) continue;
+    StageProgress& progress = stage->second;
+    const bool final_stage = lost.stage_id == request.plan.final_stage;
+    if (!replay_ || request.delivered || !progress.submit ||
+        (!final_stage && (!progress.tokens.empty() || !progress.payloads.empty()))) {
+      std::string why = !replay_ || !progress.submit ? ""
+                        : request.delivered          ? " while its output was streaming to the client"
+                                                     : " after its output had gone on to the next stage";
+      end_request(id, Error(ErrorCode::kUnavailable, failure + why));
+      continue;
+    }
+    const int index = replicas_.pick(lost.stage_id);
+    if (index < 0) {
+      end_request(id, Error(ErrorCode::kUnavailable, fmt::format("{}; stage {} has no healthy replica to replay it on",
+                                                                 failure, lost.stage_id)));
+      continue;
+    }
+    Replica& next = replicas_.at(lost.stage_id, index);
+    spdlog::warn("request {}: {}; replayed on stage {} replica {}", id, failure, lost.stage_id, index);
+    request.held.clear();
+    if (final_stage) request.completion_tokens = 0;
+    progress.tokens.clear();
+    progress.replica = index;
+    progress.submitted = Clock::now();
+    replicas_.assign(next, id);
+    next.requests_taken++;
+    SubmitMessage submit = *progress.submit;
+    submit.inputs = for_replica(next, std::move(submit.inputs));
+    if (!send_to(next, std::move(submit))) continue;
+    for (const InputChunkMessage& sent : progress.chunks) {
+      InputChunkMessage chunk = sent;
+      chunk.payloads = for_replica(next, std::move(chunk.payloads));
+      if (!send_to(next, std::move(chunk))) break;
+    }
+  }
 }
 
 void RequestRouter::on_error(Replica& replica, const ErrorMessage& error) {
@@ -269,6 +373,7 @@ void RequestRouter::end_request(const std::string& id, std::optional<Error> erro
   }
   event.prompt_tokens = request.prompt_tokens;
   event.completion_tokens = request.completion_tokens;
+  request.held.clear();  // an error or abort replaces what a non-streaming client would have read
   deliver(request.sink, std::move(event));
   close_request(id);
 }

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,17 @@ class RequestRouter {
   // Ends every live request with `error` (shutdown).
   void end_all(const Error& error);
 
+  // A pool of a distributed launch: the router keeps what it sent to each stage (the Submit and
+  // the InputChunks) until the stage finishes the request, and holds a non-streaming request's
+  // client events until it finished, so that a request can be replayed (replica_lost()).
+  void enable_replay() { replay_ = true; }
+  // `replica` failed (`failure` says how) holding `ids`. Each whose client has received nothing
+  // yet, and whose output at that stage went nowhere but to the client, is sent again — the same
+  // Submit and InputChunks — to another ready replica of the stage; the others end with an error
+  // naming the stage and replica (kUnavailable), as do all of them when replay is off or the stage
+  // has no ready replica left.
+  void replica_lost(const Replica& replica, const std::set<std::string>& ids, const std::string& failure);
+
   // For tests and introspection.
   bool live(const std::string& id) const { return requests_.count(id) > 0; }
   size_t live_requests() const { return requests_.size(); }
@@ -97,6 +109,9 @@ class RequestRouter {
     Clock::time_point submitted;
     std::vector<int32_t> tokens;
     std::vector<PayloadRef> payloads;  // produced here for consumers on the route
+    // With replay: what the head sent this stage for the request, until the stage finished it.
+    std::optional<SubmitMessage> submit;
+    std::vector<InputChunkMessage> chunks;
   };
 
   struct Request {
@@ -111,6 +126,9 @@ class RequestRouter {
     // async_chunk outputs for a consumer that has not started yet (its edge is full).
     std::map<int, std::deque<InputChunkMessage>> buffered_chunks;
     int completion_tokens = 0;
+    bool stream = true;               // GenerationRequest::stream
+    bool delivered = false;           // the sink has had an event
+    std::vector<ResponseEvent> held;  // with replay, a non-streaming request's events until it finished
   };
 
   struct EdgeState {
@@ -128,6 +146,9 @@ class RequestRouter {
   void submit_to_stage(Request& request, int stage_id, std::vector<int32_t> prompt, std::vector<PayloadRef> inputs,
                        bool input_open = false);
   void close_request(const std::string& id);
+  void deliver_to_client(Request& request, ResponseEvent event);
+  bool send_to(Replica& replica, StageMessage message);
+  std::vector<PayloadRef> for_replica(const Replica& replica, std::vector<PayloadRef> refs);
 
   const PipelineSpec& pipeline_;
   ReplicaSet& replicas_;
@@ -138,6 +159,7 @@ class RequestRouter {
   std::map<std::string, Request> requests_;
   std::map<Edge, EdgeState> edges_;
   std::map<int, std::deque<std::string>> waiting_;
+  bool replay_ = false;
 };
 
 }  // namespace omni::runtime

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "runtime/generated_image.h"
 #include "runtime/token_logprobs.h"
 
 namespace omni::runtime {
@@ -37,6 +38,10 @@ struct GenerationRequest {
   // instructions and task_type of /v1/audio/speech. A JSON object; the stages validate what they
   // read.
   Json additional_information = Json::object();
+  // The client reads the events as they come. When false the response is written once the request
+  // finished, so the backend may hold the events until then (and replay a request whose replica
+  // died, since its client has received nothing yet).
+  bool stream = true;
 };
 
 // One streamed piece of a request's output.
@@ -55,6 +60,8 @@ struct ResponseEvent {
   // audio; audio_sample_rate is set whenever audio is.
   std::vector<float> audio;
   int audio_sample_rate = 0;
+  // An image from a stage that outputs images (diffusion), on the request's last event.
+  std::optional<GeneratedImage> image;
 };
 
 using EventSink = std::function<void(ResponseEvent)>;
@@ -81,6 +88,8 @@ class ServingBackend {
   virtual void abort(const std::string& request_id) = 0;
   // False once any stage of the pipeline has failed (GET /health answers 503).
   virtual bool healthy() const = 0;
+  // Why healthy() is false, for GET /health's body.
+  virtual std::string unhealthy_reason() const { return "a stage of the pipeline has failed"; }
 
   // Sleep mode. sleep() puts `stage_ids` (empty: every stage) to sleep at `level` (1: KV cache
   // freed, weights kept; 2: weights freed too), ending the requests running there; wake_up()

@@ -49,7 +49,7 @@ struct FileDescriptor {
 
 SharedMemoryConnector::Options SharedMemoryConnector::Options::from_extra(const Json& extra,
                                                                           const ConnectorContext& context) {
-  Options options{context.session, context.inline_threshold_bytes};
+  Options options{context.session, context.inline_threshold_bytes, context.retain_on_get, context.inline_always};
   if (extra.is_null()) return options;
   if (!extra.is_object())
     throw_error(ErrorCode::kInvalidConfig, "{}: extra must be a mapping", kSharedMemoryConnectorName);
@@ -85,7 +85,7 @@ std::string SharedMemoryConnector::segment_name(const PayloadAddress& address) c
 
 PayloadRef SharedMemoryConnector::put(const PayloadAddress& address, std::span<const uint8_t> bytes) {
   PayloadRef ref{std::string(kSharedMemoryConnectorName), address, bytes.size(), "", {}};
-  if (bytes.size() <= options_.inline_threshold_bytes) {
+  if (options_.inline_always || bytes.size() <= options_.inline_threshold_bytes) {
     ref.inline_bytes.assign(bytes.begin(), bytes.end());
     return ref;
   }
@@ -136,7 +136,8 @@ PayloadView SharedMemoryConnector::get(const PayloadRef& ref) {
   void* data = mmap(nullptr, ref.size, PROT_READ, MAP_SHARED, file.fd, 0);
   int map_error = errno;
   // The name goes now: the mapping keeps the bytes, and a consumer that dies leaves nothing behind.
-  shm_unlink(ref.location.c_str());
+  // Unless the head keeps it for a replay, and discards it once the consumer's stage finished.
+  if (!options_.retain_on_get) shm_unlink(ref.location.c_str());
   if (data == MAP_FAILED) {
     throw_error(ErrorCode::kUnavailable, "payload {}: cannot map shared-memory segment {}: {}", ref.address.key(),
                 ref.location, std::strerror(map_error));

@@ -28,6 +28,8 @@ class SharedMemoryConnector : public Connector {
   struct Options {
     std::string session;
     uint64_t inline_threshold_bytes = 65536;
+    bool retain_on_get = false;  // ConnectorContext::retain_on_get
+    bool inline_always = false;  // ConnectorContext::inline_always
     // Throws omni::Error(kInvalidConfig) naming an unknown or mistyped option.
     static Options from_extra(const Json& extra, const ConnectorContext& context);
   };

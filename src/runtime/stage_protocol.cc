@@ -9,9 +9,10 @@ namespace omni::runtime {
 
 namespace {
 
-constexpr std::array<std::string_view, 14> kTypeNames = {
-    "register",  "ready",    "init_failed", "submit",         "output", "abort",  "error",
-    "heartbeat", "shutdown", "input_chunk", "frontend_reset", "sleep",  "wakeup", "control_ack"};
+constexpr std::array<std::string_view, 17> kTypeNames = {
+    "register", "ready",       "init_failed", "submit",      "output",         "abort",
+    "error",    "heartbeat",   "shutdown",    "input_chunk", "frontend_reset", "sleep",
+    "wakeup",   "control_ack", "join_reply",  "rejoin",      "leave"};
 
 Json to_wire(const PayloadRef& ref) {
   Json json = {{"connector", ref.connector},
@@ -102,7 +103,18 @@ struct Encoder {
   void operator()(const RegisterMessage& m) {
     out.update(
         {{"stage_id", m.stage_id}, {"replica", m.replica}, {"pid", m.pid}, {"host", m.host}, {"devices", m.devices}});
+    if (!m.pipeline.is_null()) out.update({{"address", m.address}, {"pipeline", m.pipeline}});
   }
+  void operator()(const JoinReplyMessage& m) {
+    out.update({{"accepted", m.accepted},
+                {"replica", m.replica},
+                {"session", m.session},
+                {"inline_payloads", m.inline_payloads},
+                {"retain_inputs", m.retain_inputs},
+                {"message", m.message}});
+  }
+  void operator()(const RejoinMessage&) {}
+  void operator()(const LeaveMessage& m) { out.update({{"stage_id", m.stage_id}, {"replica", m.replica}}); }
   void operator()(const ReadyMessage& m) { out.update({{"stage_id", m.stage_id}, {"replica", m.replica}}); }
   void operator()(const InitFailedMessage& m) {
     out.update({{"stage_id", m.stage_id},
@@ -136,9 +148,17 @@ struct Encoder {
     if (!m.logprobs.empty()) out["logprobs"] = logprobs_to_wire(m.logprobs);
     if (m.index != 0) out["index"] = m.index;
     if (m.more_choices) out["more_choices"] = true;
+    if (m.prompt_tokens != 0) out["prompt_tokens"] = m.prompt_tokens;
     if (!m.audio.empty()) {
       out["audio"] = Json::binary(samples_to_bytes(m.audio));
       out["audio_sample_rate"] = m.audio_sample_rate;
+    }
+    if (m.image) {
+      out["image"] = {{"width", m.image->width},
+                      {"height", m.image->height},
+                      {"rgb", Json::binary(m.image->rgb)},
+                      {"steps", m.image->steps},
+                      {"seconds", m.image->seconds}};
     }
   }
   void operator()(const AbortMessage& m) { out["request_id"] = m.request_id; }
@@ -172,9 +192,26 @@ struct Encoder {
 
 StageMessage decode_fields(std::string_view type, const Json& j) {
   if (type == "register") {
-    return RegisterMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(), j.at("pid").get<int64_t>(),
-                           j.at("host").get<std::string>(), j.at("devices").get<std::string>()};
+    RegisterMessage m{j.at("stage_id").get<int>(),
+                      j.at("replica").get<int>(),
+                      j.at("pid").get<int64_t>(),
+                      j.at("host").get<std::string>(),
+                      j.at("devices").get<std::string>(),
+                      "",
+                      nullptr};
+    if (auto it = j.find("pipeline"); it != j.end()) {
+      m.pipeline = *it;
+      m.address = j.at("address").get<std::string>();
+    }
+    return m;
   }
+  if (type == "join_reply") {
+    return JoinReplyMessage{j.at("accepted").get<bool>(),       j.at("replica").get<int>(),
+                            j.at("session").get<std::string>(), j.at("inline_payloads").get<bool>(),
+                            j.at("retain_inputs").get<bool>(),  j.at("message").get<std::string>()};
+  }
+  if (type == "rejoin") return RejoinMessage{};
+  if (type == "leave") return LeaveMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>()};
   if (type == "ready") return ReadyMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>()};
   if (type == "init_failed") {
     return InitFailedMessage{j.at("stage_id").get<int>(), j.at("replica").get<int>(),
@@ -205,9 +242,19 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
     if (auto it = j.find("logprobs"); it != j.end()) m.logprobs = logprobs_from_wire(*it);
     m.index = j.value("index", 0);
     m.more_choices = j.value("more_choices", false);
+    m.prompt_tokens = j.value("prompt_tokens", 0);
     if (auto it = j.find("audio"); it != j.end()) {
       m.audio = samples_from_bytes(it->get_binary());
       m.audio_sample_rate = j.at("audio_sample_rate").get<int>();
+    }
+    if (auto it = j.find("image"); it != j.end()) {
+      GeneratedImage image;
+      image.width = it->at("width").get<int>();
+      image.height = it->at("height").get<int>();
+      image.rgb = it->at("rgb").get_binary();
+      image.steps = it->at("steps").get<int>();
+      image.seconds = it->at("seconds").get<double>();
+      m.image = std::move(image);
     }
     return m;
   }

@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "runtime/generated_image.h"
 #include "runtime/payload.h"
 #include "runtime/step_timing.h"
 #include "runtime/token_logprobs.h"
@@ -30,15 +31,22 @@
 namespace omni::runtime {
 
 // Bumped on any incompatible change; a peer speaking another version is refused with both named.
+// (The distributed launch's fields and message types were added compatibly: a head's own replicas
+// never send them, and an older peer refuses an unknown type by name.)
 inline constexpr int kProtocolVersion = 3;
 
 // worker → head, first message, before the runner is built.
 struct RegisterMessage {
   int stage_id = 0;
-  int replica = 0;
+  int replica = 0;  // -1 for a headless worker's replica: the head assigns one (JoinReply)
   int64_t pid = 0;
   std::string host;
   std::string devices;  // the CUDA_VISIBLE_DEVICES the process runs with; empty for none
+  // A headless worker's replica only (serve --headless): the address it advertises
+  // (--omni-replica-address or the routing probe) and the pipeline it resolved, which the head
+  // compares with its own (distributed_launch.h). Null for a replica the head started.
+  std::string address;
+  Json pipeline;
 };
 
 // worker → head: the runner is built and the replica accepts requests.
@@ -88,6 +96,8 @@ struct OutputMessage {
   // Audio for the client (StageOutput::audio); travels as little-endian float32 bytes.
   std::vector<float> audio;
   int audio_sample_rate = 0;
+  // An image for the client (StageOutput::image); the pixels travel as bytes.
+  std::optional<GeneratedImage> image;
   // On the request's first output at this stage only: seconds from the worker taking the request's
   // Submit to sending this message. The head subtracts it from its own Submit-to-output time to get
   // the hop (transport and queueing both ways) without comparing clocks of different hosts.
@@ -97,6 +107,7 @@ struct OutputMessage {
   std::vector<GeneratedTokenLogprobs> logprobs;
   int index = 0;  // the choice (sampling parameter n); on the wire only when not 0
   bool more_choices = false;
+  int prompt_tokens = 0;  // StageOutput::prompt_tokens; on the wire only when not 0
 };
 
 // head → worker: drop a request and everything it holds.
@@ -155,9 +166,33 @@ struct StageControlAck {
   std::string message;             // the error's message
 };
 
-using StageMessage = std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage,
-                                  AbortMessage, ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage,
-                                  FrontendResetMessage, SleepMessage, WakeUpMessage, StageControlAck>;
+// head → a headless worker's replica: the answer to its Register. Accepted: the replica index it
+// has in its stage's pool, the head's connector session, whether its outgoing payloads must
+// travel inline (it is on another host than the head, where shared memory does not reach) and
+// whether consumers keep the payloads they read until the head discards them (replay). Refused:
+// `message` says why (a differing pipeline field); the worker exits.
+struct JoinReplyMessage {
+  bool accepted = false;
+  int replica = 0;
+  std::string session;
+  bool inline_payloads = false;
+  bool retain_inputs = false;
+  std::string message;
+};
+
+// head → a peer it does not know (the head restarted): register again.
+struct RejoinMessage {};
+
+// worker → head: this replica stops (SIGTERM, shutdown); the head marks it DOWN at once.
+struct LeaveMessage {
+  int stage_id = 0;
+  int replica = 0;
+};
+
+using StageMessage =
+    std::variant<RegisterMessage, ReadyMessage, InitFailedMessage, SubmitMessage, OutputMessage, AbortMessage,
+                 ErrorMessage, HeartbeatMessage, ShutdownMessage, InputChunkMessage, FrontendResetMessage, SleepMessage,
+                 WakeUpMessage, StageControlAck, JoinReplyMessage, RejoinMessage, LeaveMessage>;
 
 // The message's type name on the wire ("register", "submit"…), for logs and errors.
 std::string_view message_type_name(const StageMessage& message);

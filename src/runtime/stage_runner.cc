@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "runtime/ar_stage_runner.h"
+#include "runtime/diffusion_stage_runner.h"
 #include "runtime/generation_stage_runner.h"
 
 namespace omni::runtime {
@@ -24,6 +25,7 @@ Registry& registry() {
     auto* r = new Registry;
     r->factories[std::string(kArRunnerKind)] = make_ar_stage_runner;
     r->factories[std::string(kGenerationRunnerKind)] = make_generation_stage_runner;
+    r->factories[std::string(kDiffusionRunnerKind)] = make_diffusion_stage_runner;
     return r;
   }();
   return *instance;

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "runtime/generated_image.h"
 #include "runtime/payload.h"
 #include "runtime/stage_spec.h"
 #include "runtime/step_timing.h"
@@ -54,10 +55,15 @@ struct StageOutput {
   // audio; audio_sample_rate is set whenever audio is.
   std::vector<float> audio;
   int audio_sample_rate = 0;
+  // An image for the client, from a stage whose final output is images (diffusion).
+  std::optional<GeneratedImage> image;
   std::optional<Error> error;                    // the request failed; it is finished
   std::vector<GeneratedTokenLogprobs> logprobs;  // one per token_ids entry when the request asked for logprobs
   int index = 0;                                 // which of the request's n choices (sampling parameter n)
   bool more_choices = false;
+  // The prompt's length as the stage's model fed it (its media placeholders expanded); 0: the
+  // length of the prompt the stage was given.
+  int prompt_tokens = 0;
 };
 
 class StageRunner {

@@ -45,24 +45,25 @@ int64_t resident_bytes() {
 class Worker {
  public:
   Worker(const std::string& endpoint, const StageLaunchConfig& config)
-      : config_(config), client_(endpoint, replica_identity(config.stage.stage_id, config.replica)) {
+      : config_(config), endpoint_(endpoint), client_(endpoint, identity(config)) {
     for (size_t i = 0; i < config_.frontend_endpoints.size(); ++i) frontends_.push_back(connect_frontend(i));
   }
 
   int run() {
     const int stage_id = config_.stage.stage_id;
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    register_message_ = RegisterMessage{stage_id, config_.replica, getpid(), host, visible ? visible : ""};
-    client_.send(register_message_);
+    register_message_ = RegisterMessage{stage_id, config_.replica, getpid(), host_name(), visible ? visible : ""};
+    if (config_.join) {
+      register_message_.replica = -1;
+      register_message_.address = config_.join->address;
+      register_message_.pipeline = config_.join->pipeline;
+      if (int refused = join(std::chrono::milliseconds(config_.join->stage_init_timeout_ms))) return refused;
+    } else {
+      client_.send(register_message_);
+    }
 
     try {
-      ConnectorContext context{config_.session, config_.shm_threshold_bytes};
-      for (int from : config_.stage.input_sources) {
-        inputs_[from] = make_connector(edge_connector(config_.stage, from), context);
-      }
-      for (const auto& [to, spec] : config_.output_connectors) outputs_[to] = make_connector(spec, context);
+      make_connectors();
       runner_ = build_runner();
     } catch (const Error& e) {
       client_.send(InitFailedMessage{stage_id, config_.replica, e.code(), e.what(), e.exit_code()});
@@ -80,6 +81,97 @@ class Worker {
   }
 
  private:
+  static std::string host_name() {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return host;
+  }
+
+  // A headless worker's replica is named by its host and pid until the head gives it an index.
+  static std::string identity(const StageLaunchConfig& config) {
+    if (!config.join) return replica_identity(config.stage.stage_id, config.replica);
+    return fmt::format("stage{}.{}.{}", config.stage.stage_id, host_name(), getpid());
+  }
+
+  void make_connectors() {
+    ConnectorContext context{config_.session, config_.shm_threshold_bytes, config_.retain_inputs, inline_payloads_};
+    inputs_.clear();
+    outputs_.clear();
+    for (int from : config_.stage.input_sources) {
+      inputs_[from] = make_connector(edge_connector(config_.stage, from), context);
+    }
+    for (const auto& [to, spec] : config_.output_connectors) {
+      outputs_[to] = make_connector(spec, context);
+      if (inline_payloads_) {
+        spdlog::info(
+            "stage {} replica {}: the edge to stage {} ({}) carries its payloads inline through the control "
+            "connection: this replica is on another host than the head",
+            config_.stage.stage_id, config_.replica, to, spec.name);
+      }
+    }
+  }
+
+  // Registers with the head (again after a head restart) until it answers: the Register is sent
+  // again every second, for a head that is not up yet or lost it. Returns 0 once accepted, else
+  // the exit code (refused, or no answer within `timeout`; zero timeout: wait for ever).
+  int join(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    auto next_send = Clock::now();
+    while (true) {
+      if (Clock::now() >= next_send) {
+        client_.send(register_message_);
+        next_send = Clock::now() + std::chrono::seconds(1);
+      }
+      if (timeout.count() > 0 && Clock::now() > deadline) {
+        spdlog::error("stage {}: the head at {} did not answer the registration within --stage-init-timeout={}s",
+                      config_.stage.stage_id, endpoint_, timeout.count() / 1000.0);
+        client_.drop_unsent();  // the Registers queued for a head that never came
+        return exit_code(ErrorCode::kTimeout);
+      }
+      client_.wait(std::chrono::milliseconds(100), termination_.fd());
+      if (int signal = termination_.take()) {
+        spdlog::info("stage {}: signal {} while registering, exiting", config_.stage.stage_id, signal);
+        return 128 + signal;
+      }
+      while (auto message = client_.receive()) {
+        auto* reply = std::get_if<JoinReplyMessage>(&*message);
+        if (!reply) continue;  // what the old head's queue still held
+        if (!reply->accepted) {
+          spdlog::error("stage {}: the head refused this worker: {}", config_.stage.stage_id, reply->message);
+          return exit_code(ErrorCode::kInvalidConfig);
+        }
+        config_.replica = reply->replica;
+        config_.session = reply->session;
+        config_.retain_inputs = reply->retain_inputs;
+        inline_payloads_ = reply->inline_payloads;
+        register_message_.replica = -1;
+        spdlog::info("stage {}: registered with the head at {} as replica {}", config_.stage.stage_id, endpoint_,
+                     config_.replica);
+        return 0;
+      }
+    }
+  }
+
+  // The head restarted and does not know this replica: its requests are gone with the old head.
+  int rejoin() {
+    spdlog::warn("stage {} replica {}: the head at {} does not know this replica (it restarted); registering again",
+                 config_.stage.stage_id, config_.replica, endpoint_);
+    std::vector<std::string> ids;
+    for (const auto& [id, route] : routes_) ids.push_back(id);
+    for (const std::string& id : ids) {
+      if (runner_) runner_->abort(id);
+    }
+    routes_.clear();
+    if (int refused = join(std::chrono::milliseconds(0))) return refused;
+    try {
+      make_connectors();
+    } catch (const Error& e) {
+      return fatal(e.code(), e.what(), e.exit_code());
+    }
+    client_.send(ReadyMessage{config_.stage.stage_id, config_.replica});
+    return 0;
+  }
+
   std::unique_ptr<StageRunner> build_runner() const {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     return make_stage_runner(config_.stage.engine_args,
@@ -118,9 +210,16 @@ class Worker {
                termination_.fd());
       if (int signal = termination_.take()) {
         spdlog::info("stage {} replica {}: signal {}, exiting", config_.stage.stage_id, config_.replica, signal);
+        if (config_.join) client_.send(LeaveMessage{config_.stage.stage_id, config_.replica});
         return 0;
       }
       while (auto message = client_.receive()) {
+        if (std::holds_alternative<RejoinMessage>(*message)) {
+          if (!config_.join) continue;
+          if (int status = rejoin()) return status;
+          next_heartbeat = Clock::now();
+          continue;
+        }
         if (std::holds_alternative<ShutdownMessage>(*message)) {
           // The launcher stops the frontends first: what is queued for them has nobody to read it.
           for (auto& frontend : frontends_) frontend->drop_unsent();
@@ -356,8 +455,10 @@ class Worker {
     message.logprobs = std::move(output.logprobs);
     message.index = output.index;
     message.more_choices = output.more_choices;
+    message.prompt_tokens = output.prompt_tokens;
     message.audio = std::move(output.audio);
     message.audio_sample_rate = output.audio_sample_rate;
+    message.image = std::move(output.image);
     if (output.payload) {
       try {
         for (int to : route->second.output_stages) {
@@ -387,6 +488,8 @@ class Worker {
   }
 
   StageLaunchConfig config_;
+  std::string endpoint_;
+  bool inline_payloads_ = false;  // JoinReplyMessage::inline_payloads
   TerminationSignals termination_;
   ControlClient client_;
   std::vector<std::unique_ptr<ControlClient>> frontends_;  // by frontend index
@@ -410,7 +513,12 @@ Json to_json(const StageLaunchConfig& config) {
           {"shm_threshold_bytes", config.shm_threshold_bytes},
           {"output_connectors", outputs},
           {"heartbeat_interval_ms", config.heartbeat_interval_ms},
-          {"frontend_endpoints", config.frontend_endpoints}};
+          {"frontend_endpoints", config.frontend_endpoints},
+          {"retain_inputs", config.retain_inputs},
+          {"join", config.join ? Json{{"address", config.join->address},
+                                      {"pipeline", config.join->pipeline},
+                                      {"stage_init_timeout_ms", config.join->stage_init_timeout_ms}}
+                               : Json(nullptr)}};
 }
 
 StageLaunchConfig stage_launch_config_from_json(const Json& json, std::string_view source) {
@@ -422,6 +530,11 @@ StageLaunchConfig stage_launch_config_from_json(const Json& json, std::string_vi
     config.shm_threshold_bytes = json.at("shm_threshold_bytes").get<uint64_t>();
     config.heartbeat_interval_ms = json.at("heartbeat_interval_ms").get<int>();
     config.frontend_endpoints = json.value("frontend_endpoints", std::vector<std::string>{});
+    config.retain_inputs = json.value("retain_inputs", false);
+    if (auto join = json.find("join"); join != json.end() && !join->is_null()) {
+      config.join = StageJoin{join->at("address").get<std::string>(), join->at("pipeline"),
+                              join->at("stage_init_timeout_ms").get<int>()};
+    }
     for (const auto& [key, value] : json.at("output_connectors").items()) {
       constexpr std::string_view kPrefix = "to_stage_";
       if (key.rfind(kPrefix, 0) != 0) {

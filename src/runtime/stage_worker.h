@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,16 @@
 #include "runtime/stage_spec.h"
 
 namespace omni::runtime {
+
+// A headless worker's replica (serve --headless): it joins the head's pool of its stage instead of
+// being one of the head's own replicas. It registers with replica -1 and this, is told its index,
+// the head's session and how its payloads travel (JoinReplyMessage), and registers again when the
+// head asks (a restarted head). A refused registration ends the process with kInvalidConfig.
+struct StageJoin {
+  std::string address;                  // advertised to the head (--omni-replica-address or the routing probe)
+  Json pipeline;                        // the pipeline the worker resolved (distributed_launch.h pipeline_fingerprint)
+  int stage_init_timeout_ms = 300'000;  // how long to keep registering before giving up
+};
 
 // Everything a replica process is started with, passed as JSON on its command line.
 struct StageLaunchConfig {
@@ -35,6 +46,9 @@ struct StageLaunchConfig {
   int heartbeat_interval_ms = 1000;
   // The API frontends' control endpoints, by frontend index; empty when the head serves requests.
   std::vector<std::string> frontend_endpoints;
+  // A distributed launch: consumers keep the payloads they read until the head discards them.
+  bool retain_inputs = false;
+  std::optional<StageJoin> join;  // set for a headless worker's replica
 };
 
 Json to_json(const StageLaunchConfig& config);

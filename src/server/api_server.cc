@@ -17,9 +17,10 @@ struct ApiServer::Impl {
                                                         : options.served_model_names),
         metrics(registry, served_names.empty() ? "" : served_names.front()),
         inflight(options.max_inflight_requests),
-        context{backend,         renderer, served_names,     options.model_path,        options.max_model_len,
-                options.version, metrics,  options.pipeline, options.output_modalities, options.unserved_modalities,
-                &inflight},
+        context{
+            backend,         renderer,      served_names,     options.model_path,        options.max_model_len,
+            options.version, metrics,       options.pipeline, options.output_modalities, options.unserved_modalities,
+            &inflight,       &options.media},
         api_keys(options.api_keys),
         cors(options.cors),
         http(
@@ -34,7 +35,8 @@ struct ApiServer::Impl {
               }
               handle(request, std::move(responder));
             },
-            transport_error_response) {
+            transport_error_response,
+            [this](HttpRequest& request, std::shared_ptr<WebSocket> socket) { return upgrade(request, socket); }) {
     frontend_requests = &registry
                              .counter("omnistage:api_server_requests_total",
                                       "HTTP requests this API frontend took (label frontend: its index among the "
@@ -50,6 +52,7 @@ struct ApiServer::Impl {
     add_chat_completion_routes(router, context);
     add_tokenize_routes(router, context);
     add_speech_routes(router, context, options.speech);
+    add_image_routes(router, context);
     add_omni_control_routes(router, context, options.enable_sleep_mode);
     if (options.playground) add_playground_routes(router);
   }
@@ -77,6 +80,19 @@ struct ApiServer::Impl {
       return;
     }
     router.dispatch(request, responder);
+  }
+
+  // A WebSocket upgrade passes the same API-key check as any request.
+  std::variant<WebSocketCallbacks, HttpResponse> upgrade(HttpRequest& request, std::shared_ptr<WebSocket> socket) {
+    if (api_keys.guards(request.method, request.path, router.has_path(request.path)) &&
+        !api_keys.accepts(request.header("authorization"))) {
+      HttpResponse response =
+          error_response(401, error_code_name(ErrorCode::kUnauthorized), "invalid or missing API key");
+      response.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return response;
+    }
+    if (request.path.starts_with("/v1/")) frontend_requests->add();
+    return router.upgrade(request, std::move(socket));
   }
 
   ApiServerOptions options;
@@ -107,5 +123,8 @@ ApiServer::~ApiServer() { stop(); }
 void ApiServer::start() { impl_->http.start(); }
 uint16_t ApiServer::port() const { return impl_->http.port(); }
 void ApiServer::stop() { impl_->http.stop(); }
+void ApiServer::handle(HttpRequest& request, std::shared_ptr<Responder> responder) {
+  impl_->handle(request, std::move(responder));
+}
 
 }  // namespace omni::server

@@ -16,6 +16,7 @@
 
 #include "base/metrics.h"
 #include "runtime/serving_backend.h"
+#include "server/chat_media.h"
 #include "server/cors.h"
 #include "server/http_server.h"
 #include "server/prompt_renderer.h"
@@ -48,6 +49,9 @@ struct ApiServerOptions {
   size_t max_inflight_requests = 4096;
   std::chrono::milliseconds drain_timeout{std::chrono::seconds(5)};
   SpeechOptions speech;  // the voices and limits of /v1/audio/speech
+  // Chat media parts: the model's audio input rate (from its stage models' description),
+  // --limit-mm-per-prompt, --allowed-local-media-path (server/chat_media.h).
+  ChatMediaOptions media;
   // --enable-sleep-mode: POST /v1/omni/sleep and /v1/omni/wakeup work (else they answer 400).
   bool enable_sleep_mode = false;
   // Multiple API frontends (--api-server-count): how many there are (0: not known, which refuses
@@ -76,6 +80,9 @@ class ApiServer {
   uint16_t port() const;
   // Graceful stop (see HttpServer::stop): in-flight streams finish or are aborted.
   void stop();
+  // Answers one request in-process, exactly as if it had arrived on a connection (CORS, API keys,
+  // routing, the handler); the fuzz targets (tests/fuzz) drive the route parsers through it.
+  void handle(HttpRequest& request, std::shared_ptr<Responder> responder);
 
  private:
   struct Impl;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "server/chat_media.h"
 #include "server/completion_response.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
@@ -89,6 +90,11 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
       context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
+  if (context.media != nullptr) {
+    // The media the template wrote placeholders for, decoded in the same order (chat_media.h).
+    Json media = collect_chat_media(body.at("messages"), *context.media);
+    if (!media.empty()) generation.additional_information["multi_modal_data"] = std::move(media);
+  }
   apply_truncate_prompt_tokens(body, generation.prompt_token_ids);
   context.check_context_length(generation.prompt_token_ids.size(), max_tokens_of(generation.sampling_params),
                                "messages");

@@ -14,9 +14,17 @@ namespace {
 constexpr std::array<std::string_view, 8> kMediaTypes = {"image_url", "input_audio", "audio_url", "video_url",
                                                          "image",     "audio",       "video",     "image_embeds"};
 
+// "image", "audio" or "video": what a media part type carries.
+std::string media_kind(const std::string& type) {
+  if (type.find("audio") != std::string::npos) return "audio";
+  if (type.find("video") != std::string::npos) return "video";
+  return "image";
+}
+
 }  // namespace
 
-OrderedJson prepare_message_content(const OrderedJson& messages, text::ContentFormat format) {
+OrderedJson prepare_message_content(const OrderedJson& messages, text::ContentFormat format,
+                                    const std::vector<std::string>& readable_media) {
   OrderedJson out = messages;
   for (size_t i = 0; i < out.size(); ++i) {
     OrderedJson& message = out[i];
@@ -36,10 +44,21 @@ OrderedJson prepare_message_content(const OrderedJson& messages, text::ContentFo
       }
       const std::string type = part["type"].get<std::string>();
       if (std::find(kMediaTypes.begin(), kMediaTypes.end(), type) != kMediaTypes.end()) {
-        throw_invalid_field(field,
-                            "'{}' is a {} part, but the served model reads text only (content parts of type "
-                            "text)",
-                            field, type);
+        const std::string kind = media_kind(type);
+        if (std::find(readable_media.begin(), readable_media.end(), kind) != readable_media.end()) {
+          if (format == text::ContentFormat::kString) {
+            throw_invalid_field(field,
+                                "'{}' is a {} part, but the chat template takes string content; media parts need "
+                                "a template over content parts (--chat-template-content-format openai)",
+                                field, type);
+          }
+          // The template writes the placeholder of a {"type": "<kind>"} part; the media go to the
+          // stage separately (chat_media.h).
+          parts.push_back(OrderedJson{{"type", kind}});
+          continue;
+        }
+        throw_invalid_field(field, "'{}' is a {} part, but the served model does not read {} input", field, type,
+                            media_kind(type));
       }
       if (type != "text") {
         throw_invalid_field(field + ".type",

@@ -202,6 +202,7 @@ void start_completion_response(const ServingContext& context, const HttpRequest&
     response->set_prompt_tokens(i, static_cast<int64_t>(requests[i].prompt_token_ids.size()));
   }
   bool stream = response->streaming();
+  for (runtime::GenerationRequest& generation : requests) generation.stream = stream;
   response->run = GenerationRun::start(
       context, responder, std::move(requests),
       {[response](size_t index, const runtime::ResponseEvent& event) { response->on_event(index, event); },

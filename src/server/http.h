@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace omni::server {
@@ -64,5 +65,33 @@ class Responder {
 // Handles one request. Called on the connection's executor; must not block (hand long work to a
 // backend and answer through the Responder later). Exceptions escaping it are answered with 500.
 using HttpHandler = std::function<void(HttpRequest& request, std::shared_ptr<Responder> responder)>;
+
+// A WebSocket connection (RFC 6455) as its handler sees it, after the upgrade. Messages queued
+// before the handshake has completed are sent once it has.
+// Threads: every method may be called from any thread; sends and tasks run in order on the
+// connection's executor, where the callbacks below run too. Calls after the connection has closed
+// are ignored.
+class WebSocket {
+ public:
+  virtual ~WebSocket() = default;
+  virtual void send_text(std::string text) = 0;
+  virtual void send_binary(std::string bytes) = 0;
+  // Sends what is queued, then a normal close (1000).
+  virtual void close() = 0;
+  virtual void run(std::function<void()> task) = 0;
+};
+
+struct WebSocketCallbacks {
+  std::function<void(std::string message, bool binary)> on_message;
+  // Once, when the connection has closed for any reason (the client closed or went away, close()
+  // completed, the server stopped); no callback runs after it.
+  std::function<void()> on_closed;
+};
+
+// Decides an upgrade request (`GET` with `Upgrade: websocket`): the callbacks of the accepted
+// connection `socket`, or an HTTP response that refuses it (404, 401…). Called on the connection's
+// executor.
+using WebSocketHandler = std::function<std::variant<WebSocketCallbacks, HttpResponse>(
+    HttpRequest& request, std::shared_ptr<WebSocket> socket)>;
 
 }  // namespace omni::server

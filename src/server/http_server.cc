@@ -1,6 +1,8 @@
 // The only translation unit of the server that includes Boost.Beast (it compiles slowly).
 //
-// One Session per connection, all of its state touched only on its strand. A request is read
+// One Session per connection, all of its state touched only on its strand. An upgrade request the
+// WebSocket handler accepts moves the socket to a WebSocketSession (same strand): a read loop that
+// hands each message to the handler's callbacks and one write queue. A request is read
 // header first (so that an oversized Content-Length is refused before its body arrives and
 // `Expect: 100-continue` is honoured), handed to the handler, and while the handler's answer is
 // pending a one-read "watch" on the socket notices a client that goes away, so that the handler
@@ -18,8 +20,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <iterator>
 #include <mutex>
@@ -74,6 +78,7 @@ class Session;
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   HttpServerOptions options;
   HttpHandler handler;
+  WebSocketHandler websocket_handler;
   HttpErrorRenderer error_renderer;
   net::io_context ioc;
   tcp::acceptor acceptor{net::make_strand(ioc)};
@@ -116,6 +121,105 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     std::unique_lock lock(mutex);
     return sessions_changed.wait_for(lock, timeout, [&] { return open_sessions.empty(); });
   }
+};
+
+namespace websocket = beast::websocket;
+
+// One upgraded connection; its state is touched only on the socket's strand.
+class WebSocketSession final : public WebSocket, public std::enable_shared_from_this<WebSocketSession> {
+ public:
+  WebSocketSession(net::any_io_executor strand, size_t max_message_bytes)
+      : strand_(std::move(strand)), max_message_bytes_(max_message_bytes) {}
+
+  void start(tcp::socket socket, http::request<http::string_body> upgrade, WebSocketCallbacks callbacks) {
+    callbacks_ = std::move(callbacks);
+    ws_.emplace(std::move(socket));
+    ws_->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_->set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& response) { response.set(http::field::server, "omnistage"); }));
+    ws_->read_message_max(max_message_bytes_);
+    ws_->async_accept(upgrade, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->finish();
+      self->accepted_ = true;
+      self->flush();
+      self->read();
+    });
+  }
+
+  void send_text(std::string text) override { enqueue(std::move(text), false); }
+  void send_binary(std::string bytes) override { enqueue(std::move(bytes), true); }
+  void close() override {
+    net::dispatch(strand_, [self = shared_from_this()] {
+      self->closing_ = true;
+      self->flush();
+    });
+  }
+  void run(std::function<void()> task) override { net::post(strand_, std::move(task)); }
+
+ private:
+  void enqueue(std::string data, bool binary) {
+    net::dispatch(strand_, [self = shared_from_this(), data = std::move(data), binary]() mutable {
+      if (self->closed_ || self->closing_) return;
+      self->queue_.emplace_back(std::move(data), binary);
+      self->flush();
+    });
+  }
+
+  void flush() {
+    if (!accepted_ || writing_ || closed_) return;
+    if (queue_.empty()) {
+      if (closing_ && !close_sent_) {
+        close_sent_ = true;
+        ws_->async_close(websocket::close_code::normal,
+                         [self = shared_from_this()](beast::error_code) { self->finish(); });
+      }
+      return;
+    }
+    writing_ = true;
+    ws_->binary(queue_.front().second);
+    ws_->async_write(net::buffer(queue_.front().first), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->writing_ = false;
+      self->queue_.pop_front();
+      if (ec) return self->finish();
+      self->flush();
+    });
+  }
+
+  void read() {
+    ws_->async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->finish();
+      std::string message = beast::buffers_to_string(self->buffer_.data());
+      self->buffer_.consume(self->buffer_.size());
+      if (self->callbacks_.on_message && !self->closed_) {
+        try {
+          self->callbacks_.on_message(std::move(message), self->ws_->got_binary());
+        } catch (const std::exception& e) {
+          spdlog::error("websocket: message handler failed: {}", e.what());
+        }
+      }
+      if (!self->closed_) self->read();
+    });
+  }
+
+  // The connection is over: the handler hears it once, queued messages are dropped.
+  void finish() {
+    if (closed_) return;
+    closed_ = true;
+    queue_.clear();
+    beast::error_code ec;
+    if (ws_) ws_->next_layer().close(ec);
+    auto on_closed = std::move(callbacks_.on_closed);
+    callbacks_ = {};
+    if (on_closed) on_closed();
+  }
+
+  net::any_io_executor strand_;
+  const size_t max_message_bytes_;
+  std::optional<websocket::stream<tcp::socket>> ws_;
+  WebSocketCallbacks callbacks_;
+  beast::flat_buffer buffer_;
+  std::deque<std::pair<std::string, bool>> queue_;
+  bool accepted_ = false, writing_ = false, closing_ = false, close_sent_ = false, closed_ = false;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -338,6 +442,7 @@ class Session : public std::enable_shared_from_this<Session> {
       request.headers.emplace_back(lower(sv(field.name_string())), std::string(sv(field.value())));
     }
     request.body = std::move(message.body());
+    if (server_->websocket_handler && websocket::is_upgrade(message)) return upgrade(std::move(message), request);
     begin_exchange(message.keep_alive(), message.version() >= 11);
     watch();
 
@@ -348,6 +453,25 @@ class Session : public std::enable_shared_from_this<Session> {
       spdlog::error("http: handler for {} {} threw: {}", request.method, request.path, e.what());
       respond(exchange_id_, server_->error_renderer(500, fmt::format("internal error: {}", e.what())));
     }
+  }
+
+  // Hands the connection to a WebSocketSession when the handler accepts it; a refusal is answered
+  // as an ordinary response.
+  void upgrade(http::request<http::string_body> message, HttpRequest& request) {
+    auto socket = std::make_shared<WebSocketSession>(stream_.get_executor(), limits().max_body_bytes);
+    std::variant<WebSocketCallbacks, HttpResponse> outcome;
+    try {
+      outcome = server_->websocket_handler(request, socket);
+    } catch (const std::exception& e) {
+      outcome = server_->error_renderer(500, fmt::format("internal error: {}", e.what()));
+    }
+    if (auto* refusal = std::get_if<HttpResponse>(&outcome)) {
+      begin_exchange(false, true);
+      return respond(exchange_id_, std::move(*refusal));
+    }
+    closed_ = true;
+    server_->session_closed(this);
+    socket->start(stream_.release_socket(), std::move(message), std::get<WebSocketCallbacks>(std::move(outcome)));
   }
 
   void begin_exchange(bool keep_alive, bool chunked) {
@@ -547,10 +671,12 @@ void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   accept();
 }
 
-HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer)
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer,
+                       WebSocketHandler websocket_handler)
     : impl_(std::make_shared<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
+  impl_->websocket_handler = std::move(websocket_handler);
   impl_->error_renderer = std::move(error_renderer);
 }
 

@@ -54,7 +54,9 @@ using HttpErrorRenderer = std::function<HttpResponse(int status, const std::stri
 // Errors: start() throws omni::Error(kUnavailable) naming host:port when it cannot listen.
 class HttpServer {
  public:
-  HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer);
+  // `websocket_handler` decides upgrade requests; without one they go to `handler` like any request.
+  HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorRenderer error_renderer,
+             WebSocketHandler websocket_handler = {});
   ~HttpServer();  // stop()s if still running
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -15,7 +15,7 @@ void add_info_routes(Router& router, const ServingContext& context, std::functio
     } else {
       responder->respond(json_response(
           {{"status", "unhealthy"},
-           {"error", {{"message", "a stage of the pipeline has failed"}, {"type", "unavailable"}, {"code", 503}}}},
+           {"error", {{"message", context.backend.unhealthy_reason()}, {"type", "unavailable"}, {"code", 503}}}},
           503));
     }
   });

@@ -39,6 +39,16 @@ HttpResponse error_response(const Error& error) {
   return response;
 }
 
+HttpResponse error_response(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return error_response(e);
+  } catch (const std::exception& e) {
+    return error_response(Error(ErrorCode::kInternal, fmt::format("internal error: {}", e.what())));
+  }
+}
+
 HttpResponse transport_error_response(int status, const std::string& message) {
   std::string_view type = "internal_error";
   switch (status) {

@@ -5,6 +5,7 @@
 // either into an HttpResponse with http_status(); nothing else throws past a handler.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +55,9 @@ HttpResponse error_response(int status, std::string_view type, std::string_view 
 // Status from error.http_status(), type from error_code_name(), param from InvalidField, a
 // Retry-After header from RetryLater.
 HttpResponse error_response(const Error& error);
+// The same for a failure carried to another thread: an omni::Error (InvalidField keeps its param)
+// as above, anything else 500.
+HttpResponse error_response(std::exception_ptr error);
 // For failures the transport finds (413, 431, 400 unparsable): the type follows the status.
 HttpResponse transport_error_response(int status, const std::string& message);
 

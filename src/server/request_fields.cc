@@ -1,5 +1,7 @@
 #include "server/request_fields.h"
 
+#include <algorithm>
+
 #include "server/openai_error.h"
 
 namespace omni::server {
@@ -14,7 +16,41 @@ std::string brief(const Json& value) {
   return text;
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects in JSON text (brackets inside strings do not count);
+// stops counting past `limit`. Malformed text is left to the parser.
+int nesting_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
 Json parse_request_body(std::string_view body) {
+  if (nesting_depth(body, kMaxRequestJsonDepth) > kMaxRequestJsonDepth) {
+    throw_invalid_field("body", "the request body nests arrays and objects more than {} levels deep",
+                        kMaxRequestJsonDepth);
+  }
   Json json;
   try {
     json = parse_json(body, "request body");

@@ -18,7 +18,12 @@ namespace omni::server {
 // that the message stays readable whatever the client sent.
 std::string brief(const Json& value);
 
-// Parses a request body that must be a JSON object.
+// Arrays and objects nested deeper than this in a request body are refused (400) before the body
+// is parsed: every later step (the chat template's variables, error messages, the stage
+// protocol) walks JSON recursively, and a few hundred kilobytes of '[' would overflow its stack.
+inline constexpr int kMaxRequestJsonDepth = 128;
+
+// Parses a request body that must be a JSON object, nested at most kMaxRequestJsonDepth deep.
 Json parse_request_body(std::string_view body);
 
 // `prefix` is prepended to field names in errors ("messages[0]." for nested objects).

@@ -2,7 +2,9 @@
 // routes; handlers capture `context`, which must outlive the router.
 #pragma once
 
+#include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "base/metrics.h"
@@ -23,8 +25,22 @@ void add_completion_routes(Router& router, const ServingContext& context);
 void add_chat_completion_routes(Router& router, const ServingContext& context);
 // POST /tokenize, /detokenize (tokenize.cc).
 void add_tokenize_routes(Router& router, const ServingContext& context);
-// POST /v1/audio/speech, GET /v1/audio/voices (speech.cc); `options` must outlive the router.
+// POST /v1/audio/speech, /v1/audio/speech/batch (speech.cc) and the voice routes below; `options`
+// must outlive the router.
 void add_speech_routes(Router& router, const ServingContext& context, const SpeechOptions& options);
+// POST /v1/images/generations (images.cc).
+void add_image_routes(Router& router, const ServingContext& context);
+// WebSocket /v1/audio/speech/stream (speech_stream.cc): incremental text in, speech per sentence out.
+void add_speech_stream_route(Router& router, const ServingContext& context, const SpeechOptions& options);
+// Resolves `request`'s ref_audio (when it has one) into additional_information.speaker_embedding
+// with options.embedder, then calls `ready` on the responder's executor, or `failed` there with the
+// error; `request` must stay alive until one of them ran (speech.cc).
+void with_speaker_embedding(const SpeechOptions& options, const std::shared_ptr<Responder>& responder,
+                            SpeechRequest& request, std::function<void()> ready,
+                            std::function<void(std::exception_ptr)> failed);
+// GET /v1/audio/voices, and with a speaker encoder POST /v1/audio/voices and DELETE
+// /v1/audio/voices/{name} (voices.cc).
+void add_voice_routes(Router& router, const SpeechOptions& options);
 // POST /v1/omni/sleep, /v1/omni/wakeup (omni_control.cc); both answer 400 unless `enable_sleep_mode`.
 void add_omni_control_routes(Router& router, const ServingContext& context, bool enable_sleep_mode);
 // GET / and /playground: the browser playground page (playground_routes.cc).

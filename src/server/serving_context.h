@@ -9,6 +9,7 @@
 
 #include "base/json.h"
 #include "runtime/serving_backend.h"
+#include "server/chat_media.h"
 #include "server/inflight_limit.h"
 #include "server/prompt_renderer.h"
 #include "server/request_metrics.h"
@@ -30,6 +31,8 @@ struct ServingContext {
   std::vector<std::string> unserved_modalities;  // what its stages that are not served would produce
   // The bound on backend requests in flight (GenerationRun takes and returns the places); null: none.
   InflightLimit* inflight = nullptr;
+  // How chat media parts are read (the model's audio input rate, the limits); null: no media.
+  const ChatMediaOptions* media = nullptr;
 
   // Throws InvalidField("modalities") naming the pipeline and what it produces when `modalities`
   // asks for a modality no final-output stage of the pipeline produces.

@@ -1,6 +1,8 @@
-// POST /v1/audio/speech and GET /v1/audio/voices: OpenAI's text-to-speech API with vLLM-Omni's
+// POST /v1/audio/speech and /v1/audio/speech/batch: OpenAI's text-to-speech API with vLLM-Omni's
 // extras, in front of a pipeline whose final stage produces audio (Qwen3-TTS: talker ->
-// code2wav). The backend's audio events (mono float32 PCM) are encoded as they arrive:
+// code2wav). A voice-clone request with ref_audio first gets its speaker embedding from the
+// SpeakerEmbedder (off the executor) and starts when it is there. The backend's audio events (mono
+// float32 PCM) are encoded as they arrive:
 //   - not streamed: one response with the whole file and the format's Content-Type; with a speed
 //     other than 1 the samples are kept until the utterance is complete, time-stretched as a
 //     whole (media/time_stretch.h) and then encoded;
@@ -8,6 +10,10 @@
 //     encoder releases it (WAV and FLAC headers then leave the length unknown);
 //   - stream_format "sse": `speech.audio.delta` events whose base64 `audio` pieces concatenate to
 //     that file, then one `speech.audio.done` event with the usage.
+// The batch route runs its items (each the top level's fields overridden by the item's) as one
+// generation and answers {id, results[{index, status, audio_data (base64), media_type, error}],
+// total, succeeded, failed}: an item that fails (bad fields, bad reference audio, a stage error)
+// fails alone.
 #include <spdlog/spdlog.h>
 
 #include "base/base64.h"
@@ -17,6 +23,7 @@
 #include "server/openai_format.h"
 #include "server/request_fields.h"
 #include "server/routes.h"
+#include "server/speaker_embedder.h"
 #include "server/speech_request.h"
 
 namespace omni::server {
@@ -131,6 +138,38 @@ struct Speech {
   }
 };
 
+}  // namespace
+
+void with_speaker_embedding(const SpeechOptions& options, const std::shared_ptr<Responder>& responder,
+                            SpeechRequest& request, std::function<void()> ready,
+                            std::function<void(std::exception_ptr)> failed) {
+  if (!request.ref_audio) return ready();
+  std::string reference = std::move(*request.ref_audio);
+  request.ref_audio.reset();
+  Json* info = &request.additional_information;  // the caller keeps `request` alive until a callback ran
+  options.embedder->submit_reference(std::move(reference), "ref_audio",
+                                     [responder, info, ready = std::move(ready), failed = std::move(failed)](
+                                         std::vector<float> embedding, std::exception_ptr error) mutable {
+                                       responder->run([info, embedding = std::move(embedding), error,
+                                                       ready = std::move(ready), failed = std::move(failed)]() mutable {
+                                         if (error) return failed(error);
+                                         (*info)["speaker_embedding"] = std::move(embedding);
+                                         ready();
+                                       });
+                                     });
+}
+
+namespace {
+
+// The message of a failure carried from the embedder's thread.
+std::string message_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 void handle_speech(const ServingContext& context, const SpeechOptions& options, HttpRequest& http,
                    const std::shared_ptr<Responder>& responder) {
   Json body = parse_request_body(http.body);
@@ -139,16 +178,193 @@ void handle_speech(const ServingContext& context, const SpeechOptions& options, 
   speech->responder = responder;
   speech->request = parse_speech_request(body, options);
   speech->id = random_request_id("speech-");
-  std::vector<runtime::GenerationRequest> requests;
-  requests.push_back(speech_generation_request(speech->request, speech->id));
-  speech->run =
-      GenerationRun::start(context, responder, std::move(requests),
-                           {[speech](size_t, const runtime::ResponseEvent& event) { speech->on_event(event); },
-                            [speech] {
-                              speech->on_finished();
-                              speech->run.reset();  // breaks the cycle speech -> run -> callbacks -> speech
-                            }},
-                           http.received_at);
+  const auto received_at = http.received_at;
+  auto start = [&context, speech, received_at] {
+    std::vector<runtime::GenerationRequest> requests;
+    requests.push_back(speech_generation_request(speech->request, speech->id));
+    speech->run =
+        GenerationRun::start(context, speech->responder, std::move(requests),
+                             {[speech](size_t, const runtime::ResponseEvent& event) { speech->on_event(event); },
+                              [speech] {
+                                speech->on_finished();
+                                speech->run.reset();  // breaks the cycle speech -> run -> callbacks -> speech
+                              }},
+                             received_at);
+  };
+  with_speaker_embedding(
+      options, responder, speech->request,
+      [speech, start] {
+        try {
+          start();
+        } catch (const Error& e) {
+          speech->responder->respond(error_response(e));
+        }
+      },
+      [speech](std::exception_ptr error) { speech->responder->respond(error_response(error)); });
+}
+
+// One item of a batch: its request, then its file or its error.
+struct BatchItem {
+  SpeechRequest request;
+  std::unique_ptr<media::AudioEncoder> encoder;
+  int sample_rate = 0;
+  std::vector<float> unstretched;
+  std::string file;
+  std::optional<std::string> error;
+  bool submitted = false;
+};
+
+struct SpeechBatch {
+  std::shared_ptr<Responder> responder;
+  std::shared_ptr<GenerationRun> run;
+  std::string id;
+  std::vector<BatchItem> items;
+  std::vector<size_t> running;  // prompt index of the run -> item index
+  size_t pending_embeddings = 0;
+
+  void on_event(size_t prompt, const runtime::ResponseEvent& event) {
+    BatchItem& item = items[running[prompt]];
+    if (item.error) return;
+    if (event.error) {
+      item.error = event.error->what();
+      return;
+    }
+    if (event.audio.empty()) return;
+    if (!item.encoder) {
+      item.sample_rate = event.audio_sample_rate;
+      item.encoder = media::make_audio_encoder(item.request.format, {item.sample_rate, false});
+    }
+    if (item.request.speed != 1.0) {
+      item.unstretched.insert(item.unstretched.end(), event.audio.begin(), event.audio.end());
+    } else {
+      item.file += item.encoder->encode(event.audio);
+    }
+  }
+
+  void respond() {
+    Json results = Json::array();
+    int succeeded = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      BatchItem& item = items[i];
+      Json result = {{"index", i}};
+      if (!item.error) {
+        if (!item.encoder) item.encoder = media::make_audio_encoder(item.request.format, {kDefaultSampleRate, false});
+        if (!item.unstretched.empty()) {
+          item.file +=
+              item.encoder->encode(media::time_stretch(item.unstretched, item.request.speed, item.sample_rate));
+        }
+        item.file += item.encoder->finish();
+        result["status"] = "success";
+        result["audio_data"] = base64_encode(item.file);
+        result["media_type"] = std::string(media::audio_content_type(item.request.format));
+        result["error"] = nullptr;
+        ++succeeded;
+      } else {
+        result["status"] = "error";
+        result["audio_data"] = nullptr;
+        result["media_type"] = nullptr;
+        result["error"] = *item.error;
+      }
+      results.push_back(std::move(result));
+    }
+    const int total = static_cast<int>(items.size());
+    responder->respond(json_response({{"id", id},
+                                      {"results", std::move(results)},
+                                      {"total", total},
+                                      {"succeeded", succeeded},
+                                      {"failed", total - succeeded}}));
+  }
+
+  void start(const ServingContext& context, std::chrono::steady_clock::time_point received_at,
+             const std::shared_ptr<SpeechBatch>& self) {
+    std::vector<runtime::GenerationRequest> requests;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i].error) continue;
+      running.push_back(i);
+      requests.push_back(speech_generation_request(items[i].request, fmt::format("{}-{}", id, i)));
+    }
+    if (requests.empty()) return respond();
+    run = GenerationRun::start(
+        context, responder, std::move(requests),
+        {[self](size_t prompt, const runtime::ResponseEvent& event) { self->on_event(prompt, event); },
+         [self] {
+           self->respond();
+           self->run.reset();
+         }},
+        received_at);
+  }
+};
+
+// The batch's fields that are defaults of its items (vLLM-Omni's BatchSpeechRequest).
+constexpr std::array<const char*, 13> kBatchDefaults = {"voice",
+                                                        "instructions",
+                                                        "response_format",
+                                                        "speed",
+                                                        "task_type",
+                                                        "language",
+                                                        "ref_audio",
+                                                        "ref_text",
+                                                        "x_vector_only_mode",
+                                                        "max_new_tokens",
+                                                        "initial_codec_chunk_frames",
+                                                        "speaker_embedding",
+                                                        "seed"};
+
+void handle_speech_batch(const ServingContext& context, const SpeechOptions& options, HttpRequest& http,
+                         const std::shared_ptr<Responder>& responder) {
+  Json body = parse_request_body(http.body);
+  context.resolve_model(body);
+  auto it = body.find("items");
+  if (it == body.end() || !it->is_array() || it->empty()) {
+    throw_invalid_field("items", "'items' must be a non-empty list of speech requests");
+  }
+  auto batch = std::make_shared<SpeechBatch>();
+  batch->responder = responder;
+  batch->id = random_request_id("speech-batch-");
+  batch->items.resize(it->size());
+  for (size_t i = 0; i < it->size(); ++i) {
+    BatchItem& item = batch->items[i];
+    const Json& entry = (*it)[i];
+    if (!entry.is_object()) {
+      item.error = fmt::format("items[{}] must be an object", i);
+      continue;
+    }
+    Json merged = Json::object();
+    for (const char* key : kBatchDefaults) {
+      if (auto value = body.find(key); value != body.end()) merged[key] = *value;
+    }
+    for (const auto& [key, value] : entry.items()) merged[key] = value;
+    merged.erase("stream");
+    merged.erase("stream_format");
+    try {
+      item.request = parse_speech_request(merged, options);
+    } catch (const Error& e) {
+      item.error = e.what();
+    }
+  }
+  const auto received_at = http.received_at;
+  for (BatchItem& item : batch->items) {
+    if (!item.error && item.request.ref_audio) ++batch->pending_embeddings;
+  }
+  auto start = [&context, batch, received_at] {
+    try {
+      batch->start(context, received_at, batch);
+    } catch (const Error& e) {
+      batch->responder->respond(error_response(e));
+    }
+  };
+  if (batch->pending_embeddings == 0) return start();
+  for (BatchItem& item : batch->items) {
+    if (item.error || !item.request.ref_audio) continue;
+    BatchItem* target = &item;
+    auto one_done = [batch, start] {
+      if (--batch->pending_embeddings == 0) start();
+    };
+    with_speaker_embedding(options, responder, item.request, one_done, [target, one_done](std::exception_ptr error) {
+      target->error = message_of(error);
+      one_done();
+    });
+  }
 }
 
 }  // namespace
@@ -158,11 +374,12 @@ void add_speech_routes(Router& router, const ServingContext& context, const Spee
              [&context, &options](HttpRequest& request, std::shared_ptr<Responder> responder) {
                handle_speech(context, options, request, responder);
              });
-  router.add("GET", "/v1/audio/voices", [&options](HttpRequest&, const std::shared_ptr<Responder>& responder) {
-    Json voices = Json::array();
-    for (const std::string& name : options.voices) voices.push_back({{"name", name}});
-    responder->respond(json_response({{"voices", std::move(voices)}}));
-  });
+  router.add("POST", "/v1/audio/speech/batch",
+             [&context, &options](HttpRequest& request, std::shared_ptr<Responder> responder) {
+               handle_speech_batch(context, options, request, responder);
+             });
+  add_voice_routes(router, options);
+  add_speech_stream_route(router, context, options);
 }
 
 }  // namespace omni::server

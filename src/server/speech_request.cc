@@ -12,6 +12,7 @@
 #include "media/time_stretch.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
+#include "server/voice_store.h"
 
 namespace omni::server {
 
@@ -40,17 +41,74 @@ std::optional<std::string> find_voice(const std::vector<std::string>& voices, st
 }
 
 void refuse_unsupported(const FieldReader& fields) {
-  for (const char* field : {"ref_audio", "ref_text", "x_vector_only_mode"}) {
-    if (fields.has(field)) {
-      throw_invalid_field(field,
-                          "'{}' is not supported yet: voice cloning from reference audio does not exist in omnistage; "
-                          "use a built-in voice (GET /v1/audio/voices) or 'speaker_embedding' with a Base model",
-                          field);
-    }
-  }
   if (fields.boolean("word_timestamps").value_or(false)) {
     throw_invalid_field("word_timestamps", "'word_timestamps' is not supported yet");
   }
+}
+
+// Base: the speaker comes from exactly one of ref_audio (x-vector only), speaker_embedding and an
+// uploaded voice.
+void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, const std::string& task,
+                       SpeechRequest& request) {
+  std::optional<std::string> ref_audio = fields.string("ref_audio");
+  std::optional<std::string> ref_text = fields.string("ref_text");
+  std::optional<bool> x_vector_only = fields.boolean("x_vector_only_mode");
+  if (task != "Base") {
+    for (const char* field : {"ref_audio", "ref_text", "x_vector_only_mode"}) {
+      if (fields.has(field)) {
+        throw_invalid_field(field, "'{}' is only valid for task_type Base (voice cloning), not {}", field, task);
+      }
+    }
+    return;
+  }
+  Json& info = request.additional_information;
+  const bool has_embedding = info.contains("speaker_embedding");
+  std::optional<std::string> voice;
+  if (info.contains("voice")) voice = info["voice"].get<std::string>();
+  if (ref_audio) {
+    if (!options.embedder) {
+      throw_invalid_field("ref_audio",
+                          "'ref_audio' needs a checkpoint with a speaker encoder (a Base checkpoint); "
+                          "this server cannot clone voices from audio");
+    }
+    if (has_embedding) {
+      throw_invalid_field("ref_audio", "give either 'ref_audio' or 'speaker_embedding', not both");
+    }
+    if (!x_vector_only.value_or(false)) {
+      throw_invalid_field(ref_text ? "ref_text" : "x_vector_only_mode",
+                          "in-context voice cloning (ref_audio with ref_text) is not supported yet; set "
+                          "'x_vector_only_mode': true to clone from the speaker embedding of 'ref_audio' alone");
+    }
+    if (ref_audio->empty()) throw_invalid_field("ref_audio", "'ref_audio' is empty");
+    request.ref_audio = std::move(*ref_audio);
+    info.erase("voice");
+    return;
+  }
+  if (x_vector_only || ref_text) {
+    throw_invalid_field(x_vector_only ? "x_vector_only_mode" : "ref_text", "'{}' needs 'ref_audio'",
+                        x_vector_only ? "x_vector_only_mode" : "ref_text");
+  }
+  if (voice && !has_embedding) {
+    std::optional<UploadedVoice> uploaded;
+    if (options.uploaded_voices) uploaded = options.uploaded_voices->find(*voice);
+    if (!uploaded) {
+      std::vector<std::string> names;
+      if (options.uploaded_voices) {
+        for (const UploadedVoice& v : options.uploaded_voices->list()) names.push_back(v.name);
+      }
+      throw_invalid_field("voice", "unknown voice '{}'; the uploaded voices (POST /v1/audio/voices): {}", *voice,
+                          names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+    }
+    info["speaker_embedding"] = uploaded->embedding;
+    info.erase("voice");
+    return;
+  }
+  if (!has_embedding) {
+    throw_invalid_field("ref_audio",
+                        "a Base (voice clone) request needs the voice: 'ref_audio' with 'x_vector_only_mode', "
+                        "'speaker_embedding', or 'voice' naming an uploaded voice");
+  }
+  info.erase("voice");
 }
 
 }  // namespace
@@ -184,6 +242,7 @@ SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& option
     if (embedding->empty()) throw_invalid_field("speaker_embedding", "'speaker_embedding' is empty");
     info["speaker_embedding"] = *embedding;
   }
+  read_clone_fields(fields, options, task, request);
   return request;
 }
 
@@ -191,6 +250,7 @@ runtime::GenerationRequest speech_generation_request(const SpeechRequest& reques
   runtime::GenerationRequest generation;
   generation.request_id = std::move(request_id);
   generation.output_modalities = {"audio"};
+  generation.stream = request.stream;
   generation.additional_information = request.additional_information;
   if (!request.talker_sampling.empty()) generation.sampling_params_list = {request.talker_sampling};
   return generation;

@@ -15,6 +15,7 @@
 // travel.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,12 +27,20 @@
 
 namespace omni::server {
 
+class SpeakerEmbedder;
+class VoiceStore;
+
 // What the speech routes know of the served checkpoint (filled by the serve command).
 struct SpeechOptions {
   // From the model family's description of the checkpoint (model/model_facts.h).
   std::vector<std::string> voices;    // built-in speakers; empty: voice not checked
   std::string task_type;              // the checkpoint's task; empty: unknown
   int max_instructions_length = 500;  // --tts-max-instructions-length, in characters
+  // Voice cloning, when the checkpoint has a speaker encoder (Qwen3-TTS Base; wired by the serve
+  // command): reference audio becomes a speaker embedding, and uploaded voices are kept. Null
+  // otherwise: ref_audio and voice uploads are refused.
+  std::shared_ptr<SpeakerEmbedder> embedder;
+  std::shared_ptr<VoiceStore> uploaded_voices;
 };
 
 // vLLM-Omni's voice for CustomVoice requests that name none.
@@ -47,6 +56,10 @@ struct SpeechRequest {
   // initial_codec_chunk_frames, non_streaming_mode, speaker_embedding.
   Json additional_information = Json::object();
   Json talker_sampling = Json::object();  // seed, max_tokens (max_new_tokens), ignore_eos
+  // Base with ref_audio: the media reference whose speaker embedding the route computes
+  // (SpeakerEmbedder) and puts into additional_information.speaker_embedding before the request
+  // starts. An uploaded voice's embedding is put there by the parser.
+  std::optional<std::string> ref_audio;
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or
@@ -54,8 +67,10 @@ struct SpeechRequest {
 // CustomVoice request when the checkpoint has no default voice (naming its voices); a task_type
 // other than the checkpoint's; VoiceDesign without instructions; instructions longer than the
 // limit; speaker_embedding for a task other than Base; speed outside [0.25, 4], or other than 1
-// when streamed; ref_audio, ref_text, x_vector_only_mode or word_timestamps (not supported yet);
-// a field of the wrong type.
+// when streamed; for Base: none or more than one of ref_audio, speaker_embedding and an uploaded
+// voice, ref_audio without x_vector_only_mode (in-context cloning with ref_text is not built yet),
+// ref_audio on a server without a speaker encoder, an unknown uploaded voice; ref_audio or
+// x_vector_only_mode for another task; word_timestamps (not supported yet); a field of the wrong type.
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options);
 
 // The backend request: no prompt tokens, output modality audio, the talker's sampling for stage 0.

@@ -53,7 +53,7 @@ std::vector<int32_t> TokenizerRenderer::render_chat(const OrderedJson& request) 
     throw_invalid_field("continue_final_message",
                         "'continue_final_message' and 'add_generation_prompt' cannot both be true");
   }
-  const OrderedJson messages = prepare_message_content(request.at("messages"), content_format_);
+  const OrderedJson messages = prepare_message_content(request.at("messages"), content_format_, readable_media_);
   OrderedJson tools = nullptr;
   if (auto it = request.find("tools"); it != request.end() && !it->is_null()) tools = *it;
   OrderedJson kwargs = OrderedJson::object();

@@ -28,6 +28,9 @@ class TokenizerRenderer : public PromptRenderer {
 
   // The content format chat requests are rendered with (kString without a chat template).
   text::ContentFormat content_format() const { return content_format_; }
+  // The media kinds ("audio") the served model reads: their parts reach the template
+  // (chat_content.h); others are refused. None until set; set before serving.
+  void set_readable_media(std::vector<std::string> kinds) { readable_media_ = std::move(kinds); }
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override;
   std::string decode(const std::vector<int32_t>& token_ids, bool skip_special_tokens) const override;
@@ -42,6 +45,7 @@ class TokenizerRenderer : public PromptRenderer {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::optional<text::ChatTemplate> chat_template_;
   text::ContentFormat content_format_ = text::ContentFormat::kString;
+  std::vector<std::string> readable_media_;
 };
 
 }  // namespace omni::server

@@ -1,8 +1,10 @@
 #include "tensor/npy.h"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -75,12 +77,19 @@ Tensor load_npy(const std::filesystem::path& path) {
     throw_error(ErrorCode::kLoadFailed, "{}: header has no descr", path.string());
   }
   DType dtype;
+  bool bytes = false;  // uint8, widened to int32
   if (m[1] == "<f4") {
     dtype = DType::kF32;
   } else if (m[1] == "<i4") {
     dtype = DType::kI32;
+  } else if (m[1] == "<i8") {
+    dtype = DType::kI64;
+  } else if (m[1] == "|u1") {
+    dtype = DType::kI32;
+    bytes = true;
   } else {
-    throw_error(ErrorCode::kLoadFailed, "{}: dtype '{}' is not supported (float32, int32)", path.string(), m[1].str());
+    throw_error(ErrorCode::kLoadFailed, "{}: dtype '{}' is not supported (float32, int32, int64, uint8)", path.string(),
+                m[1].str());
   }
   if (header.find("'fortran_order': False") == std::string::npos) {
     throw_error(ErrorCode::kLoadFailed, "{}: Fortran-order arrays are not supported", path.string());
@@ -95,7 +104,13 @@ Tensor load_npy(const std::filesystem::path& path) {
     shape.push_back(std::stoll(it->str()));
   }
   Tensor t = Tensor::empty(shape, dtype);
-  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  if (bytes) {
+    std::vector<uint8_t> raw(static_cast<size_t>(t.numel()));
+    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
+    std::copy(raw.begin(), raw.end(), t.data<int32_t>());
+  } else {
+    in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  }
   if (!in)
     throw_error(ErrorCode::kLoadFailed, "{}: data is shorter than shape {}", path.string(), shape_to_string(shape));
   return t;

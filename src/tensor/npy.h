@@ -12,7 +12,7 @@ namespace omni::tensor {
 // dtypes, kInternal when the file cannot be written) name the path.
 void save_npy(const std::filesystem::path& path, const Tensor& tensor);
 
-// Reads a float32 or int32 array into a new CPU tensor; a missing file is kNotFound, anything
+// Reads a float32, int32 or int64 array into a new CPU tensor (a uint8 one widens to int32); a missing file is kNotFound, anything
 // else unreadable (other dtypes, Fortran order, truncated data) is kLoadFailed naming the path.
 Tensor load_npy(const std::filesystem::path& path);
 

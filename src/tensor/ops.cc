@@ -22,6 +22,11 @@
 #else
 #define OMNI_DISPATCH(device, call) ((void)(device), cpu::call)
 #endif
+// The ops with CPU kernels only (the image ops): a tensor elsewhere is kUnsupported naming the op.
+#define OMNI_DISPATCH_CPU_ONLY(device, op, call)                                                            \
+  ((device).type == DeviceType::kCpu                                                                         \
+       ? cpu::call                                                                                           \
+       : throw_error(ErrorCode::kUnsupported, "{}: no kernel for {} yet (CPU only)", op, device_name(device)))
 
 namespace omni::tensor::ops {
 namespace {
@@ -1006,6 +1011,111 @@ void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
   expect_shape(op, "out", out, x.shape());
   if (!(lo <= hi)) throw_error(ErrorCode::kInvalidArgument, "clamp: lo {} is above hi {}", lo, hi);
   OMNI_DISPATCH(device, clamp(x, lo, hi, out));
+}
+
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out) {
+  const char* op = "conv2d";
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "weight", weight, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_rank(op, "x", x, 3);
+  expect_rank(op, "weight", weight, 4);
+  const int64_t k = weight.dim(2);
+  if (weight.dim(3) != k || weight.dim(1) != x.dim(2) || padding < 0) {
+    throw_error(ErrorCode::kInvalidArgument, "conv2d: weight {} does not fit x {} (square kernels over C_in = {}), padding {}",
+                shape_to_string(weight.shape()), shape_to_string(x.shape()), x.dim(2), padding);
+  }
+  const int64_t h = x.dim(0) + 2 * padding - k + 1, w = x.dim(1) + 2 * padding - k + 1;
+  if (h <= 0 || w <= 0) {
+    throw_error(ErrorCode::kInvalidArgument, "conv2d: x {} is smaller than the {}x{} kernel", shape_to_string(x.shape()), k, k);
+  }
+  if (bias.defined()) {
+    common_device(op, {{"x", &x}, {"bias", &bias}});
+    expect_same_dtype(op, "bias", bias, "x", x);
+    expect_shape(op, "bias", bias, {weight.dim(0)});
+  }
+  expect_shape(op, "out", out, {h, w, weight.dim(0)});
+  expect_no_alias(op, "x", x, "out", out);
+  OMNI_DISPATCH_CPU_ONLY(device, op, conv2d(x, weight, bias, padding, out));
+}
+
+void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
+  const char* op = "group_norm";
+  const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"bias", &bias}, {"out", &out}});
+  expect_float(op, "x", x);
+  for (Arg arg : {Arg{"weight", &weight}, Arg{"bias", &bias}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  }
+  expect_rank(op, "x", x, 2);
+  if (groups <= 0 || x.dim(1) % groups != 0) {
+    throw_error(ErrorCode::kInvalidArgument, "group_norm: {} channels do not split into {} groups", x.dim(1), groups);
+  }
+  expect_shape(op, "weight", weight, {x.dim(1)});
+  expect_shape(op, "bias", bias, {x.dim(1)});
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH_CPU_ONLY(device, op, group_norm(x, groups, weight, bias, eps, out));
+}
+
+void silu(const Tensor& x, Tensor& out) {
+  const char* op = "silu";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH_CPU_ONLY(device, op, silu(x, out));
+}
+
+void upsample_nearest2x(const Tensor& x, Tensor& out) {
+  const char* op = "upsample_nearest2x";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_rank(op, "x", x, 3);
+  expect_shape(op, "out", out, {2 * x.dim(0), 2 * x.dim(1), x.dim(2)});
+  OMNI_DISPATCH_CPU_ONLY(device, op, upsample_nearest2x(x, out));
+}
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  const char* op = "attention";
+  const Device device = common_device(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}});
+  expect_float(op, "q", q);
+  for (Arg arg : {Arg{"k", &k}, Arg{"v", &v}, Arg{"out", &out}}) expect_same_dtype(op, arg.name, *arg.tensor, "q", q);
+  expect_rank(op, "q", q, 3);
+  expect_rank(op, "k", k, 3);
+  if (k.dim(1) != q.dim(1) || k.dim(2) != q.dim(2)) {
+    throw_error(ErrorCode::kInvalidArgument, "attention: k {} does not match q {} in heads and head size",
+                shape_to_string(k.shape()), shape_to_string(q.shape()));
+  }
+  expect_shape(op, "v", v, k.shape());
+  expect_shape(op, "out", out, q.shape());
+  for (Arg arg : {Arg{"q", &q}, Arg{"k", &k}, Arg{"v", &v}}) expect_no_alias(op, arg.name, *arg.tensor, "out", out);
+  OMNI_DISPATCH_CPU_ONLY(device, op, attention(q, k, v, scale, out));
+}
+
+void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const char* op = "rotate_pairs";
+  const Device device = common_device(op, {{"x", &x}, {"cos", &cos}, {"sin", &sin}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "cos", cos, "x", x);
+  expect_same_dtype(op, "sin", sin, "x", x);
+  expect_rank(op, "x", x, 3);
+  if (x.dim(2) % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "rotate_pairs: head size {} is odd", x.dim(2));
+  expect_shape(op, "cos", cos, {x.dim(0), x.dim(2) / 2});
+  expect_shape(op, "sin", sin, {x.dim(0), x.dim(2) / 2});
+  OMNI_DISPATCH_CPU_ONLY(device, op, rotate_pairs(x, cos, sin));
+}
+
+void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out) {
+  const char* op = "mul_columns";
+  const Device device = common_device(op, {{"x", &x}, {"scale", &scale}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "scale", scale, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  if (x.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "mul_columns: x must have rank >= 1");
+  expect_shape(op, "scale", scale, {x.dim(-1)});
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH_CPU_ONLY(device, op, mul_columns(x, scale, out));
 }
 
 }  // namespace omni::tensor::ops

@@ -303,4 +303,38 @@ void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& o
 // out = min(max(x, lo), hi) elementwise; out like x, may be x. lo <= hi.
 void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 
+// The ops of image generators (a diffusion transformer, a VAE decoder). Images are channels-last:
+// x [H, W, C], one row of C channels per pixel, so that a 1x1 convolution or a per-pixel Linear is
+// ops::linear on x viewed as [H * W, C], and a decoded RGB image is [H, W, 3] as image files hold
+// it. These ops have CPU kernels only so far: a CUDA tensor is kUnsupported naming the op.
+
+// 2-D convolution with stride 1 and `padding` zeros on every side: x [H, W, C_in], weight [C_out,
+// C_in, k, k] (the PyTorch Conv2d layout), bias [C_out] or undefined, out [H + 2 * padding - k + 1,
+// W + 2 * padding - k + 1, C_out]. Each output element is one gemm fma chain over (c_in, ky, kx).
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
+
+// GroupNorm over x [N, C] (N positions of C channels: an image [H, W, C] viewed as [H * W, C]): the
+// channels fall into `groups` consecutive groups (C % groups == 0), each normalised over all its
+// positions and channels with the biased variance (sums in float64), then out = x̂ * weight[c] +
+// bias[c]. weight and bias [C]; out like x, may be x.
+void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+
+// Elementwise out = x * sigmoid(x); out like x, may be x.
+void silu(const Tensor& x, Tensor& out);
+
+// Nearest-neighbour upsampling by 2 of x [H, W, C] into out [2H, 2W, C].
+void upsample_nearest2x(const Tensor& x, Tensor& out);
+
+// Bidirectional (unmasked) attention of one sequence: q [S, heads, D], k and v [S_kv, heads, D],
+// out [S, heads, D] = softmax(q k^T * scale) v for each head, the softmax in float32.
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
+
+// Rotates the consecutive pairs (x[2i], x[2i + 1]) of every head of x [T, heads, D] in place by the
+// angle whose cosine and sine are cos[t, i] and sin[t, i] (both [T, D / 2]): the complex product of
+// RoPE written with torch.view_as_complex, for any per-token angles (several position axes).
+void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// out = x * scale, scale [D] along the last dimension of x [..., D]; out like x, may be x.
+void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out);
+
 }  // namespace omni::tensor::ops

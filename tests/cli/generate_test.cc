@@ -169,3 +169,80 @@ TEST_F(GenerateTest, DtypeFlagIsCheckedAndTheCpuStaysFloat32) {
 
 }  // namespace
 }  // namespace omni
+
+namespace omni {
+namespace {
+
+// A 16-bit PCM WAV of one second of a 440 Hz tone at 16 kHz.
+std::string wav_second() {
+  const int rate = 16000, n = 16000;
+  std::string out = "RIFF";
+  const auto put32 = [&out](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto put16 = [&out](uint16_t v) { out.append(reinterpret_cast<const char*>(&v), 2); };
+  put32(36 + 2 * n);
+  out += "WAVEfmt ";
+  put32(16);
+  put16(1);
+  put16(1);
+  put32(rate);
+  put32(2 * rate);
+  put16(2);
+  put16(16);
+  out += "data";
+  put32(2 * n);
+  for (int i = 0; i < n; ++i)
+    put16(static_cast<uint16_t>(static_cast<int16_t>(8000 * std::sin(2 * M_PI * 440.0 * i / rate))));
+  return out;
+}
+
+// --messages with audio parts on the Qwen3-Omni demo checkpoint: a plain file path and the same
+// audio inline give the same answer, and the dumped logits are those of the expanded prompt
+// (1 s: 13 audio rows where the template wrote one placeholder).
+TEST(GenerateMessages, AudioPartsExpandThePromptAndPlainPathsWork) {
+  const fs::path tmp = fs::temp_directory_path() / ("omni_generate_audio_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  auto made = run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_omni", "--out", (tmp / "model").string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string wav = wav_second();
+  { std::ofstream(tmp / "tone.wav", std::ios::binary) << wav; }
+  const auto run = [&](const std::string& part, const std::string& npy) {
+    const std::string messages =
+        R"([{"role": "user", "content": [)" + part + R"({"type": "text", "text": "What is it?"}]}])";
+    return run_process({OMNISTAGE_BINARY, "generate", "--model", (tmp / "model").string(), "--messages", messages,
+                        "--max-tokens", "4", "--temperature", "0", "--output", "json", "--dump-logits",
+                        (tmp / npy).string()});
+  };
+  auto text_only = run("", "text.npy");
+  ASSERT_EQ(text_only.exit_code, 0) << text_only.err;
+  auto by_path =
+      run(R"({"type": "audio_url", "audio_url": {"url": ")" + (tmp / "tone.wav").string() + R"("}},)", "path.npy");
+  ASSERT_EQ(by_path.exit_code, 0) << by_path.err;
+  std::string b64;
+  {
+    static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < wav.size(); i += 3) {
+      uint32_t v = static_cast<uint8_t>(wav[i]) << 16;
+      if (i + 1 < wav.size()) v |= static_cast<uint8_t>(wav[i + 1]) << 8;
+      if (i + 2 < wav.size()) v |= static_cast<uint8_t>(wav[i + 2]);
+      b64 += kAlphabet[(v >> 18) & 63];
+      b64 += kAlphabet[(v >> 12) & 63];
+      b64 += i + 1 < wav.size() ? kAlphabet[(v >> 6) & 63] : '=';
+      b64 += i + 2 < wav.size() ? kAlphabet[v & 63] : '=';
+    }
+  }
+  auto inline_audio =
+      run(R"({"type": "input_audio", "input_audio": {"data": ")" + b64 + R"(", "format": "wav"}},)", "inline.npy");
+  ASSERT_EQ(inline_audio.exit_code, 0) << inline_audio.err;
+  EXPECT_EQ(Json::parse(by_path.out)["token_ids"], Json::parse(inline_audio.out)["token_ids"]);
+  const int64_t text_rows = tensor::load_npy(tmp / "text.npy").dim(0);
+  EXPECT_EQ(tensor::load_npy(tmp / "path.npy").dim(0), text_rows + 2 + 13);
+  EXPECT_EQ(tensor::load_npy(tmp / "inline.npy").dim(0), text_rows + 2 + 13);
+
+  auto bad = run(R"({"type": "input_audio", "input_audio": {"data": "bm90IGF1ZGlv", "format": "wav"}},)", "bad.npy");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--messages: 'messages[0].content[0]': not an audio file"), std::string::npos) << bad.err;
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace omni

@@ -326,7 +326,7 @@ TEST(DeployLoaderTest, EveryBundledDeployConfigLoadsOnEveryPlatform) {
       EXPECT_FALSE(deploy.stages.empty()) << entry.path();
     }
   }
-  EXPECT_EQ(files, 5);
+  EXPECT_EQ(files, 6);
 }
 
 }  // namespace

@@ -210,6 +210,25 @@ stages:
   EXPECT_EQ(s1.engine_args["async_chunk"], false);
 }
 
+TEST(EffectiveConfigTest, DefaultSamplingParamsFlagGoesToItsStage) {
+  CliConfigInputs inputs = cli("Tongyi-MAI/Z-Image-Turbo");
+  add_flag(inputs, "default_sampling_params", OrderedJson::parse(R"({"0": {"num_inference_steps": 8, "guidance_scale": 0}})"),
+           "--default-sampling-params");
+  add_flag(inputs, "step_execution", true, "--step-execution");
+  EffectiveConfig config = build_effective_config(real_registry(), inputs, environment());
+  EXPECT_EQ(config.pipeline->model_type, "z_image");
+  const EffectiveStage& s0 = stage(config, 0);
+  EXPECT_EQ(s0.default_sampling_params["num_inference_steps"], 8);
+  EXPECT_EQ(s0.default_sampling_params["guidance_scale"], 0);
+  EXPECT_EQ(source(s0, "default_sampling_params.num_inference_steps"), "cli");
+  EXPECT_FALSE(s0.engine_args.contains("default_sampling_params"));
+  EXPECT_EQ(s0.engine_args["step_execution"], true);
+
+  CliConfigInputs bad = cli("Tongyi-MAI/Z-Image-Turbo");
+  add_flag(bad, "default_sampling_params", OrderedJson::parse(R"({"0": 3})"), "--default-sampling-params");
+  EXPECT_THROW(build_effective_config(real_registry(), bad, environment()), Error);
+}
+
 TEST(EffectiveConfigTest, BundledDefaultLoadsWhenNoDeployConfigIsGiven) {
   EffectiveConfig config = build_effective_config(real_registry(), cli("Qwen/Qwen2.5-Omni-7B"), environment());
   ASSERT_EQ(config.deploy_files.size(), 1u);

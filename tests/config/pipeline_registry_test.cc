@@ -59,7 +59,11 @@ TEST(PipelineValidationTest, RegistrationValidatesAndRejectsDuplicates) {
 TEST(RealPipelinesTest, TopologiesAndSamplingConstraints) {
   const PipelineRegistry& registry = real_registry();
   EXPECT_EQ(registry.names(), (std::vector<std::string>{"qwen2_5_omni", "qwen3", "qwen3_omni_moe",
-                                                        "qwen3_omni_moe_thinker_only", "qwen3_tts"}));
+                                                        "qwen3_omni_moe_thinker_only", "qwen3_tts", "z_image"}));
+  const PipelineConfig& z_image = registry.get("z_image");
+  ASSERT_EQ(z_image.stages.size(), 1u);
+  EXPECT_EQ(z_image.stages[0].execution_type, ExecutionType::kDiffusion);
+  EXPECT_EQ(z_image.stages[0].final_output_type, "image");
 
   const PipelineConfig& qwen3 = registry.get("qwen3");
   ASSERT_EQ(qwen3.stages.size(), 1u);
@@ -113,6 +117,24 @@ TEST(PipelineResolutionTest, LocalConfigJsonModelTypeThenArchitectures) {
   EXPECT_EQ(resolve_pipeline(real_registry(), (dir.path() / "c").string(), "").pipeline->model_type,
             "qwen3_omni_moe_thinker_only");
   EXPECT_EQ(resolve_pipeline(real_registry(), (dir.path() / "d").string(), "").pipeline->model_type, "qwen3_omni_moe");
+}
+
+TEST(PipelineResolutionTest, DiffusersModelIndexClassNameAndItsOverride) {
+  omni::testing::TempDir dir;
+  dir.write("z/model_index.json", R"({"_class_name": "ZImagePipeline"})");
+  dir.write("other/model_index.json", R"({"_class_name": "FluxPipeline"})");
+  PipelineResolution z = resolve_pipeline(real_registry(), (dir.path() / "z").string(), "");
+  EXPECT_EQ(z.pipeline->model_type, "z_image");
+  EXPECT_EQ(z.reason, "model_index.json _class_name 'ZImagePipeline'");
+  PipelineResolution forced = resolve_pipeline(real_registry(), (dir.path() / "other").string(), "", "ZImagePipeline");
+  EXPECT_EQ(forced.pipeline->model_type, "z_image");
+  EXPECT_EQ(forced.reason, "--model-class-name 'ZImagePipeline'");
+  const std::string message = error_message(
+      [&] { resolve_pipeline(real_registry(), (dir.path() / "z").string(), "", "NoSuchPipeline"); },
+      ErrorCode::kNotFound);
+  EXPECT_NE(message.find("--model-class-name 'NoSuchPipeline' names no registered pipeline"), std::string::npos)
+      << message;
+  EXPECT_THROW(resolve_pipeline(real_registry(), (dir.path() / "other").string(), ""), Error);
 }
 
 TEST(PipelineResolutionTest, KnownIdsWorkWithoutFilesAndByDirectoryName) {

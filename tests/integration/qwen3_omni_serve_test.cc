@@ -2,13 +2,20 @@
 // qwen3_omni`, the Instruct layout with enable_audio_output) with the bundled deploy YAML: the
 // thinker serves text chats alone (the talker and code2wav have no stage model yet, which the log
 // says), `modalities: ["audio"]` is a 400 naming the field, and list content reaches the
-// content-part template of Qwen3-Omni.
+// content-part template of Qwen3-Omni. Chats with audio (input_audio, audio_url data: and file://
+// URLs, with curl and the OpenAI npm client) reach the thinker's audio tower through a second
+// server started with --limit-mm-per-prompt and --allowed-local-media-path.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <numbers>
 #include <string>
 
+#include "base/base64.h"
 #include "base/json.h"
 #include "integration/serve_process.h"
+#include "media/wav_encoder.h"
 
 namespace omni::testing {
 namespace {
@@ -94,6 +101,144 @@ TEST_F(Qwen3OmniServeTest, AudioOutputAndMediaInputAreRefusedNamingTheField) {
   EXPECT_EQ(sound.status, 400) << sound.body;
   EXPECT_EQ(Json::parse(sound.body)["error"]["param"], "messages[0].content[0]") << sound.body;
   EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+}
+
+// A 16-bit PCM WAV of `seconds` of a 440 Hz tone at `rate`.
+std::string wav_tone(int rate, double seconds) {
+  const int n = static_cast<int>(std::lround(rate * seconds));
+  std::string out = media::wav_header(rate, 2 * static_cast<int64_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto v = static_cast<int16_t>(std::lround(9000.0 * std::sin(2 * std::numbers::pi * 440.0 * i / rate)));
+    out.append(reinterpret_cast<const char*>(&v), 2);
+  }
+  return out;
+}
+
+Json input_audio(const std::string& wav) {
+  return {{"type", "input_audio"}, {"input_audio", {{"data", base64_encode(wav)}, {"format", "wav"}}}};
+}
+
+class Qwen3OmniAudioServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    ProcessResult made = run_process(
+        {OMNISTAGE_BINARY, "demo-model", "--arch", kQwen3OmniArch, "--out", (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    fs::create_directories(dir_->path() / "media");
+    server_ = std::make_unique<ServeProcess>(
+        dir_->path() / "model", dir_->path() / "serve.log",
+        std::vector<std::string>{"--limit-mm-per-prompt", R"({"audio": 2})", "--allowed-local-media-path",
+                                 (dir_->path() / "media").string()});
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+
+  static Json chat(const Json& content) {
+    return {{"model", kModelName},
+            {"messages", {{{"role", "user"}, {"content", content}}}},
+            {"max_tokens", 4},
+            {"temperature", 0},
+            {"ignore_eos", true}};
+  }
+  static Json post(const Json& body, int want_status = 200) {
+    HttpResult r = curl(*server_, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, want_status) << r.body;
+    return Json::parse(r.body);
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServeProcess> server_;
+};
+
+TEST_F(Qwen3OmniAudioServeTest, UsageCountsEachAudiosExpandedPlaceholders) {
+  const Json question = {{"type", "text"}, {"text", "What is this?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  // 1 s at 16 kHz: 100 feature frames, one whole chunk: 13 rows, plus <|audio_start|> and <|audio_end|>.
+  const Json one = post(chat(Json::array({input_audio(wav_tone(16000, 1.0)), question})));
+  EXPECT_EQ(one["usage"]["prompt_tokens"].get<int>(), text_only + 2 + 13) << one.dump();
+  EXPECT_EQ(one["usage"]["completion_tokens"], 4);
+  // 0.5 s at 44.1 kHz, resampled to 8000 samples: 50 frames, 7 rows, but padded to the 1 s audio
+  // beside it (the features of a request's audios are computed together) its frames stay 50.
+  const Json two =
+      post(chat(Json::array({input_audio(wav_tone(16000, 1.0)), input_audio(wav_tone(44100, 0.5)), question})));
+  EXPECT_EQ(two["usage"]["prompt_tokens"].get<int>(), text_only + 2 + 13 + 2 + 7) << two.dump();
+
+  Json streamed = chat(Json::array({input_audio(wav_tone(16000, 1.0)), question}));
+  streamed["stream"] = true;
+  HttpResult r = curl(*server_, "/v1/chat/completions", streamed.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string text;
+  for (const Json& event : sse_events(r.body)) {
+    if (!event["choices"].empty() && event["choices"][0]["delta"].contains("content")) {
+      text += event["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, one["choices"][0]["message"]["content"]) << "greedy streamed text equals the non-streamed one";
+}
+
+TEST_F(Qwen3OmniAudioServeTest, AudioUrlsAsDataAndAllowedFilesGiveTheSameAnswer) {
+  const std::string wav = wav_tone(16000, 0.8);
+  const Json question = {{"type", "text"}, {"text", "Describe it."}};
+  const Json inline_answer = post(chat(Json::array({input_audio(wav), question})));
+  const Json data_url = post(chat(Json::array(
+      {{{"type", "audio_url"}, {"audio_url", {{"url", "data:audio/wav;base64," + base64_encode(wav)}}}}, question})));
+  EXPECT_EQ(data_url["choices"][0]["message"]["content"], inline_answer["choices"][0]["message"]["content"]);
+  EXPECT_EQ(data_url["usage"], inline_answer["usage"]);
+  const fs::path file = dir_->path() / "media" / "tone.wav";
+  { std::ofstream(file, std::ios::binary) << wav; }
+  const Json from_file =
+      post(chat(Json::array({{{"type", "audio_url"}, {"audio_url", {{"url", "file://" + file.string()}}}}, question})));
+  EXPECT_EQ(from_file["choices"][0]["message"]["content"], inline_answer["choices"][0]["message"]["content"]);
+
+  const fs::path outside = dir_->path() / "tone.wav";
+  { std::ofstream(outside, std::ios::binary) << wav; }
+  const Json refused = post(
+      chat(Json::array({question, {{"type", "audio_url"}, {"audio_url", {{"url", "file://" + outside.string()}}}}})),
+      400);
+  EXPECT_EQ(refused["error"]["param"], "messages[0].content[1].audio_url") << refused.dump();
+}
+
+TEST_F(Qwen3OmniAudioServeTest, TooManyUndecodableOrTooShortAudiosAre400sNamingThePart) {
+  const std::string wav = wav_tone(16000, 0.5);
+  const Json three = post(chat(Json::array({input_audio(wav), input_audio(wav), input_audio(wav)})), 400);
+  EXPECT_EQ(three["error"]["param"], "messages[0].content[2]") << three.dump();
+  EXPECT_NE(three["error"]["message"].get<std::string>().find("at most 2 audio part(s)"), std::string::npos);
+
+  const Json garbage =
+      post(chat(Json::array({{{"type", "text"}, {"text", "x"}}, input_audio("RIFF but not a wav")})), 400);
+  EXPECT_EQ(garbage["error"]["param"], "messages[0].content[1]") << garbage.dump();
+
+  // 100 samples: too short for one feature frame (the thinker's stage says so, naming the part).
+  HttpResult tiny =
+      curl(*server_, "/v1/chat/completions", chat(Json::array({input_audio(wav_tone(16000, 0.00625))})).dump());
+  EXPECT_EQ(tiny.status, 400) << tiny.body;
+  EXPECT_NE(tiny.body.find("messages[0].content[0]"), std::string::npos) << tiny.body;
+  EXPECT_NE(tiny.body.find("too short"), std::string::npos) << tiny.body;
+  EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+}
+
+TEST_F(Qwen3OmniAudioServeTest, OfficialOpenAiClientSendsAudio) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_TRUE(fs::exists(modules + "/openai/package.json")) << "run scripts/install-deps";
+  const fs::path wav = dir_->path() / "client.wav";
+  { std::ofstream(wav, std::ios::binary) << wav_tone(22050, 1.2); }
+  ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/omni_audio_client.cjs",
+                   server_->url("/v1"), kApiKey, kModelName, wav.string()},
+                  {"NODE_PATH=" + modules});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json out = Json::parse(result.out);
+  EXPECT_EQ(out["chat"]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(out["chat_stream"]["content"], out["chat"]["content"]);
+  EXPECT_EQ(out["chat_stream"]["usage"]["prompt_tokens"], out["chat"]["usage"]["prompt_tokens"]);
+  EXPECT_EQ(out["audio_url"]["content"], out["chat"]["content"]);
+  EXPECT_EQ(out["audio_url"]["usage"], out["chat"]["usage"]);
+  EXPECT_EQ(out["bad_audio"]["status"], 400);
+  EXPECT_EQ(out["bad_audio"]["param"], "messages[0].content[0]");
 }
 
 }  // namespace

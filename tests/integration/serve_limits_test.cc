@@ -315,5 +315,44 @@ TEST(ServeApiKeyEnvironment, KeysComeFromOmnistageApiKeyElseVllmApiKey) {
   EXPECT_EQ(status(vllm, "other"), "401");
 }
 
+// A KV cache that holds exactly one sequence of max_model_len (4 blocks of 16 tokens): requests
+// that together need far more are preempted and resumed in turn, every one completes, and nothing
+// hangs; one that alone could never fit is refused naming both numbers.
+TEST(ServeKvCapacity, RequestsPastTheKvCapacityArePreemptedAndOneThatNeverFitsIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(run_process({OMNISTAGE_BINARY, "demo-model", "--arch", kArch, "--out", (dir.path() / "model").string()})
+                .exit_code,
+            0);
+  ServeProcess server(dir.path() / "model", dir.path() / "serve.log",
+                      {"--num-gpu-blocks-override", "4", "--max-model-len", "64"}, {}, true);
+  ASSERT_GT(server.port(), 0);
+  std::vector<HttpResult> results(8);
+  std::vector<std::thread> clients;
+  const auto started = Clock::now();
+  for (size_t i = 0; i < results.size(); ++i) {
+    clients.emplace_back([&, i] {
+      Json body = {{"model", kModelName}, {"prompt", Json(std::vector<int>(20, 9707 + static_cast<int>(i)))},
+                   {"max_tokens", 44},    {"ignore_eos", true},
+                   {"n", 2}};
+      results[i] = curl(server, "/v1/completions", body.dump(), {"--max-time", "60"});
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (const HttpResult& r : results) {
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json completion = Json::parse(r.body);
+    EXPECT_EQ(completion["usage"]["completion_tokens"], 2 * 44) << r.body;
+  }
+  // 16 sequences of 64 tokens need 64 blocks at once; the cache has 4: they ran in turn.
+  EXPECT_LT(Clock::now() - started, 60s);
+
+  Json too_long = {{"model", kModelName}, {"prompt", Json(std::vector<int>(40, 9707))}, {"max_tokens", 30}};
+  HttpResult refused = curl(server, "/v1/completions", too_long.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const std::string message = error_of(refused)["message"];
+  EXPECT_NE(message.find("40"), std::string::npos) << message;
+  EXPECT_NE(message.find("64"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace omni::testing

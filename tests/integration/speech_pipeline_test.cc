@@ -182,7 +182,7 @@ std::vector<size_t> sse_chunk_frames(const CurlReply& reply) {
 TEST_F(SpeechPipelineTest, VoicesComeFromTheCheckpoint) {
   CurlReply reply = run_curl({url("/v1/audio/voices")});
   ASSERT_EQ(reply.status, 200);
-  EXPECT_EQ(reply.json(), Json::parse(R"({"voices": [{"name": "Vivian"}, {"name": "ryan"}]})"));
+  EXPECT_EQ(reply.json(), Json::parse(R"({"voices": ["Vivian", "ryan"], "uploaded_voices": []})"));
 }
 
 TEST_F(SpeechPipelineTest, WavIsTheToneAtTwentyFourKilohertzMonoOneFramePerCharacter) {

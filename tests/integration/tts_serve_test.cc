@@ -57,10 +57,13 @@ TEST_F(TtsServeTest, VoicesAreTheDemoSpeakers) {
   HttpResult reply = curl(*server_, "/v1/audio/voices", std::nullopt);
   ASSERT_EQ(reply.status, 200) << reply.body;
   const Json voices = Json::parse(reply.body);
-  std::vector<std::string> names;
-  for (const Json& voice : voices["voices"]) names.push_back(voice["name"]);
+  // vLLM-Omni's listing: the names, and the uploaded voices (none: a CustomVoice checkpoint cannot
+  // clone, so it has no POST /v1/audio/voices).
+  std::vector<std::string> names = voices["voices"].get<std::vector<std::string>>();
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"aiden", "dylan", "eric", "ryan", "serena", "vivian"}));
+  EXPECT_EQ(voices["uploaded_voices"], Json::array());
+  EXPECT_EQ(curl(*server_, "/v1/audio/voices", std::nullopt, {"-X", "POST", "-F", "name=x"}).status, 405);
 }
 
 TEST_F(TtsServeTest, EveryFormatStreamedAndNotIsSeededAndStreamEqualsFile) {

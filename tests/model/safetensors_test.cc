@@ -140,6 +140,21 @@ TEST_F(SafetensorsTest, MalformedFilesAreLoadErrorsNamingTheFile) {
   EXPECT_NE(msg.find("no model.safetensors or model.safetensors.index.json"), std::string::npos) << msg;
 }
 
+// Found by tests/fuzz/safetensors_fuzzer: a shape whose product overflows 64 bits wrapped to a
+// size that matched the offsets, and a load would have read far past the mapping.
+TEST_F(SafetensorsTest, ShapesLargerThanTheFileAreLoadErrors) {
+  write_raw(dir_ / "model.safetensors",
+            R"({"x":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,0]}})", "");
+  std::string msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("tensor 'x' has shape [4294967296, 4294967296, 4], whose size in bytes overflows 64 bits"),
+            std::string::npos)
+      << msg;
+  write_raw(dir_ / "model.safetensors", R"({"x":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}})",
+            std::string(16, '\0'));
+  msg = expect_error([&] { Checkpoint::open(dir_); }, ErrorCode::kLoadFailed);
+  EXPECT_NE(msg.find("tensor 'x' has a negative dimension in shape [-1, -4]"), std::string::npos) << msg;
+}
+
 TEST_F(SafetensorsTest, ShardedCheckpointsFollowTheIndex) {
   const float a[2] = {1, 2}, b[3] = {3, 4, 5};
   SafetensorsWriter w1(DType::kF32), w2(DType::kBF16);

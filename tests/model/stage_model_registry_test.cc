@@ -31,7 +31,8 @@ TEST(StageModelRegistryTest, FamiliesRegisterTheirStageModelsByExecutionType) {
   EXPECT_FALSE(models.has(ExecutionType::kLlmAr, "qwen3_tts_code2wav"));
   EXPECT_FALSE(models.has(ExecutionType::kDiffusion, "causal_lm"));
   EXPECT_EQ(models.names(ExecutionType::kLlmGeneration), (std::vector<std::string>{"qwen3_tts_code2wav"}));
-  EXPECT_TRUE(models.names(ExecutionType::kDiffusion).empty());
+  EXPECT_EQ(models.names(ExecutionType::kDiffusion), (std::vector<std::string>{"z_image"}));
+  EXPECT_FALSE(models.has(ExecutionType::kLlmAr, "z_image"));
 
   StageModels mine;
   mine.generation.add("decoder", [](const StageModelArgs&) { return nullptr; });
@@ -57,7 +58,7 @@ TEST(StageModelRegistryTest, EveryPipelineStageNamesAStageModel) {
   }
   // Of the Omni stages only Qwen3-Omni's thinker is built.
   EXPECT_EQ(registered, (std::set<std::string>{"causal_lm", "qwen3_omni_thinker", "qwen3_tts_code2wav",
-                                               "qwen3_tts_talker"}));
+                                               "qwen3_tts_talker", "z_image"}));
 }
 
 TEST(StageModelRegistryTest, LoadsARegisteredDecoderByNameAndNamesUnknownOnes) {

@@ -23,6 +23,7 @@
 #include "runtime/ar_stage_runner.h"
 #include "runtime/stage_runner.h"
 #include "support/temp_dir.h"
+#include "tensor/npy.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace omni::runtime {
@@ -126,6 +127,32 @@ TEST(Qwen3TtsTalkerStage, GreedyGenerationMatchesTheReference) {
     ++checked;
   }
   EXPECT_EQ(checked, 2);
+}
+
+// An x-vector-only voice clone on the tiny Base checkpoint (tests/data/tiny_qwen3_tts_base): with
+// the reference audio's x-vector as the speaker embedding, greedy generation in Base's streaming
+// text layout gives the reference's codes, run after run.
+TEST(Qwen3TtsTalkerStage, XVectorCloneMatchesTheReference) {
+  const fs::path base = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts_base";
+  const Json ref = read_json_file(base / "reference.json");
+  const Json& clone = ref["clone"];
+  const tensor::Tensor xvector = tensor::load_npy(base / "reference_xvector.npy");
+  const std::vector<float> embedding(xvector.data<float>(), xvector.data<float>() + xvector.numel());
+  const int frames = ref["max_frames"];
+  const Json info = {{"text", clone["text"]},
+                     {"language", clone["language"]},
+                     {"task_type", "Base"},
+                     {"speaker_embedding", embedding},
+                     {"max_new_tokens", frames}};
+  const auto want = clone["frames"].get<std::vector<std::vector<int32_t>>>();
+  ASSERT_EQ(want.size(), static_cast<size_t>(frames));
+  for (int run = 0; run < 2; ++run) {
+    auto runner = make_stage_runner(engine_args({{"model", base.string()}}), {});
+    runner->add_request(speech_request("clone", info, {{"temperature", 0.0}}));
+    const Result result = run_all(*runner)["clone"];
+    EXPECT_EQ(result.frames, want) << "run " << run;
+    EXPECT_EQ(result.code0s, clone["code0s"].get<std::vector<int32_t>>()) << "run " << run;
+  }
 }
 
 // The checkpoint's generation_config.json supplies the talker's and the sub-talker's defaults;

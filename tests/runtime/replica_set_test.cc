@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 namespace omni::runtime {
 namespace {
 
@@ -147,6 +150,82 @@ TEST(ReplicaSetTest, ConsumersOfAStageAreTheStagesReadingIt) {
   p.stages.push_back({2, {0}, true, "text"});
   EXPECT_EQ(consumers_of(p, 0), (std::vector<int>{1, 2}));
   EXPECT_TRUE(consumers_of(p, 2).empty());
+}
+
+}  // namespace
+}  // namespace omni::runtime
+
+namespace omni::runtime {
+namespace {
+
+RegisterMessage join_request(int stage, const std::string& address) {
+  RegisterMessage m{stage, -1, 4242, "host-b", ""};
+  m.address = address;
+  m.pipeline = Json::object();
+  return m;
+}
+
+// A distributed head's set: stage 0 local, stage 1 with replicas that join.
+TEST(ReplicaSetPoolTest, JoinedReplicasFormThePoolAndDroppedSlotsAreReused) {
+  const PipelineSpec pipeline = two_stage_pipeline();
+  ReplicaSet set(pipeline, 0);
+  EXPECT_EQ(set.stage(0).size(), 2u);
+  EXPECT_TRUE(set.stage(1).empty()) << "a remote slot: its replicas join";
+  const auto now = Clock::now();
+  Replica& a = set.join(1, "stage1.b.1", join_request(1, "10.0.0.2"), true, now);
+  Replica& b = set.join(1, "stage1.b.2", join_request(1, "10.0.0.3"), true, now);
+  EXPECT_EQ(a.index, 0);
+  EXPECT_EQ(b.index, 1);
+  EXPECT_EQ(set.lookup("stage1.b.2"), &b);
+  EXPECT_EQ(set.lookup("stage1.b.9"), nullptr);
+  EXPECT_EQ(a.phase, ReplicaPhase::kRegistered);
+  EXPECT_EQ(set.ready_counts(), (std::vector<int>{0, 0}));
+  set.on_startup_message(a, ReadyMessage{1, 0}, now);
+  EXPECT_EQ(set.ready_counts(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(set.pick(1), 0);
+  EXPECT_TRUE(set.all_ready() == false) << "stage 0's local replicas are not ready";
+
+  a.phase = ReplicaPhase::kDown;
+  a.gone_since = now;
+  EXPECT_TRUE(set.drop_gone(now + milliseconds(999), milliseconds(1000)).empty()) << "within the grace period";
+  ASSERT_EQ(set.drop_gone(now + milliseconds(1000), milliseconds(1000)).size(), 1u);
+  EXPECT_EQ(a.phase, ReplicaPhase::kDropped);
+  EXPECT_EQ(set.lookup("stage1.b.1"), nullptr);
+  Replica& c = set.join(1, "stage1.b.3", join_request(1, "10.0.0.2"), true, now);
+  EXPECT_EQ(c.index, 0) << "the dropped slot";
+  EXPECT_EQ(&c, &a);
+  EXPECT_EQ(&set.at(1, 1), &b) << "the others never move";
+  EXPECT_EQ(set.infos().size(), 4u);
+}
+
+TEST(ReplicaSetPoolTest, TheLbPoliciesPickAmongReadyReplicas) {
+  PipelineSpec pipeline = two_stage_pipeline();
+  pipeline.stages[1].num_replicas = 3;
+  ReplicaSet set(pipeline);
+  make_ready(set, Clock::now());
+  set.set_policy(LbPolicy::kRoundRobin);
+  EXPECT_EQ(std::vector<int>({set.pick(1), set.pick(1), set.pick(1), set.pick(1)}), std::vector<int>({0, 1, 2, 0}));
+  set.at(1, 1).phase = ReplicaPhase::kError;
+  EXPECT_EQ(std::vector<int>({set.pick(1), set.pick(1), set.pick(1)}), std::vector<int>({2, 0, 2}));
+  set.at(1, 1).phase = ReplicaPhase::kReady;
+
+  set.set_policy(LbPolicy::kLeastQueueLength);
+  set.at(1, 0).running_requests = 3;  // its heartbeat
+  set.assign(set.at(1, 1), "r1");     // the head's own count, newer than the heartbeats
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(set.pick(1), 2);
+  set.assign(set.at(1, 2), "r2");
+  std::set<int> tied;
+  for (int i = 0; i < 64; ++i) tied.insert(set.pick(1));
+  EXPECT_EQ(tied, (std::set<int>{1, 2})) << "ties are broken at random";
+
+  set.set_policy(LbPolicy::kRandom);
+  std::map<int, int> picks;
+  for (int i = 0; i < 300; ++i) picks[set.pick(1)]++;
+  ASSERT_EQ(picks.size(), 3u);
+  for (const auto& [replica, count] : picks) EXPECT_GT(count, 50) << replica;
+
+  EXPECT_EQ(lb_policy_from_name("round-robin"), LbPolicy::kRoundRobin);
+  EXPECT_THROW(lb_policy_from_name("fastest"), Error);
 }
 
 }  // namespace

@@ -24,8 +24,9 @@ PipelineSpec two_stage_pipeline(bool async_chunk) {
 
 class RequestRouterTest : public ::testing::Test {
  protected:
-  void build(bool async_chunk, int edge_limit = 64) {
+  void build(bool async_chunk, int edge_limit = 64, int consumer_replicas = 1) {
     pipeline_ = two_stage_pipeline(async_chunk);
+    pipeline_.stages[1].num_replicas = consumer_replicas;
     replicas_ = std::make_unique<ReplicaSet>(pipeline_);
     for (int stage = 0; stage < replicas_->num_stages(); ++stage) {
       for (Replica& replica : replicas_->stage(stage)) replica.phase = ReplicaPhase::kReady;
@@ -42,9 +43,10 @@ class RequestRouterTest : public ::testing::Test {
                                               std::move(links));
   }
 
-  void start(const std::string& id, std::vector<int32_t> prompt = {1, 2, 3}) {
+  void start(const std::string& id, std::vector<int32_t> prompt = {1, 2, 3}, bool stream = true) {
     GenerationRequest request;
     request.request_id = id;
+    request.stream = stream;
     request.prompt_token_ids = std::move(prompt);
     request.additional_information = {{"voice", "v"}};
     RequestPlan plan = plan_request(pipeline_, request);
@@ -267,6 +269,83 @@ TEST(RequestRouterConfigTest, AnEdgeLimitBelowOneIsAConfigError) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
     EXPECT_STREQ(e.what(), "edge in-flight limit must be at least 1, not 0");
   }
+}
+
+}  // namespace
+}  // namespace omni::runtime
+
+namespace omni::runtime {
+namespace {
+
+// An output of stage 1's replica `replica` for `id`.
+OutputMessage final_output(const std::string& id, std::vector<int32_t> tokens, bool finished) {
+  OutputMessage out;
+  out.request_id = id;
+  out.token_ids = std::move(tokens);
+  if (finished) out.finish_reason = "stop";
+  return out;
+}
+
+TEST_F(RequestRouterTest, ALostReplicasRequestIsReplayedWithItsSubmitAndChunksWhileItsClientHasNothing) {
+  build(/*async_chunk=*/true, 64, /*consumer_replicas=*/2);
+  router_->enable_replay();
+  start("q", {1, 2, 3}, /*stream=*/false);
+  output(0, "q", {7}, false, 0);
+  Replica& lost = replicas_->at(1, 0);
+  OutputMessage partial = final_output("q", {40, 41}, false);
+  router_->on_output(lost, partial);
+  EXPECT_TRUE(events_["q"].empty()) << "a non-streaming request's events wait in the head";
+  output(0, "q", {8}, true, 1);
+  std::vector<Sent> before = take_sent();
+  ASSERT_EQ(before.size(), 3u);  // Submit to stage 0, Submit and InputChunk to stage 1 replica 0
+  EXPECT_EQ(before[1].to, "stage1.replica0");
+
+  lost.phase = ReplicaPhase::kDown;
+  std::set<std::string> held = std::exchange(lost.requests, {});
+  router_->replica_lost(lost, held, "stage 1 (replica 0) failed: its process ended");
+  std::vector<Sent> replay = take_sent();
+  ASSERT_EQ(replay.size(), 2u);
+  EXPECT_EQ(replay[0].to, "stage1.replica1");
+  EXPECT_EQ(std::get<SubmitMessage>(replay[0].message).prompt_token_ids,
+            std::get<SubmitMessage>(before[1].message).prompt_token_ids);
+  EXPECT_TRUE(std::get<SubmitMessage>(replay[0].message).input_open);
+  EXPECT_EQ(replay[1].to, "stage1.replica1");
+  EXPECT_TRUE(std::get<InputChunkMessage>(replay[1].message).last);
+  EXPECT_EQ(replicas_->at(1, 1).requests, std::set<std::string>{"q"});
+
+  OutputMessage stale = final_output("q", {99}, true);
+  router_->on_output(lost, stale);  // what the lost replica sent before it died is ignored
+  OutputMessage done = final_output("q", {50}, true);
+  router_->on_output(replicas_->at(1, 1), done);
+  ASSERT_EQ(events_["q"].size(), 1u);
+  EXPECT_EQ(events_["q"][0].token_ids, std::vector<int32_t>{50}) << "only the replay's output reaches the client";
+  EXPECT_EQ(events_["q"][0].completion_tokens, 1);
+  EXPECT_TRUE(events_["q"][0].finished);
+  EXPECT_FALSE(events_["q"][0].error);
+}
+
+TEST_F(RequestRouterTest, ARequestStreamingToItsClientEndsWithTheLostReplicaNamed) {
+  build(/*async_chunk=*/true, 64, /*consumer_replicas=*/2);
+  router_->enable_replay();
+  start("s");
+  output(0, "s", {7}, false, 0);
+  Replica& lost = replicas_->at(1, 0);
+  OutputMessage first = final_output("s", {40}, false);
+  router_->on_output(lost, first);
+  ASSERT_EQ(events_["s"].size(), 1u) << "a streaming request's events go out at once";
+  take_sent();
+  lost.phase = ReplicaPhase::kDown;
+  std::set<std::string> held = std::exchange(lost.requests, {});
+  router_->replica_lost(lost, held, "stage 1 (replica 0) failed: its process ended");
+  ASSERT_EQ(events_["s"].size(), 2u);
+  ASSERT_TRUE(events_["s"][1].error);
+  EXPECT_EQ(std::string(events_["s"][1].error->what()),
+            "stage 1 (replica 0) failed: its process ended while its output was streaming to the client");
+  EXPECT_FALSE(router_->live("s"));
+  // The entry stage still working on it is told to stop.
+  std::vector<Sent> sent = take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<AbortMessage>(sent[0].message));
 }
 
 }  // namespace

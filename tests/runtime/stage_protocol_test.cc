@@ -194,3 +194,33 @@ TEST(StageProtocolTest, ErrorCodeNamesRoundTrip) {
 
 }  // namespace
 }  // namespace omni::runtime
+
+namespace omni::runtime {
+namespace {
+
+TEST(StageProtocolTest, JoinRegistrationItsReplyRejoinAndLeave) {
+  RegisterMessage join{1, -1, 77, "host-b", "0"};
+  join.address = "10.0.0.2";
+  join.pipeline = Json{{"stages", Json::array({{{"stage_id", 0}}})}};
+  auto decoded = round_trip<RegisterMessage>(join);
+  EXPECT_EQ(decoded.replica, -1);
+  EXPECT_EQ(decoded.address, "10.0.0.2");
+  EXPECT_EQ(decoded.pipeline, join.pipeline);
+  EXPECT_TRUE(round_trip<RegisterMessage>(RegisterMessage{1, 0, 77, "h", ""}).pipeline.is_null())
+      << "a head's own replica sends no pipeline";
+
+  auto accepted = round_trip<JoinReplyMessage>(JoinReplyMessage{true, 3, "s1", true, true, ""});
+  EXPECT_TRUE(accepted.accepted);
+  EXPECT_EQ(accepted.replica, 3);
+  EXPECT_EQ(accepted.session, "s1");
+  EXPECT_TRUE(accepted.inline_payloads);
+  EXPECT_TRUE(accepted.retain_inputs);
+  auto refused = round_trip<JoinReplyMessage>(JoinReplyMessage{false, 0, "", false, false, "differs at x"});
+  EXPECT_FALSE(refused.accepted);
+  EXPECT_EQ(refused.message, "differs at x");
+  round_trip<RejoinMessage>(RejoinMessage{});
+  EXPECT_EQ(round_trip<LeaveMessage>(LeaveMessage{2, 5}).replica, 5);
+}
+
+}  // namespace
+}  // namespace omni::runtime

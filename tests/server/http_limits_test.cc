@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "server/test_server.h"
@@ -72,6 +74,39 @@ TEST_F(HttpLimitsTest, ChoicesInvalidUtf8AndUnknownRolesAreBadRequests) {
     CurlReply reply = post("/v1/chat/completions", ok);
     EXPECT_EQ(reply.status, 200) << role << reply.body;
   }
+  expect_still_serving();
+}
+
+// Found by tests/fuzz/chat_route_fuzzer: a body of 100000 nested arrays (200 KB, far under the
+// body limit) in tools, chat_template_kwargs, content or stop overflowed the stack of the I/O
+// thread in the recursive JSON walks after parsing, killing the server. Such a body is now a 400.
+TEST_F(HttpLimitsTest, DeeplyNestedBodiesAreBadRequests) {
+  namespace fs = std::filesystem;
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const fs::path file = fs::temp_directory_path() / ("omni-deep-body-" + std::to_string(getpid()));
+  for (
+      const std::string& body :
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": )" +
+           deep + "}}]}",
+       R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"x": )" + deep + "}}",
+       R"({"messages": [{"role": "user", "content": )" + deep + "}]}",
+       R"({"messages": [{"role": "user", "content": "hi"}], "stop": )" + deep + "}"}) {
+    std::ofstream(file) << body;
+    expect_error(post_raw("/v1/chat/completions", "@" + file.string()), 400, "body",
+                 "the request body nests arrays and objects more than 128 levels deep");
+  }
+  std::ofstream(file) << R"({"prompt": )" + deep + "}";
+  for (const char* path : {"/v1/completions", "/tokenize", "/v1/audio/speech"}) {
+    expect_error(post_raw(path, "@" + file.string()), 400, "body", "more than 128 levels deep");
+  }
+  fs::remove(file);
+  // Brackets inside strings are text, and 128 levels are still accepted.
+  Json ok = {{"messages", {{{"role", "user"}, {"content", std::string(1000, '[')}}}}, {"max_tokens", 2}};
+  EXPECT_EQ(post("/v1/chat/completions", ok).status, 200);
+  std::string nested = "1";
+  for (int i = 0; i < 120; ++i) nested = "[" + nested + "]";
+  CurlReply reply = post_raw("/v1/completions", R"({"prompt": "hi", "max_tokens": 2, "user": )" + nested + "}");
+  EXPECT_EQ(reply.body.find("levels deep"), std::string::npos) << reply.body;
   expect_still_serving();
 }
 

@@ -98,7 +98,7 @@ TEST_F(SpeechApiTest, VoicesListsTheCheckpointSpeakers) {
   start();
   CurlReply reply = run_curl({url("/v1/audio/voices")});
   ASSERT_EQ(reply.status, 200);
-  EXPECT_EQ(reply.json(), Json::parse(R"({"voices": [{"name": "Vivian"}, {"name": "aiden"}, {"name": "ryan"}]})"));
+  EXPECT_EQ(reply.json(), Json::parse(R"({"voices": ["Vivian", "aiden", "ryan"], "uploaded_voices": []})"));
 }
 
 TEST_F(SpeechApiTest, WavFileHoldsTheToneAtTwentyFourKilohertzMono) {
@@ -232,8 +232,9 @@ TEST_F(SpeechApiTest, BadRequestsAreOpenAiErrorsNamingTheField) {
   expect_invalid({{"non_streaming_mode", "no"}}, "non_streaming_mode", "must be a boolean");
   expect_invalid({{"stream_format", "chunks"}}, "stream_format", "allowed: sse, audio");
   expect_invalid({{"task_type", "Clone"}}, "task_type", "allowed: CustomVoice, VoiceDesign, Base");
-  expect_invalid({{"ref_audio", "https://example.com/a.wav"}}, "ref_audio", "'ref_audio' is not supported yet");
-  expect_invalid({{"ref_text", "hi"}}, "ref_text", "not supported yet");
+  expect_invalid({{"ref_audio", "https://example.com/a.wav"}}, "ref_audio", "only valid for task_type Base");
+  expect_invalid({{"ref_text", "hi"}}, "ref_text", "only valid for task_type Base");
+  expect_invalid({{"x_vector_only_mode", true}}, "x_vector_only_mode", "only valid for task_type Base");
   expect_invalid({{"max_new_tokens", 0}}, "max_new_tokens", "at least 1");
   expect_invalid({{"initial_codec_chunk_frames", 0}}, "initial_codec_chunk_frames", "at least 1");
   expect_invalid({{"seed", "x"}}, "seed", "must be an integer");

@@ -106,7 +106,8 @@ TEST(TokenizerRenderer, ContentPartsTheModelCannotReadAreRefusedNamingThePart) {
   std::string image = field_of({{{"type", "text"}, {"text", "look"}},
                                 {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}});
   EXPECT_EQ(image.substr(0, image.find(':')), "messages[1].content[1]") << image;
-  EXPECT_NE(image.find("is a image_url part, but the served model reads text only"), std::string::npos) << image;
+  EXPECT_NE(image.find("is a image_url part, but the served model does not read image input"), std::string::npos)
+      << image;
   std::string audio = field_of({{{"type", "input_audio"}, {"input_audio", {{"data", ""}, {"format", "wav"}}}}});
   EXPECT_EQ(audio.substr(0, audio.find(':')), "messages[1].content[0]") << audio;
   std::string unknown = field_of({{{"type", "hologram"}}});

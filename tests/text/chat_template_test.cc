@@ -251,6 +251,49 @@ TEST(ChatTemplateTest, ErrorsNameTheTemplateLine) {
             "chat line 2: unsupported operand type(s) for +: 'int object' and 'str object' [invalid_argument]");
 }
 
+// Hostile templates end with an error naming the line and the bound (template.h), never a stack
+// overflow, a hang or unbounded memory (tests/fuzz/chat_template_fuzzer, seeds/chat_template).
+TEST(ChatTemplateTest, HostileTemplatesAreBoundedWithClearErrors) {
+  const jinja::Dict none;
+  auto render = [&](const std::string& source) {
+    return error_of([&] { jinja::Template(source, "chat").render(none); });
+  };
+  EXPECT_EQ(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}"),
+            "chat line 1: evaluation nested deeper than 1024 levels (a recursive macro?) [invalid_argument]");
+  EXPECT_EQ(render("{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}"),
+            "chat line 1: loops run more than 200000 iterations in one rendering (a huge or nested loop?) "
+            "[invalid_argument]");
+  EXPECT_EQ(render("{{ 'abcdefgh' * 1000000000 }}"),
+            "chat line 1: '*' would repeat a string of 8 bytes 1000000000 times, over the limit of 67108864 bytes "
+            "[invalid_argument]");
+  EXPECT_EQ(render("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+            "chat line 1: a string of 134217728 bytes is over the limit of 67108864 bytes [invalid_argument]");
+  EXPECT_EQ(render("{{ 9223372036854775807 + 1 }}"),
+            "chat line 1: integer overflow in '+' (integers are 64-bit here) [invalid_argument]");
+  EXPECT_EQ(render("{{ 2 ** 10000000000 }}"),
+            "chat line 1: integer overflow in '**' (integers are 64-bit here) [invalid_argument]");
+  EXPECT_EQ(render("{{ 1" + std::string() +
+                   [] {
+                     std::string s;
+                     for (int i = 0; i < 5000; ++i) s += " + 1";
+                     return s;
+                   }() +
+                   " }}"),
+            "chat line 1: evaluation nested deeper than 1024 levels (a recursive macro?) [invalid_argument]");
+  EXPECT_EQ(
+      error_of([] { jinja::Template("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}", "chat"); }),
+      "chat line 1: blocks or expressions nested deeper than 256 [load_failed]");
+  EXPECT_EQ(error_of([] { jinja::Template("{{ 99999999999999999999 }}", "chat"); }),
+            "chat line 1: integer literal 99999999999999999999 does not fit in 64 bits [load_failed]");
+  // A template within the bounds still renders: 64 levels of blocks, a long loop.
+  std::string deep;
+  for (int i = 0; i < 64; ++i) deep += "{% if true %}";
+  deep += "x";
+  for (int i = 0; i < 64; ++i) deep += "{% endif %}";
+  EXPECT_EQ(jinja::Template(deep, "chat").render(none), "x");
+  EXPECT_EQ(jinja::Template("{% for i in range(10000) %}{% endfor %}{{ 'ok' }}", "chat").render(none), "ok");
+}
+
 TEST(ChatTemplateTest, RaiseExceptionSurfacesItsMessage) {
   const ChatTemplate chat(
       "{% for m in messages %}{% if m.role not in ['user', 'assistant'] %}"

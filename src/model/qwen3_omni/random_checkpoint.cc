@@ -207,6 +207,38 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
       add(p + "mlp.down_proj.weight", {h, inter}, 1.0f / std::sqrt(static_cast<float>(inter)));
     }
   }
+  // The audio tower of audio_config below (d_model 64, 2 layers of 4 heads, ffn 128, 32 conv
+  // channels over the 128 mel bins: 16 rows after the convolutions).
+  const int64_t ad = 64, affn = 128, conv = 32, freq = 16;
+  const std::string a = "thinker.audio_tower.";
+  for (int i = 1; i <= 3; ++i) {
+    const int64_t in = i == 1 ? 1 : conv;
+    add(a + "conv2d" + std::to_string(i) + ".weight", {conv, in, 3, 3}, 1.0f / std::sqrt(9.0f * in));
+    add(a + "conv2d" + std::to_string(i) + ".bias", {conv}, 0.02f);
+  }
+  add(a + "conv_out.weight", {ad, conv * freq}, 1.0f / std::sqrt(static_cast<float>(conv * freq)));
+  const float in_ad = 1.0f / std::sqrt(static_cast<float>(ad));
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = a + "layers." + std::to_string(l) + ".";
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      add(p + "self_attn." + proj + ".weight", {ad, ad}, in_ad);
+      add(p + "self_attn." + proj + ".bias", {ad}, 0.02f);
+    }
+    for (const char* norm : {"self_attn_layer_norm", "final_layer_norm"}) {
+      add(p + norm + ".weight", {ad}, 0.05f, 1.0f);
+      add(p + norm + ".bias", {ad}, 0.02f);
+    }
+    add(p + "fc1.weight", {affn, ad}, in_ad);
+    add(p + "fc1.bias", {affn}, 0.02f);
+    add(p + "fc2.weight", {ad, affn}, 1.0f / std::sqrt(static_cast<float>(affn)));
+    add(p + "fc2.bias", {ad}, 0.02f);
+  }
+  add(a + "ln_post.weight", {ad}, 0.05f, 1.0f);
+  add(a + "ln_post.bias", {ad}, 0.02f);
+  add(a + "proj1.weight", {ad, ad}, in_ad);
+  add(a + "proj1.bias", {ad}, 0.02f);
+  add(a + "proj2.weight", {h, ad}, in_ad);
+  add(a + "proj2.bias", {h}, 0.02f);
   writer.write(dir / "model.safetensors");
 
   const char* dtype_name = dtype == tensor::DType::kBF16 ? "bfloat16" : "float32";

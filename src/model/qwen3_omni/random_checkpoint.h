@@ -4,8 +4,9 @@
 // `thinker.model.` / `thinker.lm_head.weight` with its experts stored per expert, as released;
 // preprocessor_config.json; the Qwen3 tokenizer with Qwen3-Omni's added tokens (<|audio_start|>
 // … <|audio_pad|>, ids 151669-151675) and a chat template that places each content part's
-// placeholder tokens. The audio and vision encoders, talker and code2wav get no weights: nothing
-// reads them yet.
+// placeholder tokens; the audio tower of audio_config under `thinker.audio_tower.` (so the demo
+// reads chat audio). The vision encoder, talker and code2wav get no weights: nothing reads them
+// yet.
 #pragma once
 
 #include <cstdint>

@@ -5,8 +5,10 @@
 // (thinker_positions.h), which makes the rotation the plain one the decoder applies.
 //
 // Registered as the architecture Qwen3OmniMoeForConditionalGeneration (model/model_registry.h)
-// and as the llm_ar stage model "qwen3_omni_thinker" (model/stage_model_registry.h). The audio and
-// vision encoders are not loaded yet.
+// and as the llm_ar stage model "qwen3_omni_thinker" (model/stage_model_registry.h). A checkpoint
+// with an audio tower and a preprocessor config also reads audio (thinker_audio.h): a request's
+// audios are encoded when it is added and their rows replace its expanded placeholders
+// (thinker_prompt.h). The vision encoder is not loaded yet.
 #pragma once
 
 #include <filesystem>
@@ -17,6 +19,8 @@
 #include "model/decoder_lm.h"
 #include "model/hf_config.h"
 #include "model/model_registry.h"
+#include "model/qwen3_omni/thinker_audio.h"
+#include "model/qwen3_omni/thinker_prompt.h"
 
 namespace omni::model::qwen3_omni {
 
@@ -27,7 +31,31 @@ inline constexpr std::string_view kThinkerStageModel = "qwen3_omni_thinker";
 // thinker ends its turn with it. kLoadFailed naming the file and the field.
 TextModelConfig parse_thinker_text_config(const Json& config, const std::string& source);
 
-// Loads the thinker's text model of `dir` (either expert layout) with `options`.
+class Thinker : public DecoderLm {
+ public:
+  // The text model of `dir` (either expert layout) and, when the checkpoint has
+  // thinker.audio_tower.* and a preprocessor config, its audio input. Errors as DecoderLm's and
+  // ThinkerAudio's.
+  Thinker(const std::filesystem::path& dir, const Json& config, const CausalLmLoadOptions& options);
+
+  // The rate of the audio the model takes; 0 when it reads no audio.
+  int audio_sample_rate() const { return audio_ ? audio_->sample_rate() : 0; }
+  // multi_modal_data.audio (model/causal_lm.h's kMultiModalData): each entry's samples at
+  // audio_sample_rate(); kInvalidArgument naming the entry's source for one that is malformed, at
+  // another rate or too short, and for other media.
+  std::optional<MultimodalPrompt> prepare_multimodal_prompt(std::span<const int32_t> prompt,
+                                                            const Json& additional_information) override;
+
+ private:
+  ThinkerTokenIds ids_;
+  std::unique_ptr<ThinkerAudio> audio_;
+};
+
+// Whether the checkpoint of `dir` (its config.json `config`) reads audio: it has an audio tower and
+// a preprocessor config.
+bool has_audio_input(const std::filesystem::path& dir);
+
+// Loads the thinker of `dir` (a Thinker) with `options`.
 std::unique_ptr<DecoderLm> load_thinker(const std::filesystem::path& dir, const Json& config,
                                         const CausalLmLoadOptions& options);
 

@@ -48,6 +48,57 @@ std::map<std::string, int32_t> id_map(const Json& object, const std::string& sou
   return ids;
 }
 
+std::vector<int> int_list(const Json& object, const char* key, std::vector<int> fallback, const std::string& source) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_array()) throw_error(ErrorCode::kLoadFailed, "{}: speaker_encoder_config.{} must be a list", source, key);
+  std::vector<int> out;
+  for (const Json& v : *it) {
+    if (!v.is_number_integer() || v.get<int>() < 1) {
+      throw_error(ErrorCode::kLoadFailed, "{}: speaker_encoder_config.{} must hold positive integers", source, key);
+    }
+    out.push_back(v.get<int>());
+  }
+  return out;
+}
+
+int int_field(const Json& object, const char* key, int fallback, const std::string& source) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || it->get<int>() < 1) {
+    throw_error(ErrorCode::kLoadFailed, "{}: speaker_encoder_config.{} must be a positive integer", source, key);
+  }
+  return it->get<int>();
+}
+
+SpeakerEncoderConfig parse_speaker_encoder_config(const Json& object, const std::string& source) {
+  SpeakerEncoderConfig c;
+  c.mel_dim = int_field(object, "mel_dim", c.mel_dim, source);
+  c.enc_dim = int_field(object, "enc_dim", c.enc_dim, source);
+  c.channels = int_list(object, "enc_channels", c.channels, source);
+  c.kernel_sizes = int_list(object, "enc_kernel_sizes", c.kernel_sizes, source);
+  c.dilations = int_list(object, "enc_dilations", c.dilations, source);
+  c.attention_channels = int_field(object, "enc_attention_channels", c.attention_channels, source);
+  c.res2net_scale = int_field(object, "enc_res2net_scale", c.res2net_scale, source);
+  c.se_channels = int_field(object, "enc_se_channels", c.se_channels, source);
+  c.sample_rate = int_field(object, "sample_rate", c.sample_rate, source);
+  if (c.channels.size() < 3 || c.kernel_sizes.size() != c.channels.size() || c.dilations.size() != c.channels.size()) {
+    throw_error(ErrorCode::kLoadFailed,
+                "{}: speaker_encoder_config needs enc_channels, enc_kernel_sizes and enc_dilations of one length >= 3 "
+                "(got {}, {}, {})",
+                source, c.channels.size(), c.kernel_sizes.size(), c.dilations.size());
+  }
+  for (size_t i = 1; i + 1 < c.channels.size(); ++i) {
+    if (c.channels[i] % c.res2net_scale != 0) {
+      throw_error(ErrorCode::kLoadFailed,
+                  "{}: speaker_encoder_config.enc_channels[{}] = {} is not a multiple of "
+                  "enc_res2net_scale {}",
+                  source, i, c.channels[i], c.res2net_scale);
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string_view tts_model_type_name(TtsModelType type) {
@@ -182,6 +233,7 @@ TalkerConfig parse_talker_config(const Json& config, const std::string& source) 
   const Json& encoder = object_field(config, "speaker_encoder_config", source);
   if (auto dim = optional_field<int>(encoder, "enc_dim", source + ": speaker_encoder_config")) {
     c.speaker_embedding_dim = *dim;
+    c.speaker_encoder = parse_speaker_encoder_config(encoder, source);
   } else if (c.model_type == TtsModelType::kBase) {
     c.speaker_embedding_dim = c.talker.hidden_size;
   }

@@ -24,6 +24,19 @@ enum class TtsModelType { kBase, kCustomVoice, kVoiceDesign };
 
 std::string_view tts_model_type_name(TtsModelType type);  // "base", "custom_voice", "voice_design"
 
+// config.json's speaker_encoder_config; absent fields take the released defaults.
+struct SpeakerEncoderConfig {
+  int mel_dim = 128;
+  int enc_dim = 1024;
+  std::vector<int> channels = {512, 512, 512, 512, 1536};
+  std::vector<int> kernel_sizes = {5, 3, 3, 3, 1};
+  std::vector<int> dilations = {1, 2, 3, 4, 1};
+  int attention_channels = 128;
+  int res2net_scale = 8;
+  int se_channels = 128;
+  int sample_rate = 24000;
+};
+
 struct TalkerConfig {
   TtsModelType model_type = TtsModelType::kCustomVoice;
   std::string model_size;  // tts_model_size, e.g. "0b6", "1b7"
@@ -58,6 +71,9 @@ struct TalkerConfig {
 
   // speaker_encoder_config.enc_dim (Base checkpoints): the x-vector width, = talker hidden.
   std::optional<int> speaker_embedding_dim;
+  // speaker_encoder_config (Base checkpoints); nullopt when config.json has none. Inconsistent
+  // lists (lengths, a channel count the Res2Net scale does not divide) are kLoadFailed.
+  std::optional<SpeakerEncoderConfig> speaker_encoder;
 
   // The speaker's codec id, or nullopt when `name` (any case) is not a built-in speaker.
   std::optional<int32_t> speaker_id(std::string_view name) const;

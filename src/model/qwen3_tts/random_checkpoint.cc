@@ -189,6 +189,32 @@ void write_random_talker_checkpoint(const fs::path& dir, const RandomTalkerShape
     add("talker.code_predictor.lm_head." + std::to_string(g) + ".weight", {codebook, h_cp},
         1.0f / std::sqrt(static_cast<float>(h_cp)));
   }
+  if (s.speaker_encoder) {
+    const SpeakerEncoderConfig& e = *s.speaker_encoder;
+    auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k) {
+      add("speaker_encoder." + name + ".weight", {out, in, k}, 1.0f / std::sqrt(static_cast<float>(in * k)));
+      add("speaker_encoder." + name + ".bias", {out}, 0.05f);
+    };
+    const std::vector<int>& c = e.channels;
+    conv("blocks.0.conv", c[0], e.mel_dim, e.kernel_sizes[0]);
+    int64_t mfa_in = 0;
+    for (size_t i = 1; i + 1 < c.size(); ++i) {
+      const std::string b = "blocks." + std::to_string(i) + ".";
+      conv(b + "tdnn1.conv", c[i], c[i - 1], 1);
+      for (int j = 0; j + 1 < e.res2net_scale; ++j) {
+        conv(b + "res2net_block.blocks." + std::to_string(j) + ".conv", c[i] / e.res2net_scale, c[i] / e.res2net_scale,
+             e.kernel_sizes[i]);
+      }
+      conv(b + "tdnn2.conv", c[i], c[i], 1);
+      conv(b + "se_block.conv1", e.se_channels, c[i], 1);
+      conv(b + "se_block.conv2", c[i], e.se_channels, 1);
+      mfa_in += c[i];
+    }
+    conv("mfa.conv", c.back(), mfa_in, e.kernel_sizes.back());
+    conv("asp.tdnn.conv", e.attention_channels, int64_t{c.back()} * 3, 1);
+    conv("asp.conv", c.back(), e.attention_channels, 1);
+    conv("fc", e.enc_dim, int64_t{c.back()} * 2, 1);
+  }
   writer.write(dir / "model.safetensors");
 
   // The talker's M-RoPE sections scaled to its head size (all streams are equal for TTS).
@@ -211,12 +237,14 @@ void write_random_talker_checkpoint(const fs::path& dir, const RandomTalkerShape
   talker["codec_think_eos_id"] = 2157;
   OrderedJson languages = OrderedJson::object(), speakers = OrderedJson::object(), dialects = OrderedJson::object();
   for (const auto& [name, id] : kLanguages) languages[name] = id;
-  for (const auto& [name, id] : kSpeakerIds) {
-    speakers[name] = id;
-    dialects[name] = false;
+  if (!s.speaker_encoder) {
+    for (const auto& [name, id] : kSpeakerIds) {
+      speakers[name] = id;
+      dialects[name] = false;
+    }
+    dialects["eric"] = "sichuan_dialect";
+    dialects["dylan"] = "beijing_dialect";
   }
-  dialects["eric"] = "sichuan_dialect";
-  dialects["dylan"] = "beijing_dialect";
   talker["codec_language_id"] = languages;
   talker["spk_id"] = speakers;
   talker["spk_is_dialect"] = dialects;
@@ -226,19 +254,31 @@ void write_random_talker_checkpoint(const fs::path& dir, const RandomTalkerShape
   predictor["num_code_groups"] = s.num_code_groups;
   talker["code_predictor_config"] = predictor;
 
-  const OrderedJson config = {{"architectures", {"Qwen3TTSForConditionalGeneration"}},
-                              {"model_type", "qwen3_tts"},
-                              {"tokenizer_type", "qwen3_tts_tokenizer_12hz"},
-                              {"tts_model_size", s.model_size},
-                              {"tts_model_type", "custom_voice"},
-                              {"im_start_token_id", 151644},
-                              {"im_end_token_id", 151645},
-                              {"assistant_token_id", 77091},
-                              {"tts_pad_token_id", 151671},
-                              {"tts_bos_token_id", 151672},
-                              {"tts_eos_token_id", 151673},
-                              {"talker_config", talker},
-                              {"torch_dtype", dtype == tensor::DType::kBF16 ? "bfloat16" : "float32"}};
+  OrderedJson config = {{"architectures", {"Qwen3TTSForConditionalGeneration"}},
+                        {"model_type", "qwen3_tts"},
+                        {"tokenizer_type", "qwen3_tts_tokenizer_12hz"},
+                        {"tts_model_size", s.model_size},
+                        {"tts_model_type", s.speaker_encoder ? "base" : "custom_voice"},
+                        {"im_start_token_id", 151644},
+                        {"im_end_token_id", 151645},
+                        {"assistant_token_id", 77091},
+                        {"tts_pad_token_id", 151671},
+                        {"tts_bos_token_id", 151672},
+                        {"tts_eos_token_id", 151673},
+                        {"talker_config", talker},
+                        {"torch_dtype", dtype == tensor::DType::kBF16 ? "bfloat16" : "float32"}};
+  if (s.speaker_encoder) {
+    const SpeakerEncoderConfig& e = *s.speaker_encoder;
+    config["speaker_encoder_config"] = {{"mel_dim", e.mel_dim},
+                                        {"enc_dim", e.enc_dim},
+                                        {"enc_channels", e.channels},
+                                        {"enc_kernel_sizes", e.kernel_sizes},
+                                        {"enc_dilations", e.dilations},
+                                        {"enc_attention_channels", e.attention_channels},
+                                        {"enc_res2net_scale", e.res2net_scale},
+                                        {"enc_se_channels", e.se_channels},
+                                        {"sample_rate", e.sample_rate}};
+  }
   write_json(dir / "config.json", config);
   write_json(dir / "generation_config.json", OrderedJson{{"do_sample", true},
                                                          {"repetition_penalty", 1.05},
@@ -251,6 +291,22 @@ void write_random_talker_checkpoint(const fs::path& dir, const RandomTalkerShape
                                                          {"subtalker_top_k", 50},
                                                          {"max_new_tokens", 8192}});
   if (!qwen3_tokenizer_dir.empty()) write_qwen3_tts_tokenizer_files(dir, qwen3_tokenizer_dir);
+}
+
+SpeakerEncoderConfig released_speaker_encoder(int talker_hidden) {
+  SpeakerEncoderConfig c;
+  c.enc_dim = talker_hidden;
+  return c;
+}
+
+SpeakerEncoderConfig demo_speaker_encoder(int talker_hidden) {
+  SpeakerEncoderConfig c;
+  c.enc_dim = talker_hidden;
+  c.channels = {32, 32, 32, 32, 96};
+  c.attention_channels = 16;
+  c.res2net_scale = 4;
+  c.se_channels = 16;
+  return c;
 }
 
 }  // namespace omni::model::qwen3_tts

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/hf_config.h"
+#include "model/qwen3_tts/config.h"
 #include "tensor/dtype.h"
 
 namespace omni::model::qwen3_tts {
@@ -22,7 +23,15 @@ struct RandomTalkerShapes {
   int text_hidden_size = 2048;
   int num_code_groups = 16;
   std::string model_size = "0b6";  // tts_model_size
+  // Set: a Base (voice clone) checkpoint with this speaker encoder (speaker_encoder.* tensors,
+  // speaker_encoder_config, no built-in speakers); unset: CustomVoice with kRandomTalkerSpeakers.
+  std::optional<SpeakerEncoderConfig> speaker_encoder;
 };
+
+// The released speaker encoder with its x-vector as wide as `talker_hidden` (Base checkpoints).
+SpeakerEncoderConfig released_speaker_encoder(int talker_hidden);
+// A small speaker encoder (32 channels, Res2Net scale 4) for demo checkpoints.
+SpeakerEncoderConfig demo_speaker_encoder(int talker_hidden);
 
 // Qwen3-TTS-12Hz-0.6B-CustomVoice's talker shapes (talker hidden 1024 = code predictor hidden, so
 // no small_to_mtp_projection).

@@ -10,6 +10,7 @@
 #include "model/qwen3_tts/codec_decoder.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/config.h"
+#include "model/qwen3_tts/speaker_encoder.h"
 #include "model/qwen3_tts/talker_stage_model.h"
 
 namespace omni::model {
@@ -75,6 +76,17 @@ ModelFacts describe_checkpoint(const std::filesystem::path& model_dir) {
   return facts;
 }
 
+std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir) {
+  const TalkerConfig config = read_talker_config(model_dir);
+  if (config.model_type != TtsModelType::kBase || !config.speaker_encoder) return std::nullopt;
+  auto encoder = std::make_shared<const SpeakerEncoder>(Checkpoint::open(model_dir), *config.speaker_encoder);
+  SpeakerEncoderModel model;
+  model.sample_rate = encoder->config().sample_rate;
+  model.embedding_size = static_cast<size_t>(encoder->config().enc_dim);
+  model.embed = [encoder](std::span<const float> samples) { return encoder->embed(samples); };
+  return model;
+}
+
 std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs& args) {
   return std::make_unique<Code2WavStage>(CodecDecoder::load(args.model_dir / "speech_tokenizer", args.device));
 }
@@ -90,6 +102,7 @@ void register_qwen3_tts_stage_models(StageModels& models) {
         return std::make_unique<qwen3_tts::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
       },
       qwen3_tts::describe_checkpoint);
+  models.speaker_encoders.emplace(std::string(qwen3_tts::kTalkerStageModel), qwen3_tts::load_speaker_encoder);
 }
 
 }  // namespace omni::model

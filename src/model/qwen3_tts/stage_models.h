@@ -4,11 +4,13 @@
 //     speech_tokenizer/ (codec_decoder.h) on the stage's device; its input payloads are the
 //     talker's codec frames (codec_frames.h).
 //   "qwen3_tts_talker" (llm_ar): the talker (talker.h), registered with the AR stage models.
-// Both describe the checkpoint with describe_checkpoint().
+// Both describe the checkpoint with describe_checkpoint(). The talker's checkpoint also gives the
+// speaker encoder of a Base checkpoint (load_speaker_encoder) for voice cloning.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "model/model_facts.h"
@@ -27,6 +29,10 @@ inline constexpr std::string_view kCode2WavStageModel = "qwen3_tts_code2wav";
 // when that file exists. No config.json: empty facts. Throws omni::Error(kLoadFailed) naming the
 // file for malformed JSON, an spk_id that is not an object or an unknown tts_model_type.
 ModelFacts describe_checkpoint(const std::filesystem::path& model_dir);
+
+// The speaker encoder (speaker_encoder.h, on the CPU) of a Base checkpoint with a
+// speaker_encoder_config; nullopt for other checkpoints. Throws what the loaders throw.
+std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir);
 
 // Loads `args.model_dir`/speech_tokenizer onto args.device; throws what CodecDecoder::load throws.
 std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs& args);

@@ -1,6 +1,7 @@
 #include "text/chat_template/template.h"
 
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -41,14 +42,45 @@ class Renderer {
     return Flow::kNormal;
   }
 
+  // One level of evaluation: a node, an expression, and through them a macro call. The depth is
+  // bounded by kMaxEvalDepth, the levels entered in one render by kMaxRenderSteps.
+  class Level {
+   public:
+    explicit Level(Renderer& renderer) : renderer_(renderer) {
+      if (++renderer_.steps_ > kMaxRenderSteps) {
+        throw TemplateError(
+            fmt::format("rendering takes more than {} steps (a huge or endless loop?)", kMaxRenderSteps));
+      }
+      if (renderer_.depth_ >= kMaxEvalDepth) {
+        throw TemplateError(fmt::format("evaluation nested deeper than {} levels (a recursive macro?)", kMaxEvalDepth));
+      }
+      ++renderer_.depth_;
+    }
+    ~Level() { --renderer_.depth_; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+
+   private:
+    Renderer& renderer_;
+  };
+
+  static void check_string_size(size_t bytes) {
+    if (bytes > kMaxStringBytes) {
+      throw TemplateError(fmt::format("a string of {} bytes is over the limit of {} bytes", bytes, kMaxStringBytes));
+    }
+  }
+
   Flow render_node(const Node& node, std::string& out) {
+    Level level(*this);
     line_ = node.line;
     switch (node.kind) {
       case Node::Kind::kText:
         out += node.text;
+        check_string_size(out.size());
         return Flow::kNormal;
       case Node::Kind::kOutput:
         out += eval(*node.expr).str();
+        check_string_size(out.size());
         return Flow::kNormal;
       case Node::Kind::kIf:
         for (const auto& [condition, body] : node.branches) {
@@ -102,6 +134,10 @@ class Renderer {
     if (items.empty()) return render_body(node.else_body, out);
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      if (++loop_iterations_ > kMaxLoopIterations) {
+        throw TemplateError(fmt::format("loops run more than {} iterations in one rendering (a huge or nested loop?)",
+                                        kMaxLoopIterations));
+      }
       frames_.emplace_back();
       Frame& frame = frames_.back();
       Dict loop{{"index", Value(i + 1)},
@@ -221,8 +257,12 @@ class Renderer {
     need_defined(a);
     need_defined(b);
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+      if (a.is_string() && b.is_string()) {
+        check_string_size(a.as_string().size() + b.as_string().size());
+        return Value(a.as_string() + b.as_string());
+      }
       if (a.is_list() && b.is_list()) {
+        check_list_size(a.as_list().size() + b.as_list().size());
         List out = a.as_list();
         out.insert(out.end(), b.as_list().begin(), b.as_list().end());
         return Value(out);
@@ -231,6 +271,10 @@ class Renderer {
     if (op == "*" && ((a.is_string() && b.is_int()) || (a.is_int() && b.is_string()))) {
       const std::string& s = a.is_string() ? a.as_string() : b.as_string();
       const int64_t n = a.is_string() ? b.as_int() : a.as_int();
+      if (n > 0 && s.size() > kMaxStringBytes / static_cast<uint64_t>(n)) {
+        throw TemplateError(fmt::format("'*' would repeat a string of {} bytes {} times, over the limit of {} bytes",
+                                        s.size(), n, kMaxStringBytes));
+      }
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += s;
       return Value(out);
@@ -246,8 +290,13 @@ class Renderer {
     }
     if (op == "**") {
       if (!floats && b.as_int() >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < b.as_int(); ++i) r *= a.as_int();
+        const int64_t base = a.as_int();
+        if (base == 0 || base == 1) return Value(b.as_int() == 0 ? int64_t{1} : base);
+        if (base == -1) return Value(b.as_int() % 2 == 0 ? int64_t{1} : int64_t{-1});
+        int64_t r = 1;  // |base| >= 2: at most 63 factors before an overflow
+        for (int64_t i = 0; i < b.as_int(); ++i) {
+          if (__builtin_mul_overflow(r, base, &r)) overflow(op);
+        }
         return Value(r);
       }
       return Value(std::pow(a.as_double(), b.as_double()));
@@ -262,10 +311,12 @@ class Renderer {
       if (op == "%") return Value(x - y * std::floor(x / y));
     } else {
       const int64_t x = a.as_int(), y = b.as_int();
-      if (op == "+") return Value(x + y);
-      if (op == "-") return Value(x - y);
-      if (op == "*") return Value(x * y);
+      int64_t r = 0;
+      if (op == "+") return __builtin_add_overflow(x, y, &r) ? overflow(op) : Value(r);
+      if (op == "-") return __builtin_sub_overflow(x, y, &r) ? overflow(op) : Value(r);
+      if (op == "*") return __builtin_mul_overflow(x, y, &r) ? overflow(op) : Value(r);
       if (y == 0) throw TemplateError("integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) overflow(op);
       int64_t q = x / y;
       if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
       if (op == "//") return Value(q);
@@ -274,7 +325,30 @@ class Renderer {
     throw TemplateError(fmt::format("unknown operator '{}'", op));
   }
 
+  [[noreturn]] static Value overflow(const std::string& op) {
+    throw TemplateError(fmt::format("integer overflow in '{}' (integers are 64-bit here)", op));
+  }
+
+  static void check_list_size(size_t items) {
+    if (items > kMaxListItems) {
+      throw TemplateError(fmt::format("a list of {} items is over the limit of {} items", items, kMaxListItems));
+    }
+  }
+
+  // Every value an expression yields is checked against the size bounds, whatever made it (an
+  // operator, a filter, a function).
   Value eval(const Expr& e) {
+    Level level(*this);
+    Value v = eval_unchecked(e);
+    if (v.is_string()) {
+      check_string_size(v.as_string().size());
+    } else if (v.is_list()) {
+      check_list_size(v.as_list().size());
+    }
+    return v;
+  }
+
+  Value eval_unchecked(const Expr& e) {
     line_ = e.line;
     switch (e.kind) {
       case Expr::Kind::kLiteral:
@@ -347,6 +421,7 @@ class Renderer {
         if (!v.is_number())
           throw TemplateError(fmt::format("bad operand type for unary {}: '{}'", e.name, v.type_name()));
         if (e.name == "+") return v.is_float() ? Value(v.as_double()) : Value(v.as_int());
+        if (!v.is_float() && v.as_int() == INT64_MIN) overflow("-");
         return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
       }
       case Expr::Kind::kBinary:
@@ -376,7 +451,12 @@ class Renderer {
       args.positional.push_back(right);
       return Value(apply_test("in", left, args) == (op == "in"));
     }
-    if (op == "~") return Value(left.str() + right.str());
+    if (op == "~") {
+      std::string joined = left.str();
+      const std::string tail = right.str();
+      check_string_size(joined.size() + tail.size());
+      return Value(joined + tail);
+    }
     return arithmetic(op, left, right);
   }
 
@@ -384,6 +464,9 @@ class Renderer {
   std::unordered_map<std::string, Value> globals_;
   std::vector<Frame> frames_;
   int line_ = 0;
+  int depth_ = 0;
+  int64_t steps_ = 0;
+  int64_t loop_iterations_ = 0;
 };
 
 }  // namespace

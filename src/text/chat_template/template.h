@@ -4,8 +4,18 @@
 // Errors: the constructor throws omni::Error(kLoadFailed) "<name> line N: ..." for a syntax
 // error; render() throws omni::Error(kInvalidArgument) "<name> line N: ..." when evaluation fails
 // (an undefined value used, a type error) and raise_exception's message as it is.
+//
+// Bounds: a template comes from a checkpoint's files, which are as untrusted as a request, so
+// parsing and rendering are bounded, each bound an error naming the line and the limit: blocks
+// and expressions nested deeper than kMaxNesting; evaluation (macro calls included) deeper than
+// kMaxEvalDepth; more than kMaxRenderSteps nodes and expressions evaluated, or more than
+// kMaxLoopIterations loop iterations, in one rendering (huge or nested loops); a string (the
+// output included) over kMaxStringBytes, a list over kMaxListItems; integer arithmetic that
+// overflows 64 bits.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +24,13 @@
 #include "text/chat_template/template_value.h"
 
 namespace omni::text::jinja {
+
+inline constexpr int kMaxNesting = 256;
+inline constexpr int kMaxEvalDepth = 1024;
+inline constexpr int64_t kMaxRenderSteps = 2'000'000;
+inline constexpr int64_t kMaxLoopIterations = 200'000;
+inline constexpr size_t kMaxStringBytes = size_t{64} << 20;
+inline constexpr size_t kMaxListItems = size_t{1} << 20;
 
 class Template {
  public:

@@ -14,6 +14,13 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees the subtree without recursion: a chain such as 1+1+1+… is a tree as deep as it is
+  // long, and the template it came from may be rejected for that depth.
+  ~Expr();
+
   enum class Kind {
     kLiteral,     // value
     kName,        // name

@@ -1,6 +1,7 @@
 #include "text/chat_template/template_builtins.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -320,7 +321,11 @@ Value attribute_path(const Value& item, const std::string& path) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = numeric ? get_item(v, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(v, Value(part));
+    int64_t index = 0;
+    if (numeric && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc()) {
+      throw TemplateError(fmt::format("attribute index {} does not fit in 64 bits", part));
+    }
+    v = numeric ? get_item(v, Value(index)) : get_item(v, Value(part));
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -589,12 +594,23 @@ const FilterEntry kFilters[] = {
     {"abs",
      [](const Value& v, CallArgs&) {
        if (v.is_float()) return Value(std::fabs(v.as_double()));
-       if (v.is_number()) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+       if (v.is_number()) {
+         if (v.as_int() == INT64_MIN) throw TemplateError("abs() of the smallest integer overflows");
+         return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+       }
        throw TemplateError("abs() of a non-number");
      }},
     {"int",
      [](const Value& v, CallArgs& a) {
-       if (v.is_number()) return Value(static_cast<int64_t>(v.as_double()));
+       if (v.is_int() || v.is_bool()) return Value(v.as_int());
+       if (v.is_number()) {
+         const double d = v.as_double();
+         // Python's int() of a float that no 64-bit integer holds (inf, nan, 1e300).
+         if (!(d > -9.2233720368547758e18 && d < 9.2233720368547758e18)) {
+           throw TemplateError(fmt::format("int() of {} does not fit in 64 bits", d));
+         }
+         return Value(static_cast<int64_t>(d));
+       }
        try {
          return Value(static_cast<int64_t>(std::stoll(strip(v.str(), nullptr, true, true))));
        } catch (const std::exception&) {
@@ -844,9 +860,10 @@ Dict global_functions() {
                          }
                          if (step == 0) throw TemplateError("range() arg 3 must not be zero");
                          List out;
-                         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                         for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
                            out.emplace_back(i);
                            if (out.size() > 1000000) throw TemplateError("range() too large");
+                           if (__builtin_add_overflow(i, step, &i)) break;  // past INT64_MAX: the range ends
                          }
                          return Value(out);
                        }));

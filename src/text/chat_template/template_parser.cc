@@ -1,11 +1,14 @@
 #include "text/chat_template/template_parser.h"
 
 #include <cctype>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "text/chat_template/template.h"
 #include "text/chat_template/template_builtins.h"
 #include "text/tokenizer/utf8.h"
 
@@ -310,6 +313,33 @@ class Parser {
   [[noreturn]] void fail(int line, const std::string& what) const {
     throw_error(ErrorCode::kLoadFailed, "{} line {}: {}", name_, line, what);
   }
+
+  // One level of the parser's recursion (a block in a block, a parenthesis, a unary operator),
+  // bounded by kMaxNesting.
+  class Nest {
+   public:
+    explicit Nest(Parser& parser) : parser_(parser) {
+      if (++parser_.nesting_ > kMaxNesting) {
+        parser_.fail(parser_.peek().line, fmt::format("blocks or expressions nested deeper than {}", kMaxNesting));
+      }
+    }
+    ~Nest() { --parser_.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Parser& parser_;
+  };
+
+  int64_t integer_literal(const Token& t) const {
+    int64_t value = 0;
+    const char* end = t.text.data() + t.text.size();
+    auto [ptr, ec] = std::from_chars(t.text.data(), end, value);
+    if (ec != std::errc() || ptr != end)
+      fail(t.line, fmt::format("integer literal {} does not fit in 64 bits", t.text));
+    return value;
+  }
+
   const Token& peek(size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
   const Token& next() { return tokens_[std::min(pos_++, tokens_.size() - 1)]; }
   bool at_op(std::string_view op) const { return peek().type == T::kOp && peek().text == op; }
@@ -345,6 +375,7 @@ class Parser {
   // Parses nodes until a block tag whose keyword is in `stop` (left unconsumed: the
   // {% and the keyword are the next tokens) or the end of the template.
   Body parse_body(const std::vector<std::string_view>& stop) {
+    Nest nest(*this);
     Body body;
     while (true) {
       const Token& t = peek();
@@ -538,6 +569,7 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    Nest nest(*this);
     ExprPtr value = parse_or();
     while (at_name("if")) {
       const int line = next().line;
@@ -582,6 +614,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this);
     if (at_name("not")) {
       const int line = next().line;
       auto e = make(Expr::Kind::kUnary, line);
@@ -650,6 +683,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     ExprPtr node;
     if (at_op("-") || at_op("+")) {
       const Token& t = next();
@@ -681,9 +715,9 @@ class Parser {
         return literal(Value(std::move(s)), t.line);
       }
       case T::kInt:
-        return literal(Value(static_cast<int64_t>(std::stoll(t.text))), t.line);
+        return literal(Value(integer_literal(t)), t.line);
       case T::kFloat:
-        return literal(Value(std::stod(t.text)), t.line);
+        return literal(Value(std::strtod(t.text.c_str(), nullptr)), t.line);
       case T::kOp:
         if (t.text == "(") {
           if (at_op(")")) {
@@ -745,7 +779,7 @@ class Parser {
         if (peek().type == T::kInt) {
           // foo.0 is an item lookup.
           e->kind = Expr::Kind::kSubscript;
-          e->items.push_back(literal(Value(static_cast<int64_t>(std::stoll(next().text))), line));
+          e->items.push_back(literal(Value(integer_literal(next())), line));
         } else {
           e->name = expect_name();
         }
@@ -858,9 +892,33 @@ class Parser {
   std::vector<Token> tokens_;
   std::string_view name_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace
+
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  auto detach = [&pending](Expr& e) {
+    if (e.object) pending.push_back(std::move(e.object));
+    if (e.right) pending.push_back(std::move(e.right));
+    for (ExprPtr& item : e.items) {
+      if (item) pending.push_back(std::move(item));
+    }
+    for (ExprPtr& key : e.keys) {
+      if (key) pending.push_back(std::move(key));
+    }
+    for (auto& [name, arg] : e.keyword_args) {
+      if (arg) pending.push_back(std::move(arg));
+    }
+  };
+  detach(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    detach(*e);  // e is freed childless at the end of this iteration
+  }
+}
 
 Body parse_template(std::string_view source, std::string_view source_name) {
   Lexer lexer(source, source_name);

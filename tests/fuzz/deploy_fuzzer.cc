@@ -6,9 +6,7 @@
 // qwen3_omni_moe.yaml) as its base_config, and its own path to exercise the cycle check. The
 // first byte picks the platform. Every rejection must be an omni::Error; anything else aborts.
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 
 #include "base/error.h"
@@ -17,6 +15,7 @@
 #include "config/deploy_schema.h"
 #include "config/effective_config.h"
 #include "config/json_merge.h"
+#include "fuzz_guard.h"
 #include "model/pipelines.h"
 
 namespace {
@@ -66,16 +65,6 @@ void run(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  try {
-    run(data, size);
-  } catch (const omni::Error&) {
-    // A rejected input: the expected outcome for most bytes.
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "deploy_fuzzer: rejection that is not an omni::Error: %s\n", e.what());
-    std::abort();
-  } catch (...) {
-    std::fprintf(stderr, "deploy_fuzzer: unknown exception\n");
-    std::abort();
-  }
+  omni::fuzz::expect_only_omni_errors("deploy_fuzzer", [&] { run(data, size); });
   return 0;
 }

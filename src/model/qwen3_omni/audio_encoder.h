@@ -1,0 +1,100 @@
+// The Qwen3-Omni audio encoder (`thinker.audio_tower`, transformers' Qwen3OmniMoeAudioEncoder):
+// log-mel features in, one row of the thinker's width per ~77 ms of audio out.
+//
+// For the audios of one request together (the chunks of all of them share one padding):
+//   1. each audio's valid frames are cut into chunks of 2 * n_window (100) frames, the last one
+//      shorter, and every chunk is right-padded with zeros to the longest chunk;
+//   2. per chunk, as an image [1, mel_bins, frames]: three 3 x 3 convolutions with stride 2 and
+//      padding 1 (conv2d1..3, each followed by exact GELU; 128 -> 64 -> 32 -> 16 mel rows, 100 ->
+//      50 -> 25 -> 13 frames), the channels x mel rows of each frame flattened channel-major into
+//      conv_out (no bias) to d_model, plus the sinusoidal position embedding restarting at 0 in every
+//      chunk; only a chunk's valid rows are kept (the padding frames still reach them through the
+//      second and third convolutions, as in the reference);
+//   3. encoder_layers pre-LayerNorm layers (self-attention with biases, GELU MLP) whose attention is
+//      bidirectional within windows: each audio's rows are cut into windows of
+//      (the longest chunk's rows) x (n_window_infer / (2 * n_window)) rows, 104 for the released
+//      model, the remainder last;
+//   4. ln_post, proj1, GELU, proj2 (to output_dim, the thinker's hidden size).
+// An audio of L valid frames gives audio_output_length(L) rows.
+//
+// Runs on the CPU in float32 (weights widened from the checkpoint's dtype). Immutable after
+// loading; encode() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "tensor/tensor.h"
+
+namespace omni::model {
+class Checkpoint;
+}
+
+namespace omni::model::qwen3_omni {
+
+struct AudioEncoderConfig {
+  int num_mel_bins = 128;
+  int d_model = 1280;
+  int encoder_layers = 32;
+  int encoder_attention_heads = 20;
+  int encoder_ffn_dim = 5120;
+  int downsample_hidden_size = 480;
+  int output_dim = 2048;
+  int n_window = 50;
+  int n_window_infer = 800;
+  int max_source_positions = 1500;
+  bool scale_embedding = false;
+};
+
+// thinker_config.audio_config of a Qwen3-Omni config.json (`source` names it in errors): kLoadFailed
+// naming a field of the wrong type or range; kUnsupported for an activation other than GELU.
+AudioEncoderConfig parse_audio_encoder_config(const Json& audio_config, const std::string& source);
+
+// The rows the encoder gives an audio of `frames` valid feature frames (the processor's
+// placeholder count): 13 per whole chunk of 2 * n_window frames plus the rows of the remainder
+// through three stride-2 convolutions.
+int64_t audio_output_length(int64_t frames, int n_window);
+
+// One audio's input: its valid feature frames, [mel_bins, frames] row-major (a view of a longer
+// row stride is allowed: `row_stride` floats between mel rows).
+struct AudioFeatures {
+  const float* values = nullptr;
+  int64_t frames = 0;
+  int64_t row_stride = 0;
+};
+
+class AudioEncoder {
+ public:
+  // Loads `prefix`conv2d1.weight … of `ckpt` (prefix "thinker.audio_tower."). kLoadFailed naming a
+  // missing or mis-shaped tensor.
+  AudioEncoder(const Checkpoint& ckpt, const AudioEncoderConfig& config, const std::string& prefix);
+
+  const AudioEncoderConfig& config() const { return config_; }
+  // The rows of all `audios`, one audio after another: [sum of audio_output_length, output_dim]
+  // host float32. kInvalidArgument for an audio with no frames.
+  tensor::Tensor encode(std::span<const AudioFeatures> audios) const;
+
+ private:
+  struct Layer {
+    tensor::Tensor attn_norm_w, attn_norm_b, q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
+    tensor::Tensor mlp_norm_w, mlp_norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  };
+  // The convolution front end of one zero-padded chunk [mel_bins, width]: [rows(width), d_model].
+  tensor::Tensor front_end(const std::vector<float>& chunk, int64_t width) const;
+  // Bidirectional attention of `qkv` rows within each window of `windows` (row counts), into out.
+  void windowed_attention(const tensor::Tensor& q, const tensor::Tensor& k, const tensor::Tensor& v,
+                          std::span<const int64_t> windows, tensor::Tensor& out) const;
+
+  AudioEncoderConfig config_;
+  int64_t freq_rows_ = 0;  // mel rows after the three convolutions
+  tensor::Tensor conv_w_[3], conv_b_[3];
+  tensor::Tensor conv_out_, positions_;  // positions_ [max_source_positions, d_model]
+  std::vector<Layer> layers_;
+  tensor::Tensor ln_post_w_, ln_post_b_, proj1_w_, proj1_b_, proj2_w_, proj2_b_;
+};
+
+}  // namespace omni::model::qwen3_omni

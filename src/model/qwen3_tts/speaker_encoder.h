@@ -1,0 +1,62 @@
+// The speaker encoder of Qwen3-TTS Base checkpoints (docs/models/qwen3_tts.md, "Voice cloning"):
+// reference audio (24 kHz mono float32) -> log-mel [frames, 128] -> ECAPA-TDNN -> the x-vector
+// [enc_dim] (= the talker's hidden size) that fills the speaker slot of the talker's prompt.
+//
+// Runs on the CPU in float32 (a few GFLOP for 10 s of audio on the released widths). Immutable
+// after loading: embed() may be called from several threads at once.
+// Errors: omni::Error(kLoadFailed) naming the file and tensor for a bad checkpoint;
+// kInvalidArgument for audio too short to analyse.
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "model/qwen3_tts/config.h"
+#include "model/safetensors.h"
+#include "tensor/tensor.h"
+
+namespace omni::model::qwen3_tts {
+
+// The mel front end's fixed parameters (the official extract_speaker_embedding's).
+inline constexpr int kSpeakerMelFft = 1024;
+inline constexpr int kSpeakerMelHop = 256;
+inline constexpr double kSpeakerMelFmax = 12000.0;
+// The shortest audio the front end accepts: more than (n_fft - hop) / 2 samples for the reflect
+// padding, and at least one frame.
+inline constexpr int64_t kSpeakerMelMinSamples = kSpeakerMelFft;
+
+class SpeakerEncoder {
+ public:
+  // Loads speaker_encoder.* from `checkpoint` in the shapes `config` gives.
+  SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config);
+
+  const SpeakerEncoderConfig& config() const { return config_; }
+  // The log-mel [frames, mel_dim] (row-major) of `samples` at config().sample_rate.
+  std::vector<float> mel(std::span<const float> samples) const;
+  // The x-vector [enc_dim] of a log-mel [frames, mel_dim].
+  std::vector<float> embed_mel(std::span<const float> mel, int64_t frames) const;
+  // mel() then embed_mel().
+  std::vector<float> embed(std::span<const float> samples) const;
+
+ private:
+  struct Conv {
+    tensor::Tensor weight;  // [C_out, C_in, k]
+    tensor::Tensor bias;    // [C_out]
+    int dilation = 1;
+  };
+  struct SeRes2NetBlock {
+    Conv tdnn1, tdnn2, se1, se2;
+    std::vector<Conv> res2net;  // res2net_scale - 1 convs on channel chunks
+  };
+
+  Conv load_conv(const Checkpoint& checkpoint, const std::string& name, int out, int in, int k, int dilation) const;
+
+  SpeakerEncoderConfig config_;
+  std::vector<double> mel_filterbank_;
+  Conv first_;
+  std::vector<SeRes2NetBlock> blocks_;
+  Conv mfa_, asp_tdnn_, asp_conv_, fc_;
+};
+
+}  // namespace omni::model::qwen3_tts

@@ -1,0 +1,53 @@
+// Z-Image as a DiffusionModel (diffusers' ZImagePipeline): the prompt (and with classifier-free
+// guidance, guidance_scale > 0, the negative prompt, "" by default) through the text encoder; the
+// latents from the request's seed or given; each step runs the transformer on the latents (once, or
+// for the prompt and the negative prompt), combines pred = cond + g * (cond - uncond), negates it
+// into the velocity and takes the Euler step of the schedule; the last latents go through the VAE
+// decoder, clamp to [-1, 1] and become 8-bit RGB as round(255 * (x + 1) / 2).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "model/diffusion_model.h"
+#include "model/z_image/config.h"
+#include "model/z_image/schedule.h"
+#include "model/z_image/text_encoder.h"
+#include "model/z_image/transformer.h"
+#include "model/z_image/vae_decoder.h"
+
+namespace omni::model::z_image {
+
+class ImageModel : public DiffusionModel {
+ public:
+  // Loads every component of the checkpoint in `dir` (CPU, float32). Throws omni::Error as the
+  // component loaders do.
+  explicit ImageModel(const std::filesystem::path& dir);
+
+  const DiffusionDefaults& defaults() const override { return defaults_; }
+  std::vector<int64_t> latent_shape(int height, int width) const override;
+  std::unique_ptr<DenoiseJob> start(const ImageRequest& request) override;
+  void step(std::span<DenoiseJob* const> jobs) override;
+  tensor::Tensor latents(const DenoiseJob& job) const override;
+  RgbImage decode(const DenoiseJob& job) override;
+
+  const ZImageConfig& config() const { return config_; }
+  TextEncoder& text_encoder() { return *text_encoder_; }
+  const Transformer& transformer() const { return *transformer_; }
+  const VaeDecoder& vae() const { return *vae_; }
+  // The decoder's output as 8-bit RGB: clamp to [-1, 1], round(255 * (x + 1) / 2).
+  static RgbImage to_rgb(const tensor::Tensor& decoded);
+
+ private:
+  ZImageConfig config_;
+  DiffusionDefaults defaults_;
+  std::unique_ptr<TextEncoder> text_encoder_;
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<VaeDecoder> vae_;
+};
+
+// Standard-normal latents of `shape` from `seed`: element i is a Box-Muller normal of the Philox
+// stream (seed, i / 2), so the same seed gives the same latents whatever else runs.
+tensor::Tensor seeded_latents(const std::vector<int64_t>& shape, uint64_t seed);
+
+}  // namespace omni::model::z_image

@@ -1,0 +1,109 @@
+// Speaker embeddings of reference audio for voice cloning (POST /v1/audio/speech `ref_audio`, voice
+// uploads), computed off the connections' executors by the model's speaker encoder and cached by
+// audio content.
+//
+// A job takes a media reference (server/media_fetch.h) or the bytes themselves, fetches them,
+// looks the bytes up in the cache (a bounded LRU keyed by a 64-bit hash and the length of the
+// encoded bytes, so a repeated clone skips fetching nothing but decoding and the encoder), else
+// decodes them (media/audio_decoder.h: any format FFmpeg reads, soxr-resampled to the encoder's
+// rate), checks the duration and runs the encoder. Jobs run one at a time on the embedder's own
+// thread, in order; the encoder itself spreads over the CPU's cores.
+//
+// Metrics (in the registry given): omnistage:speaker_embedding_cache_entries (gauge),
+// omnistage:speaker_embedding_cache_hits_total, omnistage:speaker_embedding_cache_misses_total.
+// Errors reach `done` as an exception: InvalidField (400) naming the field for bad, too short or
+// too long audio; what the encoder throws otherwise.
+// Threads: submit() from any thread; `done` runs on the embedder's thread. The destructor finishes
+// the job in progress and drops the queued ones without calling them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/metrics.h"
+#include "server/media_fetch.h"
+
+namespace omni::server {
+
+// The served model's speaker encoder, as the serve command wires it in (the server never loads
+// weights): samples at `sample_rate` -> an embedding of `embedding_size` floats.
+struct VoiceEncoder {
+  int sample_rate = 0;
+  size_t embedding_size = 0;
+  std::function<std::vector<float>(std::span<const float> samples)> embed;
+  explicit operator bool() const { return static_cast<bool>(embed); }
+};
+
+struct ReferenceAudioLimits {
+  double min_seconds = 1.0;   // shorter references give no usable speaker embedding
+  double max_seconds = 60.0;  // longer ones cost encoder time for nothing
+};
+
+class SpeakerEmbedder {
+ public:
+  using Done = std::function<void(std::vector<float> embedding, std::exception_ptr error)>;
+
+  SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, ReferenceAudioLimits limits, size_t cache_entries,
+                  MetricsRegistry& metrics);
+  ~SpeakerEmbedder();
+  SpeakerEmbedder(const SpeakerEmbedder&) = delete;
+  SpeakerEmbedder& operator=(const SpeakerEmbedder&) = delete;
+
+  const VoiceEncoder& encoder() const { return encoder_; }
+  // `reference`: a media reference (data URL, base64, http(s) or file URL); `field` names it in errors.
+  void submit_reference(std::string reference, std::string field, Done done);
+  // `bytes`: an audio file's bytes.
+  void submit_bytes(std::string bytes, std::string field, Done done);
+  // The embedding of `bytes` on the calling thread (voices restored at start-up).
+  std::vector<float> embed_now(const std::string& bytes, const std::string& field);
+  size_t cache_size() const;
+
+ private:
+  struct Job {
+    std::string input;
+    bool is_reference = false;
+    std::string field;
+    Done done;
+  };
+  using Key = std::pair<uint64_t, size_t>;
+
+  void run();
+  std::vector<float> embed_bytes(const std::string& bytes, const std::string& field);
+
+  const VoiceEncoder encoder_;
+  const MediaFetchOptions fetch_;
+  const ReferenceAudioLimits limits_;
+  const size_t capacity_;
+  Gauge& cache_entries_;
+  Counter& hits_;
+  Counter& misses_;
+
+  mutable std::mutex cache_mutex_;
+  std::list<std::pair<Key, std::vector<float>>> lru_;  // most recent first
+  std::map<Key, decltype(lru_)::iterator> index_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  std::mutex encode_mutex_;  // one encoder run at a time (the worker and embed_now)
+  std::thread worker_;
+};
+
+class VoiceStore;
+
+// At start-up: voices whose stored embedding does not fit the encoder (uploaded for another
+// model) are encoded again from their stored audio, or skipped with a warning when they have none.
+void restore_uploaded_voices(VoiceStore& voices, SpeakerEmbedder& embedder);
+
+}  // namespace omni::server

@@ -1,0 +1,171 @@
+// `omnistage serve` of the tiny Z-Image checkpoint (tests/data/tiny_z_image) end to end: the real
+// binary with its diffusion stage process, POST /v1/images/generations through curl and the
+// official OpenAI client, images decoded back with FFmpeg. n = 2 gives two different images, a seed
+// gives the same image alone or batched, the formats decode, bad sizes and fields are 400s naming
+// the field, and with --step-execution an abort stops a request between denoising steps.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/base64.h"
+#include "base/json.h"
+#include "integration/serve_process.h"
+#include "media/image_decoder.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace omni::testing {
+namespace {
+
+const fs::path kCheckpoint = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_z_image/checkpoint";
+
+class ImageServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    server_ = std::make_unique<ServeProcess>(
+        kCheckpoint, dir_->path() / "serve.log",
+        std::vector<std::string>{"--step-execution", "--request-batch-max-wait-ms", "5", "--max-generated-image-size",
+                                 "65536"});
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+
+  static HttpResult generate(Json body, std::vector<std::string> extra = {}) {
+    body["model"] = kModelName;
+    return curl(*server_, "/v1/images/generations", body.dump(), std::move(extra));
+  }
+  static std::vector<std::string> images_of(const HttpResult& reply) {
+    std::vector<std::string> out;
+    const Json json = Json::parse(reply.body);
+    for (const Json& d : json["data"]) out.push_back(base64_decode(d["b64_json"].get<std::string>()));
+    return out;
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServeProcess> server_;
+};
+
+TEST_F(ImageServeTest, ModelsListTheImagePipeline) {
+  const HttpResult reply = curl(*server_, "/v1/models", std::nullopt);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json card = Json::parse(reply.body)["data"][0];
+  EXPECT_EQ(card["id"], kModelName);
+  EXPECT_EQ(card["omnistage"]["pipeline"], "z_image");
+  EXPECT_EQ(card["omnistage"]["output_modalities"], Json::array({"image"}));
+}
+
+TEST_F(ImageServeTest, TwoImagesDifferAndSeedsReproduceAloneOrBatched) {
+  const Json body = {{"prompt", "a red fox in the snow"}, {"n", 2}, {"size", "64x48"}, {"num_inference_steps", 2},
+                     {"guidance_scale", 0}, {"seed", 40}};
+  const HttpResult reply = generate(body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json json = Json::parse(reply.body);
+  EXPECT_EQ(json["size"], "64x48");
+  EXPECT_EQ(json["output_format"], "png");
+  const std::vector<std::string> two = images_of(reply);
+  ASSERT_EQ(two.size(), 2u);
+  const DecodedImage first = decode_image(two[0]), second = decode_image(two[1]);
+  EXPECT_EQ(first.codec, "png");
+  EXPECT_EQ(first.width, 64);
+  EXPECT_EQ(first.height, 48);
+  EXPECT_NE(first.rgb, second.rgb) << "n = 2 must give two different images";
+  // Image 1 of that request has seed 41: alone it must be the same.
+  Json alone = body;
+  alone["n"] = 1;
+  alone["seed"] = 41;
+  const HttpResult again = generate(alone);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(decode_image(images_of(again)[0]).rgb, second.rgb) << "a seed's image must not depend on its batch";
+}
+
+TEST_F(ImageServeTest, JpegAndWebpDecode) {
+  for (const std::string format : {"jpeg", "webp"}) {
+    const HttpResult reply = generate({{"prompt", "a cat"}, {"size", "32x32"}, {"num_inference_steps", 1},
+                                       {"guidance_scale", 1.5}, {"negative_prompt", "a dog"}, {"seed", 1},
+                                       {"output_format", format}});
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const DecodedImage image = decode_image(images_of(reply)[0]);
+    EXPECT_EQ(image.codec, format == "jpeg" ? "mjpeg" : "webp");
+    EXPECT_EQ(image.width, 32);
+    EXPECT_EQ(image.height, 32);
+  }
+}
+
+TEST_F(ImageServeTest, BadRequestsAre400sNamingTheField) {
+  struct Case {
+    Json body;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {{{"prompt", "x"}, {"size", "60x64"}}, "width must be a multiple of 8"},
+      {{{"prompt", "x"}, {"size", "64 by 64"}}, "size must be 'WIDTHxHEIGHT'"},
+      {{{"prompt", "x"}, {"size", "512x512"}}, "more than max_generated_image_size 65536"},
+      {{{"prompt", "x"}, {"response_format", "url"}}, "response_format 'url' is not supported"},
+      {{{"prompt", "x"}, {"output_format", "gif"}}, "output_format must be png, jpeg or webp"},
+      {{{"prompt", "x"}, {"n", 11}}, "n"},
+      {{{"prompt", ""}}, "prompt is required"},
+  };
+  for (const Case& c : cases) {
+    const HttpResult reply = generate(c.body);
+    EXPECT_EQ(reply.status, 400) << c.body.dump() << " -> " << reply.body;
+    EXPECT_NE(reply.body.find(c.message_part), std::string::npos) << c.body.dump() << " -> " << reply.body;
+  }
+  EXPECT_EQ(generate({{"prompt", "still fine"}, {"size", "32x32"}, {"num_inference_steps", 1}}).status, 200);
+}
+
+TEST_F(ImageServeTest, OpenAiClientImagesGenerate) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_TRUE(fs::exists(modules + "/openai/package.json")) << "run scripts/install-deps";
+  const ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/image_client.cjs",
+                   server_->url("/v1"), kModelName},
+                  {"NODE_PATH=" + modules, std::string("OPENAI_API_KEY=") + kApiKey});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json out = Json::parse(result.out);
+  ASSERT_EQ(out["images"].size(), 2u);
+  const DecodedImage a = decode_image(base64_decode(out["images"][0].get<std::string>()));
+  const DecodedImage b = decode_image(base64_decode(out["images"][1].get<std::string>()));
+  EXPECT_EQ(a.width, 64);
+  EXPECT_EQ(a.height, 48);
+  EXPECT_NE(a.rgb, b.rgb);
+  EXPECT_EQ(out["error_status"], 400);
+  EXPECT_NE(out["error_message"].get<std::string>().find("multiple of 8"), std::string::npos);
+}
+
+TEST(ImageServeAbort, AbortStopsBetweenSteps) {
+  // Its own server, so that its log is complete once it has exited (a stage's log lines are
+  // flushed lazily). 1000 steps of a 128x128 image take a minute; the client gives up after 0.5 s
+  // and the stage drops the request at the next step boundary once the server has seen the client
+  // go (it aborts the requests of a closed connection).
+  TempDir dir;
+  ServeProcess server(kCheckpoint, dir.path() / "serve.log", {"--step-execution"});
+  const auto post = [&](const Json& body, std::vector<std::string> extra = {}) {
+    Json b = body;
+    b["model"] = kModelName;
+    return curl(server, "/v1/images/generations", b.dump(), std::move(extra));
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResult cut = post({{"prompt", "slow"}, {"size", "128x128"}, {"num_inference_steps", 1000}, {"seed", 2}},
+                              {"--max-time", "0.5"});
+  EXPECT_EQ(cut.status, 0) << "curl should have given up: " << cut.body;
+  // The stage serves on: a short request right after it is answered long before the 1000 steps
+  // could have run.
+  EXPECT_EQ(post({{"prompt", "after"}, {"size", "32x32"}, {"num_inference_steps", 1}}).status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  ASSERT_EQ(server.terminate(20s), 0);
+  const std::string log = server.log();
+  const std::regex aborted(R"(aborted after (\d+) of 1000 steps)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, aborted)) << log;
+  EXPECT_LT(std::stoi(m[1]), 1000);
+}
+
+}  // namespace
+}  // namespace omni::testing

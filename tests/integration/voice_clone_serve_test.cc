@@ -1,0 +1,332 @@
+// `omnistage serve` of a Qwen3-TTS Base demo checkpoint (`demo-model --arch qwen3_tts --task base`:
+// random talker, codec and speaker-encoder weights) end to end with curl: x-vector voice cloning
+// from inline, local-file and bad reference audio (400 naming ref_audio), the speaker-embedding
+// cache in /metrics, the voices API (upload as audio or as an embedding, use by name, list, delete,
+// names validated) and its persistence across a restart, the batch route with one bad item, and the
+// speech WebSocket driven by the `ws` npm client (speech_stream_client.cjs).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "base/base64.h"
+#include "base/json.h"
+#include "integration/serve_process.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace omni::testing {
+namespace {
+
+const fs::path kReference = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts_base/reference.wav";
+constexpr int kMaxFrames = 4;
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A 16-bit mono WAV of `seconds` of a quiet tone at 16 kHz (the server resamples it).
+std::string tone_wav(double seconds) {
+  const uint32_t rate = 16000, n = static_cast<uint32_t>(seconds * rate);
+  std::string data;
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto v = static_cast<int16_t>(3000.0 * std::sin(i * 0.05));
+    data.append(reinterpret_cast<const char*>(&v), 2);
+  }
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  auto u16 = [](uint16_t v) { return std::string(reinterpret_cast<const char*>(&v), 2); };
+  return "RIFF" + u32(36 + static_cast<uint32_t>(data.size())) + "WAVEfmt " + u32(16) + u16(1) + u16(1) + u32(rate) +
+         u32(rate * 2) + u16(2) + u16(16) + "data" + u32(static_cast<uint32_t>(data.size())) + data;
+}
+
+class VoiceCloneServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    ProcessResult made = run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_tts", "--task", "base", "--out",
+                                      (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    start();
+  }
+  // A fresh log per start: ServeProcess reads the port from its log.
+  static void start() {
+    server_.reset();
+    server_ = std::make_unique<ServeProcess>(
+        dir_->path() / "model", dir_->path() / fmt::format("serve{}.log", starts_++),
+        std::vector<std::string>{"--voices-dir", (dir_->path() / "voices").string(), "--allowed-local-media-path",
+                                 kReference.parent_path().string()});
+  }
+  static void TearDownTestSuite() {
+    if (::testing::UnitTest::GetInstance()->failed_test_count() > 0 && server_) {
+      std::cerr << "serve log:\n" << server_->log();
+    }
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+
+  // POST `path` with `body` (through a file: bodies with inline audio exceed an argument's size).
+  static HttpResult post(const std::string& path, Json body) {
+    body["model"] = kModelName;
+    const fs::path file = dir_->path() / "body.json";
+    std::ofstream(file, std::ios::binary) << body.dump();
+    return curl(*server_, path, std::nullopt,
+                {"-H", "Content-Type: application/json", "--data-binary", "@" + file.string()});
+  }
+  static HttpResult speech(Json body) {
+    if (!body.contains("max_new_tokens")) body["max_new_tokens"] = kMaxFrames;
+    if (!body.contains("task_type")) body["task_type"] = "Base";
+    return post("/v1/audio/speech", std::move(body));
+  }
+  static Json clone_body(const std::string& ref_audio, int seed = 7) {
+    return {{"input", "Hello from a cloned voice."},
+            {"ref_audio", ref_audio},
+            {"x_vector_only_mode", true},
+            {"seed", seed}};
+  }
+  static std::string data_url(const std::string& bytes) { return "data:audio/wav;base64," + base64_encode(bytes); }
+  static HttpResult upload(const std::vector<std::string>& fields) {
+    std::vector<std::string> args = {"-X", "POST"};
+    for (const std::string& f : fields) args.insert(args.end(), {"-F", f});
+    return curl(*server_, "/v1/audio/voices", std::nullopt, args);
+  }
+  static double metric(const std::string& name) {
+    const HttpResult m = curl(*server_, "/metrics", std::nullopt);
+    std::smatch match;
+    if (!std::regex_search(m.body, match, std::regex("\n" + name + " ([0-9.e+]+)"))) return -1;
+    return std::stod(match[1]);
+  }
+  static std::string param_of(const HttpResult& r) {
+    const Json j = Json::parse(r.body);
+    return j["error"]["param"].is_string() ? j["error"]["param"].get<std::string>() : "";
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServeProcess> server_;
+  static inline int starts_ = 0;
+};
+
+TEST_F(VoiceCloneServeTest, ClonesFromInlineAudioAndCachesTheEmbedding) {
+  const std::string wav = data_url(file_bytes(kReference));
+  const double misses = metric("omnistage:speaker_embedding_cache_misses_total");
+  HttpResult first = speech(clone_body(wav));
+  ASSERT_EQ(first.status, 200) << first.body;
+  ASSERT_GT(first.body.size(), 44u);
+  EXPECT_EQ(first.body.substr(0, 4), "RIFF");
+  const double hits = metric("omnistage:speaker_embedding_cache_hits_total");
+  HttpResult again = speech(clone_body(wav));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(again.body == first.body) << "same reference and seed, different audio";
+  EXPECT_EQ(metric("omnistage:speaker_embedding_cache_hits_total"), hits + 1);
+  EXPECT_EQ(metric("omnistage:speaker_embedding_cache_misses_total"), misses + 1);
+  EXPECT_GE(metric("omnistage:speaker_embedding_cache_entries"), 1);
+  // Bare base64 and a file under --allowed-local-media-path are the same audio.
+  HttpResult bare = speech(clone_body(base64_encode(file_bytes(kReference))));
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  EXPECT_TRUE(bare.body == first.body);
+  HttpResult local = speech(clone_body("file://" + kReference.string()));
+  ASSERT_EQ(local.status, 200) << local.body;
+  EXPECT_TRUE(local.body == first.body);
+  // Another voice gives other audio.
+  HttpResult other = speech(clone_body(data_url(tone_wav(2.0))));
+  ASSERT_EQ(other.status, 200) << other.body;
+  EXPECT_FALSE(other.body == first.body);
+}
+
+TEST_F(VoiceCloneServeTest, BadReferenceAudioIsA400NamingTheField) {
+  for (const std::string& bad :
+       {data_url("this is not audio"), std::string("@@not base64@@"), data_url(tone_wav(0.3)), data_url(tone_wav(61.0)),
+        std::string("file:///etc/passwd"), std::string("http://127.0.0.1:1/ref.wav")}) {
+    HttpResult r = speech(clone_body(bad));
+    EXPECT_EQ(r.status, 400) << bad.substr(0, 60) << ": " << r.body;
+    EXPECT_EQ(param_of(r), "ref_audio") << r.body;
+  }
+  HttpResult too_short = speech(clone_body(data_url(tone_wav(0.3))));
+  EXPECT_NE(too_short.body.find("at least 1 s"), std::string::npos) << too_short.body;
+  HttpResult icl = speech({{"input", "Hi"}, {"ref_audio", data_url(file_bytes(kReference))}, {"ref_text", "Hi"}});
+  EXPECT_EQ(icl.status, 400) << icl.body;
+  EXPECT_NE(icl.body.find("x_vector_only_mode"), std::string::npos) << icl.body;
+  HttpResult none = speech({{"input", "Hi"}});
+  EXPECT_EQ(none.status, 400) << none.body;
+  HttpResult both = speech({{"input", "Hi"},
+                            {"ref_audio", data_url(file_bytes(kReference))},
+                            {"x_vector_only_mode", true},
+                            {"speaker_embedding", std::vector<float>(64, 0.1f)}});
+  EXPECT_EQ(both.status, 400) << both.body;
+}
+
+TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveARestart) {
+  const std::string wav = file_bytes(kReference);
+  const fs::path sample = dir_->path() / "sample.wav";
+  std::ofstream(sample, std::ios::binary) << wav;
+  HttpResult up = upload({"name=Narrator", "consent=yes", "ref_text=hello", "speaker_description=calm",
+                          "audio_sample=@" + sample.string()});
+  ASSERT_EQ(up.status, 200) << up.body;
+  EXPECT_EQ(Json::parse(up.body)["voice"]["embedding_source"], "audio");
+  // Using it by name is cloning from its audio.
+  HttpResult by_name = speech({{"input", "Hello from a cloned voice."}, {"voice", "narrator"}, {"seed", 7}});
+  ASSERT_EQ(by_name.status, 200) << by_name.body;
+  HttpResult inline_clone = speech(clone_body(data_url(wav)));
+  ASSERT_EQ(inline_clone.status, 200);
+  EXPECT_TRUE(by_name.body == inline_clone.body);
+
+  // Names are validated; duplicates and built-in clashes refused; exactly one source.
+  EXPECT_EQ(param_of(upload({"name=../evil", "consent=yes", "audio_sample=@" + sample.string()})), "name");
+  EXPECT_EQ(param_of(upload({"name=narrator", "consent=yes", "audio_sample=@" + sample.string()})), "name");
+  EXPECT_EQ(param_of(upload({"name=x", "audio_sample=@" + sample.string()})), "consent");
+  EXPECT_EQ(upload({"name=x", "consent=yes"}).status, 400);
+  // An embedding upload: the model's width or 400.
+  EXPECT_EQ(param_of(upload({"name=vec", "consent=yes", "speaker_embedding=[1, 2, 3]"})), "speaker_embedding");
+  Json vector = std::vector<float>(64, 0.25f);
+  HttpResult vec = upload({"name=vec", "consent=yes", "speaker_embedding=" + vector.dump()});
+  ASSERT_EQ(vec.status, 200) << vec.body;
+  EXPECT_EQ(speech({{"input", "Hi"}, {"voice", "vec"}}).status, 200);
+
+  Json listed = Json::parse(curl(*server_, "/v1/audio/voices", std::nullopt).body);
+  EXPECT_EQ(listed["voices"], Json({"Narrator", "vec"}));
+  ASSERT_EQ(listed["uploaded_voices"].size(), 2u);
+  EXPECT_EQ(listed["uploaded_voices"][0]["ref_text"], "hello");
+  EXPECT_EQ(listed["uploaded_voices"][0]["embedding_dim"], 64);
+
+  // Restarted with the same --voices-dir, the voices are back.
+  start();
+  ASSERT_GT(server_->port(), 0);
+  listed = Json::parse(curl(*server_, "/v1/audio/voices", std::nullopt).body);
+  EXPECT_EQ(listed["voices"], Json({"Narrator", "vec"}));
+  HttpResult after = speech({{"input", "Hello from a cloned voice."}, {"voice", "Narrator"}, {"seed", 7}});
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_TRUE(after.body == by_name.body);
+
+  // Deleted, gone (and gone after another restart).
+  HttpResult del = curl(*server_, "/v1/audio/voices/narrator", std::nullopt, {"-X", "DELETE"});
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(curl(*server_, "/v1/audio/voices/narrator", std::nullopt, {"-X", "DELETE"}).status, 404);
+  HttpResult gone = speech({{"input", "Hi"}, {"voice", "Narrator"}});
+  EXPECT_EQ(gone.status, 400);
+  EXPECT_EQ(param_of(gone), "voice");
+  EXPECT_EQ(curl(*server_, "/v1/audio/voices/vec", std::nullopt, {"-X", "DELETE"}).status, 200);
+  start();
+  EXPECT_EQ(Json::parse(curl(*server_, "/v1/audio/voices", std::nullopt).body)["voices"], Json::array());
+}
+
+TEST_F(VoiceCloneServeTest, BatchWithOneBadItemFailsOnlyThatItem) {
+  const Json body = {{"task_type", "Base"},
+                     {"x_vector_only_mode", true},
+                     {"ref_audio", data_url(file_bytes(kReference))},
+                     {"max_new_tokens", kMaxFrames},
+                     {"seed", 7},
+                     {"items",
+                      {{{"input", "Hello from a cloned voice."}},
+                       {{"input", "   "}},
+                       {{"input", "A second one."}, {"ref_audio", data_url("not audio")}},
+                       {{"input", "A third one."}, {"response_format", "pcm"}}}}};
+  HttpResult r = post("/v1/audio/speech/batch", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  EXPECT_EQ(j["total"], 4);
+  EXPECT_EQ(j["succeeded"], 2);
+  EXPECT_EQ(j["failed"], 2);
+  ASSERT_EQ(j["results"].size(), 4u);
+  EXPECT_EQ(j["results"][0]["status"], "success");
+  EXPECT_EQ(j["results"][0]["media_type"], "audio/wav");
+  EXPECT_EQ(j["results"][1]["status"], "error");
+  EXPECT_NE(j["results"][1]["error"].get<std::string>().find("input"), std::string::npos);
+  EXPECT_EQ(j["results"][2]["status"], "error");
+  EXPECT_NE(j["results"][2]["error"].get<std::string>().find("ref_audio"), std::string::npos);
+  EXPECT_EQ(j["results"][3]["status"], "success");
+  // The batch's first item is the single request with the same fields.
+  HttpResult single = speech(clone_body(data_url(file_bytes(kReference))));
+  ASSERT_EQ(single.status, 200);
+  EXPECT_TRUE(base64_decode(j["results"][0]["audio_data"].get<std::string>()) == single.body);
+  EXPECT_EQ(post("/v1/audio/speech/batch", {{"items", Json::array()}}).status, 400);
+}
+
+// The speech WebSocket client's record of one scenario.
+Json stream_client(const ServeProcess& server, const std::string& scenario, const Json& config = Json::object()) {
+  std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  // A developer's own node_modules with `ws`, before scripts/install-deps has put it in third_party/npm.
+  if (const char* extra = std::getenv("OMNI_TEST_NODE_PATH")) modules += std::string(":") + extra;
+  ProcessResult r = run_process(
+      {"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/speech_stream_client.cjs",
+       "ws://127.0.0.1:" + std::to_string(server.port()) + "/v1/audio/speech/stream", kApiKey, scenario, config.dump()},
+      {"NODE_PATH=" + modules});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? Json::parse(r.out) : Json::object();
+}
+
+TEST_F(VoiceCloneServeTest, SpeechWebSocketSpeaksSentenceBySentence) {
+  const Json config = {{"model", kModelName},
+                       {"task_type", "Base"},
+                       {"speaker_embedding", std::vector<float>(64, 0.2f)},
+                       {"max_new_tokens", 3},
+                       {"response_format", "pcm"},
+                       {"stream_audio", true},
+                       {"seed", 1}};
+  Json out = stream_client(*server_, "speak", config);
+  const Json& events = out["events"];
+  std::vector<std::string> types, sentences;
+  for (const Json& e : events) {
+    types.push_back(e["type"]);
+    if (e["type"] == "audio.start") sentences.push_back(e["sentence_text"]);
+    if (e["type"] == "audio.done") {
+      EXPECT_TRUE(e["error"].is_null()) << e.dump();
+      EXPECT_EQ(e["total_bytes"], e["received_bytes"]) << e.dump();
+      EXPECT_EQ(e["total_bytes"], 3 * 1920 * 2) << "3 frames of 16-bit PCM";
+    }
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"session.configured", "audio.start", "audio.done", "audio.start",
+                                             "audio.done", "audio.start", "audio.done", "session.done"}));
+  EXPECT_EQ(sentences, (std::vector<std::string>{"Hello there.", "How are you today?", "Fine"}));
+  EXPECT_EQ(out["close_code"], 1000);
+  EXPECT_GE(out["binary_frames"], 3);
+
+  // Without stream_audio: one WAV file per sentence.
+  Json wav_config = config;
+  wav_config.erase("stream_audio");
+  wav_config["response_format"] = "wav";
+  out = stream_client(*server_, "bad_json", wav_config);
+  types.clear();
+  for (const Json& e : out["events"]) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"session.configured", "error", "error", "audio.start", "audio.done",
+                                             "session.done"}));
+  EXPECT_EQ(out["binary_frames"], 1);
+  EXPECT_EQ(out["events"][2]["param"], "type");
+
+  // A first message that is not session.config, or a bad config: an error, then a normal close.
+  out = stream_client(*server_, "bad_first");
+  ASSERT_EQ(out["events"].size(), 1u);
+  EXPECT_EQ(out["events"][0]["type"], "error");
+  EXPECT_EQ(out["close_code"], 1000);
+  Json bad = config;
+  bad["response_format"] = "wav";
+  out = stream_client(*server_, "speak", bad);
+  ASSERT_GE(out["events"].size(), 1u);
+  EXPECT_EQ(out["events"][0]["param"], "response_format") << out.dump();
+
+  // A client that goes away mid-sentence: its request is aborted, nothing keeps running.
+  Json long_config = config;
+  long_config["max_new_tokens"] = 400;
+  long_config["ignore_eos"] = true;
+  const double aborted = metric("vllm:request_success_total\\{model_name=\"demo\",finished_reason=\"abort\"\\}");
+  out = stream_client(*server_, "disconnect", long_config);
+  EXPECT_EQ(out["closed_early"], true);
+  double running = 1;
+  for (int i = 0; i < 100 && running != 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    running = metric("vllm:num_requests_running\\{model_name=\"demo\"\\}");
+  }
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(metric("vllm:request_success_total\\{model_name=\"demo\",finished_reason=\"abort\"\\}"),
+            std::max(aborted, 0.0) + 1);
+}
+
+}  // namespace
+}  // namespace omni::testing
