@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "base/error.h"
+#include "model/mel_spectrogram.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -17,18 +18,6 @@ using tensor::Tensor;
 
 // Frames transformed per block (bounds the scratch for long audio).
 constexpr int64_t kFrameBlock = 512;
-
-// The Slaney mel scale (librosa's default, Hugging Face's mel_scale="slaney").
-double hertz_to_mel(double hz) {
-  constexpr double kMinLogHz = 1000.0, kMinLogMel = 15.0;
-  const double logstep = 27.0 / std::log(6.4);
-  return hz >= kMinLogHz ? kMinLogMel + std::log(hz / kMinLogHz) * logstep : 3.0 * hz / 200.0;
-}
-
-double mel_to_hertz(double mel) {
-  constexpr double kMinLogHz = 1000.0, kMinLogMel = 15.0;
-  return mel >= kMinLogMel ? kMinLogHz * std::exp(std::log(6.4) * (mel - kMinLogMel) / 27.0) : 200.0 * mel / 3.0;
-}
 
 int positive_int(const Json& config, const char* key, int fallback, const std::string& source) {
   auto it = config.find(key);
@@ -101,19 +90,14 @@ WhisperFeatureExtractor::WhisperFeatureExtractor(const WhisperFeatureConfig& con
       dft_[static_cast<size_t>(i) * 2 * bins_ + bins_ + k] = static_cast<float>(-window[i] * std::sin(angle));
     }
   }
-  // Triangular filters between mel-spaced edges (in Hz), each scaled by 2 / its width (Slaney norm).
+  // The Slaney-scale, Slaney-normalised filters over 0 Hz .. sampling_rate / 2, transposed to [bins, mels].
   const int mels = config_.feature_size;
-  const double mel_lo = hertz_to_mel(0.0), mel_hi = hertz_to_mel(config_.sampling_rate / 2.0);
-  std::vector<double> edges(mels + 2);
-  for (int m = 0; m < mels + 2; ++m) edges[m] = mel_to_hertz(mel_lo + (mel_hi - mel_lo) * m / (mels + 1));
+  const std::vector<double> bank =
+      slaney_mel_filterbank(config_.sampling_rate, n, mels, 0.0, config_.sampling_rate / 2.0);
   filters_.assign(static_cast<size_t>(bins_) * mels, 0.0f);
   for (int k = 0; k < bins_; ++k) {
-    const double hz = static_cast<double>(config_.sampling_rate / 2) * k / (bins_ - 1);
     for (int m = 0; m < mels; ++m) {
-      const double down = (hz - edges[m]) / (edges[m + 1] - edges[m]);
-      const double up = (edges[m + 2] - hz) / (edges[m + 2] - edges[m + 1]);
-      const double weight = std::max(0.0, std::min(down, up)) * 2.0 / (edges[m + 2] - edges[m]);
-      filters_[static_cast<size_t>(k) * mels + m] = static_cast<float>(weight);
+      filters_[static_cast<size_t>(k) * mels + m] = static_cast<float>(bank[static_cast<size_t>(m) * bins_ + k]);
     }
   }
 }

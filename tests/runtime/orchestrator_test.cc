@@ -314,7 +314,7 @@ TEST(OrchestratorTest, UnknownRunnerKindIsAConfigErrorFromTheStage) {
   ErrorCode code{};
   std::string message = error_of([&] { Orchestrator orchestrator(pipeline, test_options()); }, &code);
   EXPECT_EQ(code, ErrorCode::kInvalidConfig);
-  EXPECT_NE(message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, generation, "
+  EXPECT_NE(message.find("stage 0: unknown runner kind 'warp-drive'; the known kinds are ar, diffusion, generation, "
                          "test-echo, test-tone"),
             std::string::npos)
       << message;

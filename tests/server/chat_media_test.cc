@@ -214,7 +214,7 @@ TEST(ChatMedia, FileUrlsOnlyUnderTheAllowedPath) {
   { std::ofstream(file, std::ios::binary) << bytes; }
   const Json part = {{"type", "audio_url"}, {"audio_url", {{"url", "file://" + file.string()}}}};
   std::string err = error_of(user(Json::array({part})), audio_16k());
-  EXPECT_NE(err.find("file:// URLs are refused unless the server is started with --allowed-local-media-path"),
+  EXPECT_NE(err.find("local files are not allowed; start the server with --allowed-local-media-path"),
             std::string::npos)
       << err;
   ChatMediaOptions allowed = audio_16k();
@@ -222,12 +222,12 @@ TEST(ChatMedia, FileUrlsOnlyUnderTheAllowedPath) {
   EXPECT_EQ(samples_of(collect_chat_media(user(Json::array({part})), allowed).at("audio")[0]), 3200u);
   allowed.allowed_local_media_path = dir.path() / "other";
   err = error_of(user(Json::array({part})), allowed);
-  EXPECT_NE(err.find("is not under --allowed-local-media-path"), std::string::npos) << err;
+  EXPECT_NE(err.find("is not inside --allowed-local-media-path"), std::string::npos) << err;
   const Json escape = {
       {"type", "audio_url"},
       {"audio_url", {{"url", "file://" + (dir.path() / "other" / ".." / "media" / "a.wav").string()}}}};
   allowed.allowed_local_media_path = dir.path() / "other";
-  EXPECT_NE(error_of(user(Json::array({escape})), allowed).find("is not under"), std::string::npos);
+  EXPECT_NE(error_of(user(Json::array({escape})), allowed).find("is not inside"), std::string::npos);
 }
 
 }  // namespace
