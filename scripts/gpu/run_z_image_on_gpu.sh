@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from a folder made by bundle.sh (binaries: omnistage, tests/tensor_test,
-# tests/z_image_test), from the checkout's root: the image ops on CUDA against the CPU, Z-Image on
+# Runs on the GPU machine from a folder made by bundle.sh (binaries: tests/tensor_test, tests/z_image_test
+# and, for the CLI check, omnistage), from the checkout's root: the image ops on CUDA against the CPU, Z-Image on
 # CUDA against the diffusers reference of tests/data/tiny_z_image in float32 and bfloat16, and
 # `omnistage generate --device cuda` from the reference's saved latents (each case's worst 8-bit
 # channel difference against the reference image). Logs go to $OUT (or ./out).
@@ -22,7 +22,9 @@ grep -E "FAILED|Failure|max diff" "$out/image_ops.log" | head -20
 grep -E "^\[z_image|FAILED|OK \]" "$out/z_image_cuda.log"
 tail -2 "$out/z_image_cuda.log"
 
-# The CLI: every reference case through `omnistage generate --device cuda`, compared in Python.
+# The CLI: every reference case through `omnistage generate --device cuda`, compared in Python (when
+# the bundle has omnistage).
+[[ -x "$here/omnistage" ]] || { echo "no omnistage in the bundle: generate not checked"; exit $status; }
 for dtype in float32 bfloat16; do
   for name in plain cfg cfg1_truncated; do
     args=$(python3 - "$data" "$name" << 'PY'
