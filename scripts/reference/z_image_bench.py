@@ -28,9 +28,13 @@ def main():
     sys.path.insert(0, os.path.abspath(args.diffusers))
     import torch
     import diffusers
-    from diffusers import ZImagePipeline
+    from diffusers import AutoencoderKL, ZImagePipeline
 
-    pipe = ZImagePipeline.from_pretrained(args.model, torch_dtype=torch.bfloat16).to("cuda")
+    # omnistage's random checkpoints hold the VAE's decoder only (the encoder is unused for
+    # text-to-image): build the VAE with its missing encoder initialised rather than left on meta.
+    vae = AutoencoderKL.from_pretrained(os.path.join(args.model, "vae"), torch_dtype=torch.bfloat16,
+                                        low_cpu_mem_usage=False)
+    pipe = ZImagePipeline.from_pretrained(args.model, vae=vae, torch_dtype=torch.bfloat16).to("cuda")
     pipe.set_progress_bar_config(disable=True)
 
     def one(seed):

@@ -1,7 +1,7 @@
 // Z-Image on CUDA against diffusers' ZImagePipeline (float32, CPU) over the tiny random checkpoint
 // of tests/data/tiny_z_image, from the reference's own initial latents: in float32 every stage within
 // 1e-4 of the largest reference value and the image within 1 per 8-bit channel (the CPU's bounds);
-// in bfloat16 within the bounds measured on an H200 (docs/models/z_image.md), with and without CFG
+// in bfloat16 within bounds from what an H200 measured (docs/models/z_image.md), with and without CFG
 // and for a size whose image tokens need padding. Skipped, saying why, where no GPU is visible;
 // OMNI_TINY_Z_IMAGE_DIR points at the data when the binary runs away from its source tree.
 #include <gtest/gtest.h>
@@ -38,11 +38,13 @@ struct Bounds {
   int image;         // max abs diff per 8-bit channel
 };
 
-// bfloat16: 8 significant bits through a 2-layer encoder, a DiT of dim 64 and a small VAE whose rows
-// are too short for rounding to average out; the bounds are the measured worst over the three cases
-// with a margin of about 1.5x.
+// float32: the CPU's bounds (measured on an H200: stages within 3e-6, images within 1).
 constexpr Bounds kF32{"cuda_f32", DType::kF32, 1e-4, 1};
-constexpr Bounds kBF16{"cuda_bf16", DType::kBF16, 6e-2, 12};
+// bfloat16: 8 significant bits through a 3-layer encoder, a DiT of dim 64 and a 3-block VAE whose rows
+// are too short for rounding to average out. Measured on an H200: stages within 0.031 (the final
+// latents with CFG 4; 0.008-0.013 otherwise), images within 4, 9 and 4 per channel (plain, cfg,
+// cfg1_truncated); the bounds leave about 1.5x.
+constexpr Bounds kBF16{"cuda_bf16", DType::kBF16, 5e-2, 14};
 
 ImageModel& model(const Bounds& b) {
   static auto* models = new std::map<int, std::unique_ptr<ImageModel>>();
