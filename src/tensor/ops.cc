@@ -1097,6 +1097,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, T
   for (Arg arg : {Arg{"q", &q}, Arg{"k", &k}, Arg{"v", &v}}) expect_no_alias(op, arg.name, *arg.tensor, "out", out);
 #ifdef OMNI_HAVE_CUDA
   if (device.type == DeviceType::kCuda) return cuda::dense_attention(q, k, v, scale, out);
+#else
+  (void)device;
 #endif
   cpu::attention(q, k, v, scale, out);
 }
