@@ -93,9 +93,13 @@ void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) 
 int run_demo_model(const DemoModelOptions& options) {
   require_tokenizer_files(options.tokenizer_dir);
   const fs::path out(options.out);
-  if (options.arch != "qwen3_tts" &&
-      (options.shape != "demo" || options.codec_shape != "small" || options.task != "custom_voice")) {
-    throw_error(ErrorCode::kInvalidArgument, "--shape, --codec-shape and --task are for --arch qwen3_tts");
+  if (options.arch == "z_image" && options.shape != "demo" && options.shape != "released") {
+    throw_error(ErrorCode::kInvalidArgument, "--shape {} with --arch z_image: demo or released", options.shape);
+  }
+  if (options.arch != "qwen3_tts" && ((options.arch != "z_image" && options.shape != "demo") ||
+                                      options.codec_shape != "small" || options.task != "custom_voice")) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--shape is for --arch qwen3_tts and z_image, --codec-shape and --task for qwen3_tts");
   }
   if (options.arch == "qwen3") {
     write_demo_qwen3(out, options);
@@ -106,7 +110,7 @@ int run_demo_model(const DemoModelOptions& options) {
     model::qwen3_omni::write_random_checkpoint(out, model::qwen3_omni::demo_thinker_shapes(), options.seed,
                                                tensor::DType::kBF16, options.tokenizer_dir, true);
   } else if (options.arch == "z_image") {
-    model::z_image::write_random_checkpoint(out, options.seed, options.tokenizer_dir);
+    model::z_image::write_random_checkpoint(out, options.seed, options.tokenizer_dir, options.shape == "released");
   } else {
     throw_error(ErrorCode::kInvalidArgument,
                 "--arch {}: the demo model exists for qwen3, qwen3_tts, qwen3_omni and z_image", options.arch);
@@ -130,8 +134,9 @@ Command demo_model_command() {
             ->capture_default_str();
         sub.add_option("--seed", options->seed, "Seed of the random weights")->capture_default_str();
         sub.add_option("--shape", options->shape,
-                       "qwen3_tts talker dims: demo (tiny, fast on a CPU) or the released 0.6b / 1.7b ones")
-            ->check(CLI::IsMember({"demo", "0.6b", "1.7b"}))
+                       "Dims: demo (tiny, fast on a CPU); qwen3_tts talker: the released 0.6b / 1.7b ones; "
+                       "z_image: released (the 6B DiT, Qwen3-4B, the FLUX.1 VAE; about 20 GB)")
+            ->check(CLI::IsMember({"demo", "0.6b", "1.7b", "released"}))
             ->capture_default_str();
         sub.add_option("--codec-shape", options->codec_shape,
                        "qwen3_tts codec decoder dims: small (real frame geometry) or released")

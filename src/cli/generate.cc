@@ -322,6 +322,7 @@ int run_generate(GenerateOptions options) {
     image.seed = options.seed;
     image.output = options.output;
     image.device = options.device == "auto" ? "cpu" : options.device;
+    image.dtype = options.dtype;
     return run_generate_image(image);
   }
   const tensor::Device device = tensor::resolve_device(options.device, "--device");

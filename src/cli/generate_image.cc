@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "config/pipeline_registry.h"
 #include "media/image_encoder.h"
+#include "model/model_dtype.h"
 #include "model/pipelines.h"
 #include "model/stage_model_registry.h"
 #include "tensor/backend.h"
@@ -68,6 +69,7 @@ int run_generate_image(const ImageGenerateOptions& options) {
   }
   const media::ImageFormat format = format_of(options.output_image);
   const tensor::Device device = tensor::resolve_device(options.device, "--device");
+  const std::optional<tensor::DType> dtype = model::parse_model_dtype(options.dtype, "--dtype");
 
   config::PipelineRegistry registry;
   model::register_all_pipelines(registry);
@@ -86,6 +88,7 @@ int run_generate_image(const ImageGenerateOptions& options) {
   model::StageModelArgs args;
   args.model_dir = options.model;
   args.device = device;
+  args.dtype = dtype;
   std::unique_ptr<model::DiffusionModel> model = model::builtin_stage_models().create_diffusion(stage->stage_model, args);
   const double load_s = seconds_since(load_start);
   spdlog::info("loaded {} ({}, {}) in {:.2f} s", options.model, resolution.pipeline->model_type, resolution.reason,
@@ -126,18 +129,21 @@ int run_generate_image(const ImageGenerateOptions& options) {
     }
     auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<model::DenoiseJob> job = model->start(request);
-    encode_s += seconds_since(t0);
+    const double image_encode_s = seconds_since(t0);
+    encode_s += image_encode_s;
     t0 = std::chrono::steady_clock::now();
     model::DenoiseJob* jobs[] = {job.get()};
     while (!job->finished()) {
       model->step(jobs);
       spdlog::debug("image {}: step {}/{}", k, job->steps_done(), job->total_steps());
     }
-    denoise_s += seconds_since(t0);
+    const double image_denoise_s = seconds_since(t0);
+    denoise_s += image_denoise_s;
     if (!options.dump_latents.empty()) final_latents.push_back(model->latents(*job));
     t0 = std::chrono::steady_clock::now();
     const model::RgbImage image = model->decode(*job);
-    decode_s += seconds_since(t0);
+    const double image_decode_s = seconds_since(t0);
+    decode_s += image_decode_s;
     t0 = std::chrono::steady_clock::now();
     const std::string path = image_path(options.output_image, k, options.num_images);
     const std::string bytes = media::encode_image(image.pixels, image.width, image.height, format);
@@ -145,8 +151,15 @@ int run_generate_image(const ImageGenerateOptions& options) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) throw_error(ErrorCode::kInternal, "--output-image: cannot write {}", path);
     write_s += seconds_since(t0);
-    Json entry = {{"path", path}, {"width", image.width}, {"height", image.height}, {"steps", job->total_steps()},
-                  {"format", media::image_format_name(format)}, {"bytes", bytes.size()}};
+    Json entry = {
+        {"path", path},
+        {"width", image.width},
+        {"height", image.height},
+        {"steps", job->total_steps()},
+        {"format", media::image_format_name(format)},
+        {"bytes", bytes.size()},
+        {"durations_s",
+         {{"text_encoder_and_latents", image_encode_s}, {"denoise", image_denoise_s}, {"vae_decode", image_decode_s}}}};
     if (given.defined()) {
       entry["latents"] = options.latents;
     } else {

@@ -26,6 +26,7 @@ struct ImageGenerateOptions {
   std::string output_image;  // FILE.png | .jpg | .jpeg | .webp
   std::string dump_latents;  // .npy path
   std::string device = "cpu";
+  std::string dtype = "auto";   // --dtype: auto (bfloat16 on CUDA, float32 on the CPU) or a dtype
   std::string output = "text";  // text | json
 };
 

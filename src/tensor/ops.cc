@@ -16,17 +16,13 @@
 
 #ifdef OMNI_HAVE_CUDA
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/image_kernels.h"
 #include "tensor/cuda/kernels.h"
 // Runs cpu::call or cuda::call by the device the arguments were validated on.
 #define OMNI_DISPATCH(device, call) ((device).type == DeviceType::kCpu ? cpu::call : cuda::call)
 #else
 #define OMNI_DISPATCH(device, call) ((void)(device), cpu::call)
 #endif
-// The ops with CPU kernels only (the image ops): a tensor elsewhere is kUnsupported naming the op.
-#define OMNI_DISPATCH_CPU_ONLY(device, op, call)                                                            \
-  ((device).type == DeviceType::kCpu                                                                         \
-       ? cpu::call                                                                                           \
-       : throw_error(ErrorCode::kUnsupported, "{}: no kernel for {} yet (CPU only)", op, device_name(device)))
 
 namespace omni::tensor::ops {
 namespace {
@@ -1037,7 +1033,7 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
   }
   expect_shape(op, "out", out, {h, w, weight.dim(0)});
   expect_no_alias(op, "x", x, "out", out);
-  OMNI_DISPATCH_CPU_ONLY(device, op, conv2d(x, weight, bias, padding, out));
+  OMNI_DISPATCH(device, conv2d(x, weight, bias, padding, out));
 }
 
 void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {
@@ -1054,7 +1050,7 @@ void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor&
   expect_shape(op, "weight", weight, {x.dim(1)});
   expect_shape(op, "bias", bias, {x.dim(1)});
   expect_shape(op, "out", out, x.shape());
-  OMNI_DISPATCH_CPU_ONLY(device, op, group_norm(x, groups, weight, bias, eps, out));
+  OMNI_DISPATCH(device, group_norm(x, groups, weight, bias, eps, out));
 }
 
 void silu(const Tensor& x, Tensor& out) {
@@ -1063,7 +1059,16 @@ void silu(const Tensor& x, Tensor& out) {
   expect_float(op, "x", x);
   expect_same_dtype(op, "out", out, "x", x);
   expect_shape(op, "out", out, x.shape());
-  OMNI_DISPATCH_CPU_ONLY(device, op, silu(x, out));
+  OMNI_DISPATCH(device, silu(x, out));
+}
+
+void tanh(const Tensor& x, Tensor& out) {
+  const char* op = "tanh";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH(device, tanh(x, out));
 }
 
 void upsample_nearest2x(const Tensor& x, Tensor& out) {
@@ -1073,7 +1078,7 @@ void upsample_nearest2x(const Tensor& x, Tensor& out) {
   expect_same_dtype(op, "out", out, "x", x);
   expect_rank(op, "x", x, 3);
   expect_shape(op, "out", out, {2 * x.dim(0), 2 * x.dim(1), x.dim(2)});
-  OMNI_DISPATCH_CPU_ONLY(device, op, upsample_nearest2x(x, out));
+  OMNI_DISPATCH(device, upsample_nearest2x(x, out));
 }
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
@@ -1090,20 +1095,28 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, T
   expect_shape(op, "v", v, k.shape());
   expect_shape(op, "out", out, q.shape());
   for (Arg arg : {Arg{"q", &q}, Arg{"k", &k}, Arg{"v", &v}}) expect_no_alias(op, arg.name, *arg.tensor, "out", out);
-  OMNI_DISPATCH_CPU_ONLY(device, op, attention(q, k, v, scale, out));
+#ifdef OMNI_HAVE_CUDA
+  if (device.type == DeviceType::kCuda) return cuda::dense_attention(q, k, v, scale, out);
+#else
+  (void)device;
+#endif
+  cpu::attention(q, k, v, scale, out);
 }
 
 void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin) {
   const char* op = "rotate_pairs";
   const Device device = common_device(op, {{"x", &x}, {"cos", &cos}, {"sin", &sin}});
   expect_float(op, "x", x);
-  expect_same_dtype(op, "cos", cos, "x", x);
-  expect_same_dtype(op, "sin", sin, "x", x);
+  for (Arg arg : {Arg{"cos", &cos}, Arg{"sin", &sin}}) {
+    // The angle tables may stay float32 under 16-bit activations (Z-Image rotates in float32).
+    if (arg.tensor->dtype() != DType::kF32) expect_same_dtype(op, arg.name, *arg.tensor, "x", x);
+  }
+  expect_same_dtype(op, "sin", sin, "cos", cos);
   expect_rank(op, "x", x, 3);
   if (x.dim(2) % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "rotate_pairs: head size {} is odd", x.dim(2));
   expect_shape(op, "cos", cos, {x.dim(0), x.dim(2) / 2});
   expect_shape(op, "sin", sin, {x.dim(0), x.dim(2) / 2});
-  OMNI_DISPATCH_CPU_ONLY(device, op, rotate_pairs(x, cos, sin));
+  OMNI_DISPATCH(device, rotate_pairs(x, cos, sin));
 }
 
 void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out) {
@@ -1115,7 +1128,7 @@ void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out) {
   if (x.rank() < 1) throw_error(ErrorCode::kInvalidArgument, "mul_columns: x must have rank >= 1");
   expect_shape(op, "scale", scale, {x.dim(-1)});
   expect_shape(op, "out", out, x.shape());
-  OMNI_DISPATCH_CPU_ONLY(device, op, mul_columns(x, scale, out));
+  OMNI_DISPATCH(device, mul_columns(x, scale, out));
 }
 
 }  // namespace omni::tensor::ops

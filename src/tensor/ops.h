@@ -306,7 +306,8 @@ void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 // The ops of image generators (a diffusion transformer, a VAE decoder). Images are channels-last:
 // x [H, W, C], one row of C channels per pixel, so that a 1x1 convolution or a per-pixel Linear is
 // ops::linear on x viewed as [H * W, C], and a decoded RGB image is [H, W, 3] as image files hold
-// it. These ops have CPU kernels only so far: a CUDA tensor is kUnsupported naming the op.
+// it. On CUDA (tensor/cuda/image.cu, dense_attention.cu) they run in float32, bfloat16 or float16
+// with float32 arithmetic, like the other ops; conv2d and attention go through cuBLASLt products.
 
 // 2-D convolution with stride 1 and `padding` zeros on every side: x [H, W, C_in], weight [C_out,
 // C_in, k, k] (the PyTorch Conv2d layout), bias [C_out] or undefined, out [H + 2 * padding - k + 1,
@@ -322,16 +323,23 @@ void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor&
 // Elementwise out = x * sigmoid(x); out like x, may be x.
 void silu(const Tensor& x, Tensor& out);
 
+// Elementwise out = tanh(x); out like x, may be x.
+void tanh(const Tensor& x, Tensor& out);
+
 // Nearest-neighbour upsampling by 2 of x [H, W, C] into out [2H, 2W, C].
 void upsample_nearest2x(const Tensor& x, Tensor& out);
 
 // Bidirectional (unmasked) attention of one sequence: q [S, heads, D], k and v [S_kv, heads, D],
-// out [S, heads, D] = softmax(q k^T * scale) v for each head, the softmax in float32.
+// out [S, heads, D] = softmax(q k^T * scale) v for each head, the softmax in float32. On CUDA the
+// scores are float32 products of the inputs and the probabilities are rounded to the dtype once
+// before the second product; memory for the scores of up to 1 GiB of queries at a time comes from
+// the device's allocator.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
 
 // Rotates the consecutive pairs (x[2i], x[2i + 1]) of every head of x [T, heads, D] in place by the
 // angle whose cosine and sine are cos[t, i] and sin[t, i] (both [T, D / 2]): the complex product of
-// RoPE written with torch.view_as_complex, for any per-token angles (several position axes).
+// RoPE written with torch.view_as_complex, for any per-token angles (several position axes). cos
+// and sin share one dtype: x's, or float32 under 16-bit x (the rotation is float32 either way).
 void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // out = x * scale, scale [D] along the last dimension of x [..., D]; out like x, may be x.

@@ -72,6 +72,7 @@ TEST_P(GenerateImageFromReferenceLatents, GivesTheDiffusersImage) {
   const Json report = Json::parse(r.out);
   EXPECT_EQ(report["images"][0]["path"], png.string());
   EXPECT_TRUE(report["stage_durations_s"].contains("denoise"));
+  EXPECT_GT(report["images"][0]["durations_s"]["denoise"].get<double>(), 0.0);
   const testing::DecodedImage image = testing::decode_image(read_file(png));
   const tensor::Tensor want = tensor::load_npy(kData / (name + "_image.npy"));
   ASSERT_EQ(image.height, want.dim(0));
@@ -162,6 +163,14 @@ TEST(GenerateImage, BadFlagsNameTheirFault) {
                    (dir.path() / "o.bmp").string()});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(".png, .jpg, .jpeg or .webp"), std::string::npos) << r.err;
+  r = run_process({OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt", "x", "--dtype", "double",
+                   "--output-image", out});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+  r = run_process(
+      {OMNISTAGE_BINARY, "demo-model", "--arch", "z_image", "--shape", "0.6b", "--out", (dir.path() / "m").string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--shape 0.6b with --arch z_image: demo or released"), std::string::npos) << r.err;
 }
 
 }  // namespace

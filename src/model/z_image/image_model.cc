@@ -55,14 +55,15 @@ Tensor seeded_latents(const std::vector<int64_t>& shape, uint64_t seed) {
   return out;
 }
 
-ImageModel::ImageModel(const std::filesystem::path& dir) : config_(read_config(dir)) {
-  text_encoder_ = std::make_unique<TextEncoder>(dir);
+ImageModel::ImageModel(const std::filesystem::path& dir, const Placement& placement)
+    : config_(read_config(dir)), placement_(placement) {
+  text_encoder_ = std::make_unique<TextEncoder>(dir, placement);
   if (text_encoder_->hidden_size() != config_.transformer.cap_feat_dim) {
     throw_error(ErrorCode::kLoadFailed, "{}: the text encoder's hidden size {} is not the transformer's cap_feat_dim {}",
                 dir.string(), text_encoder_->hidden_size(), config_.transformer.cap_feat_dim);
   }
-  transformer_ = std::make_unique<Transformer>(dir, config_.transformer);
-  vae_ = std::make_unique<VaeDecoder>(dir, config_.vae);
+  transformer_ = std::make_unique<Transformer>(dir, config_.transformer, placement);
+  vae_ = std::make_unique<VaeDecoder>(dir, config_.vae, placement);
   // ZImagePipeline.__call__'s defaults.
   defaults_.height = 1024;
   defaults_.width = 1024;

@@ -20,9 +20,10 @@ namespace omni::model::z_image {
 
 class ImageModel : public DiffusionModel {
  public:
-  // Loads every component of the checkpoint in `dir` (CPU, float32). Throws omni::Error as the
-  // component loaders do.
-  explicit ImageModel(const std::filesystem::path& dir);
+  // Loads every component of the checkpoint in `dir` onto `placement` (the CPU in float32, or a
+  // CUDA device in float32, bfloat16 or float16); the latents and the scheduler stay on the host in
+  // float32. Throws omni::Error as the component loaders do.
+  explicit ImageModel(const std::filesystem::path& dir, const Placement& placement = {});
 
   const DiffusionDefaults& defaults() const override { return defaults_; }
   std::vector<int64_t> latent_shape(int height, int width) const override;
@@ -32,6 +33,7 @@ class ImageModel : public DiffusionModel {
   RgbImage decode(const DenoiseJob& job) override;
 
   const ZImageConfig& config() const { return config_; }
+  const Placement& placement() const { return placement_; }
   TextEncoder& text_encoder() { return *text_encoder_; }
   const Transformer& transformer() const { return *transformer_; }
   const VaeDecoder& vae() const { return *vae_; }
@@ -40,6 +42,7 @@ class ImageModel : public DiffusionModel {
 
  private:
   ZImageConfig config_;
+  Placement placement_;
   DiffusionDefaults defaults_;
   std::unique_ptr<TextEncoder> text_encoder_;
   std::unique_ptr<Transformer> transformer_;

@@ -16,9 +16,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kDim = 64, kHeads = 2, kLayers = 3, kRefiners = 2, kCapDim = 64;
-const std::vector<int> kVaeChannels = {32, 32, 64, 64};  // four blocks: 8x, as released
-constexpr int kVaeGroups = 8, kLatent = 16;
+constexpr int kLatent = 16;
+
+// The widths and depths that differ between the demo and the released checkpoint.
+struct Shapes {
+  int dim, heads, layers, refiners, cap_dim;
+  std::vector<int> axes_dims, axes_lens;
+  std::vector<int> vae_channels;  // four blocks: 8x, as released
+  int vae_groups, vae_layers_per_block;
+};
+
+Shapes demo_shapes() { return {64, 2, 3, 2, 64, {8, 12, 12}, {1024, 64, 64}, {32, 32, 64, 64}, 8, 1}; }
+Shapes released_shapes() {
+  return {3840, 30, 30, 2, 2560, {32, 48, 48}, {1536, 512, 512}, {128, 256, 512, 512}, 32, 2};
+}
 
 // Weights drawn uniformly in [-s, s) with s = 1 / sqrt(fan_in); norm scales near 1.
 class Weights {
@@ -52,9 +63,11 @@ class Weights {
   SplitMix64 bits_;
 };
 
-void write_transformer(const fs::path& dir, uint64_t seed) {
+void write_transformer(const fs::path& dir, uint64_t seed, const Shapes& s) {
   fs::create_directories(dir);
-  const int ffn = static_cast<int>(static_cast<double>(kDim) / 3 * 8), hd = kDim / kHeads, adaln = kDim;
+  const int kDim = s.dim, kHeads = s.heads, kLayers = s.layers, kRefiners = s.refiners, kCapDim = s.cap_dim;
+  const int ffn = static_cast<int>(static_cast<double>(kDim) / 3 * 8), hd = kDim / kHeads;
+  const int adaln = kDim < 256 ? kDim : 256;
   const int patch = 2 * 2 * kLatent;
   Weights w(seed);
   w.linear("t_embedder.mlp.0", 1024, 256, true);
@@ -83,16 +96,27 @@ void write_transformer(const fs::path& dir, uint64_t seed) {
   }
   for (int i = 0; i < kLayers; ++i) block("layers." + std::to_string(i) + ".", true);
   w.write(dir / "diffusion_pytorch_model.safetensors");
-  write_json(dir / "config.json",
-             {{"_class_name", "ZImageTransformer2DModel"}, {"all_patch_size", {2}}, {"all_f_patch_size", {1}},
-              {"in_channels", kLatent}, {"dim", kDim}, {"n_layers", kLayers}, {"n_refiner_layers", kRefiners},
-              {"n_heads", kHeads}, {"n_kv_heads", kHeads}, {"norm_eps", 1e-5}, {"qk_norm", true},
-              {"cap_feat_dim", kCapDim}, {"rope_theta", 256.0}, {"t_scale", 1000.0}, {"axes_dims", {8, 12, 12}},
-              {"axes_lens", {1024, 64, 64}}});
+  write_json(dir / "config.json", {{"_class_name", "ZImageTransformer2DModel"},
+                                   {"all_patch_size", {2}},
+                                   {"all_f_patch_size", {1}},
+                                   {"in_channels", kLatent},
+                                   {"dim", kDim},
+                                   {"n_layers", kLayers},
+                                   {"n_refiner_layers", kRefiners},
+                                   {"n_heads", kHeads},
+                                   {"n_kv_heads", kHeads},
+                                   {"norm_eps", 1e-5},
+                                   {"qk_norm", true},
+                                   {"cap_feat_dim", kCapDim},
+                                   {"rope_theta", 256.0},
+                                   {"t_scale", 1000.0},
+                                   {"axes_dims", s.axes_dims},
+                                   {"axes_lens", s.axes_lens}});
 }
 
-void write_vae(const fs::path& dir, uint64_t seed) {
+void write_vae(const fs::path& dir, uint64_t seed, const Shapes& s) {
   fs::create_directories(dir);
+  const std::vector<int>& kVaeChannels = s.vae_channels;
   Weights w(seed);
   auto conv = [&](const std::string& name, int out, int in, int k) {
     w.matrix(name + ".weight", {out, in, k, k});
@@ -118,7 +142,8 @@ void write_vae(const fs::path& dir, uint64_t seed) {
   int prev = top;
   for (int i = 0; i < blocks; ++i) {
     const int out = kVaeChannels[blocks - 1 - i];
-    for (int j = 0; j < 2; ++j) resnet("decoder.up_blocks." + std::to_string(i) + ".resnets." + std::to_string(j), j == 0 ? prev : out, out);
+    for (int j = 0; j <= s.vae_layers_per_block; ++j)
+      resnet("decoder.up_blocks." + std::to_string(i) + ".resnets." + std::to_string(j), j == 0 ? prev : out, out);
     if (i + 1 < blocks) conv("decoder.up_blocks." + std::to_string(i) + ".upsamplers.0.conv", out, out, 3);
     prev = out;
   }
@@ -126,18 +151,28 @@ void write_vae(const fs::path& dir, uint64_t seed) {
   conv("decoder.conv_out", 3, kVaeChannels.front(), 3);
   w.write(dir / "diffusion_pytorch_model.safetensors");
   write_json(dir / "config.json",
-             {{"_class_name", "AutoencoderKL"}, {"in_channels", 3}, {"out_channels", 3},
+             {{"_class_name", "AutoencoderKL"},
+              {"in_channels", 3},
+              {"out_channels", 3},
               {"down_block_types", std::vector<std::string>(kVaeChannels.size(), "DownEncoderBlock2D")},
               {"up_block_types", std::vector<std::string>(kVaeChannels.size(), "UpDecoderBlock2D")},
-              {"block_out_channels", kVaeChannels}, {"layers_per_block", 1}, {"act_fn", "silu"},
-              {"latent_channels", kLatent}, {"norm_num_groups", kVaeGroups}, {"sample_size", 1024},
-              {"scaling_factor", 0.3611}, {"shift_factor", 0.1159}, {"use_quant_conv", false},
-              {"use_post_quant_conv", false}, {"mid_block_add_attention", true}});
+              {"block_out_channels", kVaeChannels},
+              {"layers_per_block", s.vae_layers_per_block},
+              {"act_fn", "silu"},
+              {"latent_channels", kLatent},
+              {"norm_num_groups", s.vae_groups},
+              {"sample_size", 1024},
+              {"scaling_factor", 0.3611},
+              {"shift_factor", 0.1159},
+              {"use_quant_conv", false},
+              {"use_post_quant_conv", false},
+              {"mid_block_add_attention", true}});
 }
 
 }  // namespace
 
-void write_random_checkpoint(const fs::path& dir, uint64_t seed, const fs::path& qwen3_tokenizer_dir) {
+void write_random_checkpoint(const fs::path& dir, uint64_t seed, const fs::path& qwen3_tokenizer_dir, bool released) {
+  const Shapes shapes = released ? released_shapes() : demo_shapes();
   fs::create_directories(dir);
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     if (!fs::exists(qwen3_tokenizer_dir / file)) {
@@ -148,15 +183,25 @@ void write_random_checkpoint(const fs::path& dir, uint64_t seed, const fs::path&
     fs::copy_file(qwen3_tokenizer_dir / file, dir / "tokenizer" / file, fs::copy_options::overwrite_existing);
   }
   TextModelConfig text = qwen3_0_6b_shapes();
-  text.hidden_size = kCapDim;
-  text.num_hidden_layers = 3;
-  text.num_attention_heads = 4;
-  text.num_key_value_heads = 2;
-  text.head_dim = 16;
-  text.intermediate_size = 128;
+  if (released) {
+    // Qwen3-4B.
+    text.hidden_size = 2560;
+    text.num_hidden_layers = 36;
+    text.num_attention_heads = 32;
+    text.num_key_value_heads = 8;
+    text.head_dim = 128;
+    text.intermediate_size = 9728;
+  } else {
+    text.hidden_size = shapes.cap_dim;
+    text.num_hidden_layers = 3;
+    text.num_attention_heads = 4;
+    text.num_key_value_heads = 2;
+    text.head_dim = 16;
+    text.intermediate_size = 128;
+  }
   write_random_qwen3_checkpoint(dir / "text_encoder", text, seed, tensor::DType::kBF16);
-  write_transformer(dir / "transformer", seed + 1);
-  write_vae(dir / "vae", seed + 2);
+  write_transformer(dir / "transformer", seed + 1, shapes);
+  write_vae(dir / "vae", seed + 2, shapes);
   fs::create_directories(dir / "scheduler");
   write_json(dir / "scheduler" / "scheduler_config.json",
              {{"_class_name", "FlowMatchEulerDiscreteScheduler"}, {"num_train_timesteps", 1000}, {"shift", 3.0},

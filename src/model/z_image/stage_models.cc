@@ -1,5 +1,5 @@
 // Z-Image's diffusion stage model (model/stage_model_registry.h).
-#include "base/error.h"
+#include "model/model_dtype.h"
 #include "model/stage_model_registry.h"
 #include "model/z_image/image_model.h"
 
@@ -7,13 +7,10 @@ namespace omni::model {
 
 void register_z_image_stage_models(StageModels& models) {
   models.diffusion.add("z_image", [](const StageModelArgs& args) -> std::unique_ptr<DiffusionModel> {
-    if (args.device.type != tensor::DeviceType::kCpu) {
-      throw_error(ErrorCode::kUnsupported,
-                  "stage {}: Z-Image runs on the CPU only so far (float32); the stage is placed on {} "
-                  "(devices: \"cpu\" in the deploy YAML, or --device cpu)",
-                  args.stage_id, tensor::device_name(args.device));
-    }
-    return std::make_unique<z_image::ImageModel>(args.model_dir);
+    // --dtype auto: bfloat16 on CUDA (the released weights' dtype), float32 on the CPU.
+    const z_image::Placement placement{args.device,
+                                       resolve_model_dtype(args.dtype, "", args.device, args.model_dir.string())};
+    return std::make_unique<z_image::ImageModel>(args.model_dir, placement);
   });
 }
 

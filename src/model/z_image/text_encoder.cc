@@ -8,7 +8,7 @@
 
 namespace omni::model::z_image {
 
-TextEncoder::TextEncoder(const std::filesystem::path& dir) {
+TextEncoder::TextEncoder(const std::filesystem::path& dir, const Placement& placement) {
   const auto encoder_dir = dir / "text_encoder";
   const auto tokenizer_dir = dir / "tokenizer";
   tokenizer_ = text::Tokenizer::load(tokenizer_dir);
@@ -29,7 +29,10 @@ TextEncoder::TextEncoder(const std::filesystem::path& dir) {
   DecoderWeights weights;
   weights.prefix = Checkpoint::open(encoder_dir).contains("model.embed_tokens.weight") ? "model." : "";
   hidden_size_ = config.hidden_size;
-  model_ = std::make_unique<DecoderLm>(encoder_dir, config, DecoderVariant{.qk_norm = true}, weights);
+  CausalLmLoadOptions options;
+  options.device = placement.device;
+  options.dtype = placement.dtype;
+  model_ = std::make_unique<DecoderLm>(encoder_dir, config, DecoderVariant{.qk_norm = true}, weights, options);
 }
 
 std::vector<int32_t> TextEncoder::tokenize(const std::string& prompt, int max_sequence_length) const {
@@ -62,7 +65,7 @@ tensor::Tensor TextEncoder::encode(const std::vector<int32_t>& ids) {
   for (int32_t i = 0; i < n; ++i) batch.positions.push_back(i);
   tensor::Tensor hidden;
   model_->forward_hidden(batch, hidden);
-  return hidden.to(tensor::Device::cpu());
+  return host_f32(hidden);
 }
 
 }  // namespace omni::model::z_image

@@ -2,7 +2,8 @@
 // (generation prompt added, enable_thinking true), tokenized, truncated to max_sequence_length
 // tokens, and run through the Qwen3 text encoder; the features are the output of its second-to-last
 // layer (Hugging Face's hidden_states[-2]: the last layer and the final norm are unused, so they are
-// not loaded) for every token. Runs on the CPU in float32. One caller at a time.
+// not loaded) for every token. Runs on its placement (the CPU in float32, or a CUDA device in its
+// dtype); the features come back to the host in float32. One caller at a time.
 #pragma once
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "model/decoder_lm.h"
+#include "model/z_image/placement.h"
 #include "tensor/tensor.h"
 #include "text/chat_template/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
@@ -22,7 +24,7 @@ class TextEncoder {
   // Loads `dir`/text_encoder (a Qwen3 config.json naming Qwen3Model or Qwen3ForCausalLM, weights
   // with or without the "model." prefix) and `dir`/tokenizer (tokenizer.json or vocab.json +
   // merges.txt, and the chat template). Throws omni::Error(kLoadFailed/kNotFound) naming the file.
-  explicit TextEncoder(const std::filesystem::path& dir);
+  explicit TextEncoder(const std::filesystem::path& dir, const Placement& placement = {});
 
   // The chat-templated, truncated token ids of `prompt`.
   std::vector<int32_t> tokenize(const std::string& prompt, int max_sequence_length) const;

@@ -27,29 +27,31 @@ int64_t padded(int64_t n) { return n + (kSequenceMultiple - n % kSequenceMultipl
 
 }  // namespace
 
-Transformer::Transformer(const std::filesystem::path& dir, const TransformerConfig& config) : config_(config) {
+Transformer::Transformer(const std::filesystem::path& dir, const TransformerConfig& config, const Placement& placement)
+    : config_(config), placement_(placement) {
   const Checkpoint ckpt = Checkpoint::open(dir / "transformer", "diffusion_pytorch_model");
   const int64_t dim = config.dim, adaln = config.adaln_dim();
   const std::string patch = std::to_string(config.patch_size) + "-1";
-  t_mlp0_w_ = ckpt.load_f32("t_embedder.mlp.0.weight", {kTimestepMlp, kFrequencyEmbedding});
-  t_mlp0_b_ = ckpt.load_f32("t_embedder.mlp.0.bias", {kTimestepMlp});
-  t_mlp2_w_ = ckpt.load_f32("t_embedder.mlp.2.weight", {adaln, kTimestepMlp});
-  t_mlp2_b_ = ckpt.load_f32("t_embedder.mlp.2.bias", {adaln});
-  cap_norm_ = ckpt.load_f32("cap_embedder.0.weight", {config.cap_feat_dim});
-  cap_w_ = ckpt.load_f32("cap_embedder.1.weight", {dim, config.cap_feat_dim});
-  cap_b_ = ckpt.load_f32("cap_embedder.1.bias", {dim});
-  x_embed_w_ = ckpt.load_f32("all_x_embedder." + patch + ".weight", {dim, config.patch_features()});
-  x_embed_b_ = ckpt.load_f32("all_x_embedder." + patch + ".bias", {dim});
-  x_pad_ = ckpt.load_f32("x_pad_token", {1, dim});
-  cap_pad_ = ckpt.load_f32("cap_pad_token", {1, dim});
+  t_mlp0_w_ = weight(ckpt, "t_embedder.mlp.0.weight", {kTimestepMlp, kFrequencyEmbedding});
+  t_mlp0_b_ = weight(ckpt, "t_embedder.mlp.0.bias", {kTimestepMlp});
+  t_mlp2_w_ = weight(ckpt, "t_embedder.mlp.2.weight", {adaln, kTimestepMlp});
+  t_mlp2_b_ = weight(ckpt, "t_embedder.mlp.2.bias", {adaln});
+  cap_norm_ = weight(ckpt, "cap_embedder.0.weight", {config.cap_feat_dim});
+  cap_w_ = weight(ckpt, "cap_embedder.1.weight", {dim, config.cap_feat_dim});
+  cap_b_ = weight(ckpt, "cap_embedder.1.bias", {dim});
+  x_embed_w_ = weight(ckpt, "all_x_embedder." + patch + ".weight", {dim, config.patch_features()});
+  x_embed_b_ = weight(ckpt, "all_x_embedder." + patch + ".bias", {dim});
+  x_pad_ = weight(ckpt, "x_pad_token", {1, dim});
+  cap_pad_ = weight(ckpt, "cap_pad_token", {1, dim});
   const std::string final_layer = "all_final_layer." + patch + ".";
-  final_mod_w_ = ckpt.load_f32(final_layer + "adaLN_modulation.1.weight", {dim, adaln});
-  final_mod_b_ = ckpt.load_f32(final_layer + "adaLN_modulation.1.bias", {dim});
-  final_w_ = ckpt.load_f32(final_layer + "linear.weight", {config.patch_features(), dim});
-  final_b_ = ckpt.load_f32(final_layer + "linear.bias", {config.patch_features()});
-  ones_ = f32({dim});
-  zeros_ = Tensor::zeros({dim}, DType::kF32);
-  std::fill_n(ones_.data<float>(), dim, 1.0f);
+  final_mod_w_ = weight(ckpt, final_layer + "adaLN_modulation.1.weight", {dim, adaln});
+  final_mod_b_ = weight(ckpt, final_layer + "adaLN_modulation.1.bias", {dim});
+  final_w_ = weight(ckpt, final_layer + "linear.weight", {config.patch_features(), dim});
+  final_b_ = weight(ckpt, final_layer + "linear.bias", {config.patch_features()});
+  Tensor ones = f32({dim});
+  std::fill_n(ones.data<float>(), dim, 1.0f);
+  ones_ = place(ones, placement_.dtype, placement_.device);
+  zeros_ = Tensor::zeros({dim}, placement_.dtype, placement_.device);
   for (int i = 0; i < config.n_refiner_layers; ++i) {
     noise_refiner_.push_back(load_block(ckpt, "noise_refiner." + std::to_string(i) + ".", true));
     context_refiner_.push_back(load_block(ckpt, "context_refiner." + std::to_string(i) + ".", false));
@@ -64,28 +66,38 @@ Transformer::Transformer(const std::filesystem::path& dir, const TransformerConf
   }
 }
 
+Tensor Transformer::activation(tensor::Shape shape) const {
+  return Tensor::empty(std::move(shape), placement_.dtype, placement_.device);
+}
+
+Tensor Transformer::weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
+  return ckpt.load(name, shape, placement_.dtype, placement_.device);
+}
+
 Transformer::Block Transformer::load_block(const Checkpoint& ckpt, const std::string& prefix, bool modulated) const {
   const int64_t dim = config_.dim, ffn = config_.ffn_dim(), hd = config_.head_dim();
   Block b;
-  b.qkv = f32({3 * dim, dim});
+  b.qkv = activation({3 * dim, dim});
   const char* qkv_names[] = {"attention.to_q.weight", "attention.to_k.weight", "attention.to_v.weight"};
-  for (int i = 0; i < 3; ++i) ckpt.load_f32_into(prefix + qkv_names[i], {dim, dim}, b.qkv.data<float>() + i * dim * dim);
-  b.out = ckpt.load_f32(prefix + "attention.to_out.0.weight", {dim, dim});
-  if (config_.qk_norm) {
-    b.norm_q = ckpt.load_f32(prefix + "attention.norm_q.weight", {hd});
-    b.norm_k = ckpt.load_f32(prefix + "attention.norm_k.weight", {hd});
+  for (int i = 0; i < 3; ++i) {
+    ckpt.load_slice_into(prefix + qkv_names[i], {dim, dim}, 0, 0, dim, b.qkv, static_cast<size_t>(i * dim * dim));
   }
-  b.attention_norm1 = ckpt.load_f32(prefix + "attention_norm1.weight", {dim});
-  b.attention_norm2 = ckpt.load_f32(prefix + "attention_norm2.weight", {dim});
-  b.ffn_norm1 = ckpt.load_f32(prefix + "ffn_norm1.weight", {dim});
-  b.ffn_norm2 = ckpt.load_f32(prefix + "ffn_norm2.weight", {dim});
-  b.w13 = f32({2 * ffn, dim});
-  ckpt.load_f32_into(prefix + "feed_forward.w1.weight", {ffn, dim}, b.w13.data<float>());
-  ckpt.load_f32_into(prefix + "feed_forward.w3.weight", {ffn, dim}, b.w13.data<float>() + ffn * dim);
-  b.w2 = ckpt.load_f32(prefix + "feed_forward.w2.weight", {dim, ffn});
+  b.out = weight(ckpt, prefix + "attention.to_out.0.weight", {dim, dim});
+  if (config_.qk_norm) {
+    b.norm_q = weight(ckpt, prefix + "attention.norm_q.weight", {hd});
+    b.norm_k = weight(ckpt, prefix + "attention.norm_k.weight", {hd});
+  }
+  b.attention_norm1 = weight(ckpt, prefix + "attention_norm1.weight", {dim});
+  b.attention_norm2 = weight(ckpt, prefix + "attention_norm2.weight", {dim});
+  b.ffn_norm1 = weight(ckpt, prefix + "ffn_norm1.weight", {dim});
+  b.ffn_norm2 = weight(ckpt, prefix + "ffn_norm2.weight", {dim});
+  b.w13 = activation({2 * ffn, dim});
+  ckpt.load_slice_into(prefix + "feed_forward.w1.weight", {ffn, dim}, 0, 0, ffn, b.w13, 0);
+  ckpt.load_slice_into(prefix + "feed_forward.w3.weight", {ffn, dim}, 0, 0, ffn, b.w13, static_cast<size_t>(ffn * dim));
+  b.w2 = weight(ckpt, prefix + "feed_forward.w2.weight", {dim, ffn});
   if (modulated) {
-    b.modulation_w = ckpt.load_f32(prefix + "adaLN_modulation.0.weight", {4 * dim, config_.adaln_dim()});
-    b.modulation_b = ckpt.load_f32(prefix + "adaLN_modulation.0.bias", {4 * dim});
+    b.modulation_w = weight(ckpt, prefix + "adaLN_modulation.0.weight", {4 * dim, config_.adaln_dim()});
+    b.modulation_b = weight(ckpt, prefix + "adaLN_modulation.0.bias", {4 * dim});
   }
   return b;
 }
@@ -103,10 +115,10 @@ Tensor Transformer::timestep_embedding(float t) const {
     freq.data<float>()[k] = std::cos(arg);
     freq.data<float>()[half + k] = std::sin(arg);
   }
-  Tensor hidden = f32({1, kTimestepMlp});
-  ops::linear(freq, t_mlp0_w_, t_mlp0_b_, hidden);
+  Tensor hidden = activation({1, kTimestepMlp});
+  ops::linear(place(freq, placement_.dtype, placement_.device), t_mlp0_w_, t_mlp0_b_, hidden);
   ops::silu(hidden, hidden);
-  Tensor out = f32({1, config_.adaln_dim()});
+  Tensor out = activation({1, config_.adaln_dim()});
   ops::linear(hidden, t_mlp2_w_, t_mlp2_b_, out);
   return out;
 }
@@ -134,7 +146,8 @@ Transformer::Rotation Transformer::rotation(const std::vector<std::array<int32_t
       }
     }
   }
-  return r;
+  // float32 on every device: 16-bit angles would turn positions in the hundreds by whole degrees.
+  return Rotation{place(r.cos, DType::kF32, placement_.device), place(r.sin, DType::kF32, placement_.device)};
 }
 
 void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, const Tensor& adaln) const {
@@ -144,35 +157,29 @@ void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, cons
   // scale_msa, gate_msa, scale_mlp, gate_mlp: scales become 1 + s, gates tanh(g).
   Tensor scale_msa, gate_msa, scale_mlp, gate_mlp;
   if (modulated) {
-    Tensor mod = f32({1, 4 * dim});
+    Tensor mod = activation({1, 4 * dim});
     ops::linear(adaln, b.modulation_w, b.modulation_b, mod);
-    float* m = mod.data<float>();
-    for (int64_t i = 0; i < dim; ++i) {
-      m[i] = 1.0f + m[i];
-      m[dim + i] = std::tanh(m[dim + i]);
-      m[2 * dim + i] = 1.0f + m[2 * dim + i];
-      m[3 * dim + i] = std::tanh(m[3 * dim + i]);
-    }
     const Tensor flat = mod.reshape({4 * dim});
     scale_msa = flat.slice_rows(0, dim);
     gate_msa = flat.slice_rows(dim, 2 * dim);
     scale_mlp = flat.slice_rows(2 * dim, 3 * dim);
     gate_mlp = flat.slice_rows(3 * dim, 4 * dim);
+    ops::add(scale_msa, ones_, scale_msa);
+    ops::tanh(gate_msa, gate_msa);
+    ops::add(scale_mlp, ones_, scale_mlp);
+    ops::tanh(gate_mlp, gate_mlp);
   } else {
     scale_msa = gate_msa = scale_mlp = gate_mlp = ones_;
   }
   const float eps = config_.norm_eps;
-  Tensor normed = f32({tokens, dim});
+  Tensor normed = activation({tokens, dim});
   ops::rms_norm(x, b.attention_norm1, eps, normed);
   if (modulated) ops::mul_columns(normed, scale_msa, normed);
-  Tensor qkv = f32({tokens, 3 * dim});
-  ops::linear(normed, b.qkv, Tensor(), qkv);
-  Tensor q = f32({tokens, heads, hd}), k = f32({tokens, heads, hd}), v = f32({tokens, heads, hd});
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = qkv.data<float>() + t * 3 * dim;
-    std::memcpy(q.data<float>() + t * dim, row, sizeof(float) * dim);
-    std::memcpy(k.data<float>() + t * dim, row + dim, sizeof(float) * dim);
-    std::memcpy(v.data<float>() + t * dim, row + 2 * dim, sizeof(float) * dim);
+  Tensor q = activation({tokens, heads, hd}), k = activation({tokens, heads, hd}), v = activation({tokens, heads, hd});
+  Tensor* qkv[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    Tensor flat = qkv[i]->reshape({tokens, dim});
+    ops::linear(normed, b.qkv.slice_rows(i * dim, (i + 1) * dim), Tensor(), flat);
   }
   if (b.norm_q.defined()) {
     constexpr float kQkNormEps = 1e-5f;  // diffusers' Attention(qk_norm="rms_norm", eps=1e-5)
@@ -181,18 +188,18 @@ void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, cons
   }
   ops::rotate_pairs(q, rot.cos, rot.sin);
   ops::rotate_pairs(k, rot.cos, rot.sin);
-  Tensor attn = f32({tokens, heads, hd});
+  Tensor attn = activation({tokens, heads, hd});
   ops::attention(q, k, v, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
-  Tensor proj = f32({tokens, dim});
+  Tensor proj = activation({tokens, dim});
   ops::linear(attn.reshape({tokens, dim}), b.out, Tensor(), proj);
   ops::rms_norm(proj, b.attention_norm2, eps, proj);
   ops::add_scaled(x, proj, gate_msa, x);
 
   ops::rms_norm(x, b.ffn_norm1, eps, normed);
   if (modulated) ops::mul_columns(normed, scale_mlp, normed);
-  Tensor gate_up = f32({tokens, 2 * ffn});
+  Tensor gate_up = activation({tokens, 2 * ffn});
   ops::linear(normed, b.w13, Tensor(), gate_up);
-  Tensor act = f32({tokens, ffn});
+  Tensor act = activation({tokens, ffn});
   ops::silu_and_mul(gate_up, act);
   ops::linear(act, b.w2, Tensor(), proj);
   ops::rms_norm(proj, b.ffn_norm2, eps, proj);
@@ -228,20 +235,26 @@ Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& captio
             patches.data<float>()[(ht * w_tokens + wt) * features + (ph * p + pw) * c + ch] =
                 lat[ch * plane + (ht * p + ph) * width + wt * p + pw];
 
-  // The single stream [image tokens + pads, caption tokens + pads], embedded into one buffer.
-  Tensor stream = f32({image_padded + cap_padded, dim});
+  // The single stream [image tokens + pads, caption tokens + pads], embedded into one buffer; the
+  // pads are row 0 of their one-row tables (ops::embedding of zeros).
+  Tensor stream = activation({image_padded + cap_padded, dim});
   Tensor x = rows(stream, 0, image_padded);
   Tensor cap = rows(stream, image_padded, image_padded + cap_padded);
   {
     Tensor real = rows(x, 0, image_len);
-    ops::linear(patches, x_embed_w_, x_embed_b_, real);
-    for (int64_t i = image_len; i < image_padded; ++i) std::memcpy(x.data<float>() + i * dim, x_pad_.data<float>(), sizeof(float) * dim);
-    Tensor normed = f32({cap_len, config_.cap_feat_dim});
-    ops::rms_norm(caption, cap_norm_, config_.norm_eps, normed);
+    ops::linear(place(patches, placement_.dtype, placement_.device), x_embed_w_, x_embed_b_, real);
+    if (image_padded > image_len) {
+      Tensor pads = rows(x, image_len, image_padded);
+      ops::embedding(x_pad_, Tensor::zeros({image_padded - image_len}, DType::kI32), pads);
+    }
+    Tensor normed = activation({cap_len, config_.cap_feat_dim});
+    ops::rms_norm(place(caption, placement_.dtype, placement_.device), cap_norm_, config_.norm_eps, normed);
     Tensor cap_real = rows(cap, 0, cap_len);
     ops::linear(normed, cap_w_, cap_b_, cap_real);
-    for (int64_t i = cap_len; i < cap_padded; ++i)
-      std::memcpy(cap.data<float>() + i * dim, cap_pad_.data<float>(), sizeof(float) * dim);
+    if (cap_padded > cap_len) {
+      Tensor pads = rows(cap, cap_len, cap_padded);
+      ops::embedding(cap_pad_, Tensor::zeros({cap_padded - cap_len}, DType::kI32), pads);
+    }
   }
   // Positions: caption token i (pads included) at (1 + i, 0, 0); image token (h, w) at
   // (padded caption length + 1, h, w); image pads at (0, 0, 0).
@@ -262,16 +275,18 @@ Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& captio
   for (const Block& b : layers_) run_block(b, stream, all, adaln);
 
   // Final layer: LayerNorm (no affine) * (1 + Linear(SiLU(adaln))), Linear to the patch features.
-  Tensor act = f32({1, config_.adaln_dim()});
+  Tensor act = activation({1, config_.adaln_dim()});
   ops::silu(adaln, act);
-  Tensor scale = f32({1, dim});
+  Tensor scale = activation({1, dim});
   ops::linear(act, final_mod_w_, final_mod_b_, scale);
-  for (int64_t i = 0; i < dim; ++i) scale.data<float>()[i] += 1.0f;
-  Tensor image_tokens = f32({image_len, dim});
+  Tensor scale_flat = scale.reshape({dim});
+  ops::add(scale_flat, ones_, scale_flat);
+  Tensor image_tokens = activation({image_len, dim});
   ops::layer_norm(rows(stream, 0, image_len), ones_, zeros_, 1e-6f, image_tokens);
-  ops::mul_columns(image_tokens, scale.reshape({dim}), image_tokens);
-  Tensor out_patches = f32({image_len, features});
-  ops::linear(image_tokens, final_w_, final_b_, out_patches);
+  ops::mul_columns(image_tokens, scale_flat, image_tokens);
+  Tensor device_patches = activation({image_len, features});
+  ops::linear(image_tokens, final_w_, final_b_, device_patches);
+  const Tensor out_patches = host_f32(device_patches);
 
   Tensor out = f32(latents.shape());
   for (int64_t ht = 0; ht < h_tokens; ++ht)

@@ -1,20 +1,24 @@
-// Z-Image's S3-DiT (diffusers' ZImageTransformer2DModel) for one image at a time, float32 on the
-// CPU: the latents are cut into 2x2 patches and embedded, refined by the noise refiner blocks
-// (modulated by the timestep), the caption features are embedded and refined by the context refiner
-// blocks (unmodulated), and the single stream [image tokens, caption tokens] runs through the joint
-// blocks and the final layer; the image tokens are put back into a latent-shaped velocity. Each
-// stream is padded to a multiple of 32 tokens with a learned pad token; RoPE rotates over three axes
-// (caption index, row, column). docs/models/z_image.md gives the details.
+// Z-Image's S3-DiT (diffusers' ZImageTransformer2DModel) for one image at a time, on the CPU in
+// float32 or on a CUDA device in its placement's dtype: the latents are cut into 2x2 patches and embedded, refined by
+// the noise refiner blocks (modulated by the timestep), the caption features are embedded and refined by the context
+// refiner blocks (unmodulated), and the single stream [image tokens, caption tokens] runs through the joint blocks and
+// the final layer; the image tokens are put back into a latent-shaped velocity. Each stream is padded to a multiple of
+// 32 tokens with a learned pad token; RoPE rotates over three axes (caption index, row, column). docs/models/z_image.md
+// gives the details.
 //
 // A batch of images is the same computation per image (diffusers batches them with an attention
-// mask, which makes each image see only its own tokens), so forward() takes one. Immutable after
-// construction; forward() may be called from one thread at a time.
+// mask, which makes each image see only its own tokens), so forward() takes one. The latents, the
+// caption features and the output are host float32 tensors (the pipeline's own arithmetic is
+// float32); the patches, the rotation tables (float32 on every device) and the caption go up once
+// per forward() and the output patches come back, so a step synchronises the device once. Immutable
+// after construction; forward() may be called from one thread at a time.
 #pragma once
 
 #include <filesystem>
 #include <vector>
 
 #include "model/z_image/config.h"
+#include "model/z_image/placement.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
@@ -30,7 +34,8 @@ class Transformer {
  public:
   // Loads `dir`/transformer (diffusion_pytorch_model.safetensors, sharded or not). Throws
   // omni::Error(kLoadFailed) naming a missing or mis-shaped tensor.
-  Transformer(const std::filesystem::path& dir, const TransformerConfig& config);
+  // The weights go to `placement` (converted from the checkpoint's dtype where it differs).
+  Transformer(const std::filesystem::path& dir, const TransformerConfig& config, const Placement& placement = {});
 
   // latents [C, H, W] (H and W multiples of the patch size), t the model's time in [0, 1] (0 at
   // the first step: (1000 - timestep) / 1000), caption [L, cap_feat_dim] (L >= 1). Returns the
@@ -42,7 +47,7 @@ class Transformer {
 
  private:
   struct Block {
-    tensor::Tensor qkv;  // [3 * dim, dim]: to_q, to_k, to_v rows
+    tensor::Tensor qkv;  // [3 * dim, dim]: to_q, to_k, to_v rows (each a product of its own)
     tensor::Tensor out;  // to_out.0 [dim, dim]
     tensor::Tensor norm_q, norm_k;
     tensor::Tensor attention_norm1, attention_norm2, ffn_norm1, ffn_norm2;
@@ -61,15 +66,19 @@ class Transformer {
   // positions [T, 3] -> the rotation of every token.
   Rotation rotation(const std::vector<std::array<int32_t, 3>>& positions) const;
   tensor::Tensor timestep_embedding(float t) const;
+  // An activation of `shape` on the placement.
+  tensor::Tensor activation(tensor::Shape shape) const;
+  tensor::Tensor weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
 
   TransformerConfig config_;
+  Placement placement_;
   std::vector<double> axis_freqs_[3];
   tensor::Tensor t_mlp0_w_, t_mlp0_b_, t_mlp2_w_, t_mlp2_b_;
   tensor::Tensor cap_norm_, cap_w_, cap_b_;
   tensor::Tensor x_embed_w_, x_embed_b_;
   tensor::Tensor x_pad_, cap_pad_;
   tensor::Tensor final_mod_w_, final_mod_b_, final_w_, final_b_;
-  tensor::Tensor ones_, zeros_;  // [dim]: the final layer's norm has no affine parameters
+  tensor::Tensor ones_, zeros_;  // [dim]: the final layer's norm has no affine parameters; 1 + scale
   std::vector<Block> noise_refiner_, context_refiner_, layers_;
 };
 

@@ -20,13 +20,17 @@ Tensor f32(tensor::Shape shape) { return Tensor::empty(std::move(shape), DType::
 
 }  // namespace
 
-VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config) : config_(config) {
+VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config, const Placement& placement)
+    : config_(config), placement_(placement) {
   const Checkpoint ckpt = Checkpoint::open(dir / "vae", "diffusion_pytorch_model");
+  auto load = [&](const std::string& name, const tensor::Shape& shape) {
+    return ckpt.load(name, shape, placement_.dtype, placement_.device);
+  };
   auto load_conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k) {
-    return Conv{ckpt.load_f32(name + ".weight", {out, in, k, k}), ckpt.load_f32(name + ".bias", {out})};
+    return Conv{load(name + ".weight", {out, in, k, k}), load(name + ".bias", {out})};
   };
   auto load_norm = [&](const std::string& name, int64_t channels) {
-    return Norm{ckpt.load_f32(name + ".weight", {channels}), ckpt.load_f32(name + ".bias", {channels})};
+    return Norm{load(name + ".weight", {channels}), load(name + ".bias", {channels})};
   };
   auto load_resnet = [&](const std::string& name, int64_t in, int64_t out) {
     ResNet r;
@@ -48,14 +52,14 @@ VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig&
   if (has_mid_attention_) {
     const std::string a = "decoder.mid_block.attentions.0.";
     mid_attention_.norm = load_norm(a + "group_norm", top);
-    mid_attention_.q_w = ckpt.load_f32(a + "to_q.weight", {top, top});
-    mid_attention_.q_b = ckpt.load_f32(a + "to_q.bias", {top});
-    mid_attention_.k_w = ckpt.load_f32(a + "to_k.weight", {top, top});
-    mid_attention_.k_b = ckpt.load_f32(a + "to_k.bias", {top});
-    mid_attention_.v_w = ckpt.load_f32(a + "to_v.weight", {top, top});
-    mid_attention_.v_b = ckpt.load_f32(a + "to_v.bias", {top});
-    mid_attention_.out_w = ckpt.load_f32(a + "to_out.0.weight", {top, top});
-    mid_attention_.out_b = ckpt.load_f32(a + "to_out.0.bias", {top});
+    mid_attention_.q_w = load(a + "to_q.weight", {top, top});
+    mid_attention_.q_b = load(a + "to_q.bias", {top});
+    mid_attention_.k_w = load(a + "to_k.weight", {top, top});
+    mid_attention_.k_b = load(a + "to_k.bias", {top});
+    mid_attention_.v_w = load(a + "to_v.weight", {top, top});
+    mid_attention_.v_b = load(a + "to_v.bias", {top});
+    mid_attention_.out_w = load(a + "to_out.0.weight", {top, top});
+    mid_attention_.out_b = load(a + "to_out.0.bias", {top});
   }
   int64_t prev = top;
   const int blocks = static_cast<int>(channels.size());
@@ -73,16 +77,20 @@ VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig&
   conv_out_ = load_conv("decoder.conv_out", config.out_channels, channels.front(), 3);
 }
 
+Tensor VaeDecoder::activation(tensor::Shape shape) const {
+  return Tensor::empty(std::move(shape), placement_.dtype, placement_.device);
+}
+
 Tensor VaeDecoder::conv(const Tensor& x, const Conv& c) const {
   const int64_t k = c.weight.dim(2);
   const int pad = static_cast<int>(k / 2);
-  Tensor out = f32({x.dim(0), x.dim(1), c.weight.dim(0)});
+  Tensor out = activation({x.dim(0), x.dim(1), c.weight.dim(0)});
   ops::conv2d(x, c.weight, c.bias, pad, out);
   return out;
 }
 
 Tensor VaeDecoder::norm_silu(const Tensor& x, const Norm& n) const {
-  Tensor out = f32(x.shape());
+  Tensor out = activation(x.shape());
   const Tensor flat_in = x.reshape({x.dim(0) * x.dim(1), x.dim(2)});
   Tensor flat_out = out.reshape({x.dim(0) * x.dim(1), x.dim(2)});
   ops::group_norm(flat_in, config_.norm_num_groups, n.weight, n.bias, kNormEps, flat_out);
@@ -101,16 +109,16 @@ Tensor VaeDecoder::resnet(const Tensor& x, const ResNet& r) const {
 Tensor VaeDecoder::attention(const Tensor& x, const Attention& a) const {
   const int64_t pixels = x.dim(0) * x.dim(1), c = x.dim(2);
   const Tensor flat = x.reshape({pixels, c});
-  Tensor normed = f32({pixels, c});
+  Tensor normed = activation({pixels, c});
   ops::group_norm(flat, config_.norm_num_groups, a.norm.weight, a.norm.bias, kNormEps, normed);
-  Tensor q = f32({pixels, c}), k = f32({pixels, c}), v = f32({pixels, c});
+  Tensor q = activation({pixels, c}), k = activation({pixels, c}), v = activation({pixels, c});
   ops::linear(normed, a.q_w, a.q_b, q);
   ops::linear(normed, a.k_w, a.k_b, k);
   ops::linear(normed, a.v_w, a.v_b, v);
-  Tensor attn = f32({pixels, 1, c});
+  Tensor attn = activation({pixels, 1, c});
   ops::attention(q.reshape({pixels, 1, c}), k.reshape({pixels, 1, c}), v.reshape({pixels, 1, c}),
                  1.0f / std::sqrt(static_cast<float>(c)), attn);
-  Tensor out = f32(x.shape());
+  Tensor out = activation(x.shape());
   Tensor out_flat = out.reshape({pixels, c});
   ops::linear(attn.reshape({pixels, c}), a.out_w, a.out_b, out_flat);
   ops::add(out, x, out);
@@ -124,10 +132,12 @@ Tensor VaeDecoder::decode(const Tensor& latents) const {
   }
   const int64_t c = latents.dim(0), h = latents.dim(1), w = latents.dim(2);
   // Channels-last, unscaled: z / scaling_factor + shift_factor.
-  Tensor x = f32({h, w, c});
+  Tensor host = f32({h, w, c});
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t i = 0; i < h * w; ++i)
-      x.data<float>()[i * c + ch] = latents.data<float>()[ch * h * w + i] / config_.scaling_factor + config_.shift_factor;
+      host.data<float>()[i * c + ch] =
+          latents.data<float>()[ch * h * w + i] / config_.scaling_factor + config_.shift_factor;
+  Tensor x = place(host, placement_.dtype, placement_.device);
   if (post_quant_conv_.weight.defined()) x = conv(x, post_quant_conv_);
   x = conv(x, conv_in_);
   x = resnet(x, mid_resnet0_);
@@ -136,12 +146,12 @@ Tensor VaeDecoder::decode(const Tensor& latents) const {
   for (const UpBlock& block : up_blocks_) {
     for (const ResNet& r : block.resnets) x = resnet(x, r);
     if (block.upsample.weight.defined()) {
-      Tensor up = f32({2 * x.dim(0), 2 * x.dim(1), x.dim(2)});
+      Tensor up = activation({2 * x.dim(0), 2 * x.dim(1), x.dim(2)});
       ops::upsample_nearest2x(x, up);
       x = conv(up, block.upsample);
     }
   }
-  return conv(norm_silu(x, norm_out_), conv_out_);
+  return host_f32(conv(norm_silu(x, norm_out_), conv_out_));
 }
 
 }  // namespace omni::model::z_image

@@ -1,15 +1,18 @@
-// The decoder half of diffusers' AutoencoderKL (the FLUX.1 VAE Z-Image uses), float32 on the CPU:
+// The decoder half of diffusers' AutoencoderKL (the FLUX.1 VAE Z-Image uses), on the CPU in float32
+// or on a CUDA device in its placement's dtype:
 // latents -> (post_quant_conv) -> conv_in -> mid block (ResNet, single-head self-attention,
 // ResNet) -> up blocks (layers_per_block + 1 ResNets each, then a nearest 2x upsample and a 3x3
 // convolution, except the last) -> GroupNorm -> SiLU -> conv_out. Activations are channels-last
-// ([H, W, C], tensor/ops.h's image ops), so the output is the RGB image row by row. Immutable after
-// construction; decode() from one thread at a time.
+// ([H, W, C], tensor/ops.h's image ops), so the output is the RGB image row by row. The latents go
+// in and the image comes out as host float32 tensors. Immutable after construction; decode() from
+// one thread at a time.
 #pragma once
 
 #include <filesystem>
 #include <vector>
 
 #include "model/z_image/config.h"
+#include "model/z_image/placement.h"
 #include "tensor/tensor.h"
 
 namespace omni::model::z_image {
@@ -18,10 +21,10 @@ class VaeDecoder {
  public:
   // Loads the decoder.* (and post_quant_conv.*) tensors of `dir`/vae. Throws omni::Error(kLoadFailed)
   // naming a missing or mis-shaped tensor.
-  VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config);
+  VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config, const Placement& placement = {});
 
   // latents [latent_channels, h, w] as the denoiser leaves them (the scaling and shift are applied
-  // here) -> the image [h * f, w * f, out_channels] in the decoder's range (about [-1, 1], not
+  // here) -> the image [h * f, w * f, out_channels] (host float32) in the decoder's range (about [-1, 1], not
   // clamped).
   tensor::Tensor decode(const tensor::Tensor& latents) const;
 
@@ -50,8 +53,10 @@ class VaeDecoder {
   tensor::Tensor resnet(const tensor::Tensor& x, const ResNet& r) const;
   tensor::Tensor attention(const tensor::Tensor& x, const Attention& a) const;
   tensor::Tensor norm_silu(const tensor::Tensor& x, const Norm& n) const;
+  tensor::Tensor activation(tensor::Shape shape) const;
 
   VaeDecoderConfig config_;
+  Placement placement_;
   Conv post_quant_conv_, conv_in_, conv_out_;
   ResNet mid_resnet0_, mid_resnet1_;
   bool has_mid_attention_ = false;

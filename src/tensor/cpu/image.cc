@@ -98,6 +98,14 @@ void silu(const Tensor& x, Tensor& out) {
   });
 }
 
+void tanh(const Tensor& x, Tensor& out) {
+  const float* in = x.data<float>();
+  float* o = out.data<float>();
+  parallel_for(x.numel(), 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = std::tanh(in[i]);
+  });
+}
+
 void upsample_nearest2x(const Tensor& x, Tensor& out) {
   const int64_t h = x.dim(0), w = x.dim(1), c = x.dim(2);
   const float* in = x.data<float>();

@@ -49,6 +49,7 @@ void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<T
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
 void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void silu(const Tensor& x, Tensor& out);
+void tanh(const Tensor& x, Tensor& out);
 void upsample_nearest2x(const Tensor& x, Tensor& out);
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
 void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin);

@@ -1,0 +1,25 @@
+// The CUDA implementations of the image-generator ops of ops.h (cuda/image.cu,
+// cuda/dense_attention.cc and its softmax kernel in dense_attention_softmax.cu), under the contract of cuda/kernels.h:
+// called only by the dispatchers in tensor/ops.cc after validation, queued on the device's stream, float32 arithmetic
+// whatever the storage dtype. rotate_pairs' cos and sin are in x's dtype or float32.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace omni::tensor::cuda {
+
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
+void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
+void silu(const Tensor& x, Tensor& out);
+void tanh(const Tensor& x, Tensor& out);
+void upsample_nearest2x(const Tensor& x, Tensor& out);
+// ops::attention (the name `attention` is the namespace of the paged kernels).
+void dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
+// The softmax step of dense_attention: probs [R, N] (any float dtype; may be scores when float32) =
+// softmax(scores * scale) of each row of scores [R, N] float32, in the CPU's order (the scaled
+// maximum, exp of the scaled score minus it, times the inverse of the sum).
+void scaled_softmax(const Tensor& scores, float scale, Tensor&& probs);
+void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin);
+void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out);
+
+}  // namespace omni::tensor::cuda
