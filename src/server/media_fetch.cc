@@ -67,6 +67,10 @@ std::string fetch_url(const std::string& url, const std::string& field, const Me
   if (transfer.too_large || code == CURLE_FILESIZE_EXCEEDED) {
     throw_invalid_field(field, "'{}': {} is larger than the limit of {}", field, url, human_bytes(options.max_bytes));
   }
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    throw_invalid_field(field, "'{}': {} sent no answer within {} s", field, url,
+                        static_cast<double>(options.timeout.count()) / 1000.0);
+  }
   if (code != CURLE_OK)
     throw_invalid_field(field, "'{}': fetching {} failed: {}", field, url, curl_easy_strerror(code));
   if (status < 200 || status >= 300) throw_invalid_field(field, "'{}': {} answered HTTP {}", field, url, status);

@@ -47,11 +47,12 @@ TEST_F(HttpApiTest, ModelCardsListTheEndpointsAndRootServesThePlayground) {
   EXPECT_EQ(served["pipeline"], "qwen3_tts");
   EXPECT_EQ(served["output_modalities"], Json({"audio"}));
   EXPECT_EQ(served["speech_task_type"], "CustomVoice");
-  EXPECT_EQ(served["endpoints"],
-            Json({"GET /", "POST /detokenize", "GET /health", "GET /metrics", "GET /playground", "POST /tokenize",
-                  "POST /v1/audio/speech", "POST /v1/audio/speech/batch", "WS /v1/audio/speech/stream",
-                  "GET /v1/audio/voices", "POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models",
-                  "POST /v1/omni/sleep", "POST /v1/omni/wakeup", "GET /version"}));
+  EXPECT_EQ(
+      served["endpoints"],
+      Json({"GET /", "POST /detokenize", "GET /health", "GET /metrics", "GET /playground", "POST /tokenize",
+            "POST /v1/audio/speech", "POST /v1/audio/speech/batch", "WS /v1/audio/speech/stream",
+            "GET /v1/audio/voices", "POST /v1/chat/completions", "POST /v1/completions", "POST /v1/images/generations",
+            "GET /v1/models", "POST /v1/omni/sleep", "POST /v1/omni/wakeup", "GET /version"}));
   CurlReply page = get("/");
   EXPECT_EQ(page.status, 200);
   EXPECT_TRUE(page.has_header("Content-Type: text/html; charset=utf-8")) << page.headers;
