@@ -22,9 +22,10 @@
 namespace omni::media {
 
 struct VisualDecodeLimits {
-  size_t max_bytes = size_t{256} << 20;    // of the encoded input
-  int64_t max_pixels = int64_t{64} << 20;  // per picture or frame
-  double max_seconds = 600.0;              // of a video
+  size_t max_bytes = size_t{256} << 20;            // of the encoded input
+  int64_t max_pixels = int64_t{64} << 20;          // per picture or frame
+  double max_seconds = 600.0;                      // of a video
+  size_t max_video_rgb_bytes = size_t{512} << 20;  // of a video's kept frames, decoded
 };
 
 struct DecodedImage {
