@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "integration/serve_process.h"
 #include "media/image_encoder.h"
+#include "media/video_fixture.h"
 #include "media/wav_encoder.h"
 
 namespace omni::testing {
@@ -131,8 +132,8 @@ class Qwen3OmniAudioServeTest : public ::testing::Test {
     fs::create_directories(dir_->path() / "media");
     server_ = std::make_unique<ServeProcess>(
         dir_->path() / "model", dir_->path() / "serve.log",
-        std::vector<std::string>{"--limit-mm-per-prompt", R"({"audio": 2, "image": 2})", "--allowed-local-media-path",
-                                 (dir_->path() / "media").string()});
+        std::vector<std::string>{"--limit-mm-per-prompt", R"({"audio": 2, "image": 2, "video": 1})",
+                                 "--allowed-local-media-path", (dir_->path() / "media").string()});
   }
   static void TearDownTestSuite() {
     server_.reset();
@@ -316,6 +317,24 @@ TEST_F(Qwen3OmniAudioServeTest, OfficialOpenAiClientSendsImages) {
   EXPECT_EQ(out["chat_stream"]["usage"]["prompt_tokens"], out["chat"]["usage"]["prompt_tokens"]);
   EXPECT_EQ(out["bad_image"]["status"], 400);
   EXPECT_EQ(out["bad_image"]["param"], "messages[0].content[0]");
+}
+
+TEST_F(Qwen3OmniAudioServeTest, VideoUrlsExpandToTheirSampledFramesPatches) {
+  const Json question = {{"type", "text"}, {"text", "What happens?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  // 3 s at 10 fps, 2 frames per second kept: 6 frames, 3 temporal patches; 64 x 48 pixels take the
+  // processor's video budget of at least 128 x 32 x 32 pixels: 448 x 320, 28 x 20 patches, 14 x 10
+  // merged blocks = 140 rows per temporal patch, plus <|vision_start|> and <|vision_end|>.
+  const std::string mkv = flat_video(30, 10, 64, 48);
+  const Json video = {{"type", "video_url"},
+                      {"video_url", {{"url", "data:video/x-matroska;base64," + base64_encode(mkv)}}}};
+  const Json answer = post(chat(Json::array({video, question})));
+  EXPECT_EQ(answer["usage"]["prompt_tokens"].get<int>(), text_only + 3 * 140 + 2) << answer.dump();
+  const Json two = post(chat(Json::array({video, video})), 400);
+  EXPECT_EQ(two["error"]["param"], "messages[0].content[1]") << two.dump();
+  const Json garbage =
+      post(chat(Json::array({{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}}})), 400);
+  EXPECT_EQ(garbage["error"]["param"], "messages[0].content[0]") << garbage.dump();
 }
 
 }  // namespace
