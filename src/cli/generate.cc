@@ -21,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "model/hf_config.h"
 #include "model/model_dtype.h"
+#include "model/qwen3_omni/thinker_vision.h"
 #include "model/whisper_features.h"
 #include "runtime/tensor_parallel_model.h"
 #include "server/chat_content.h"
@@ -124,8 +125,11 @@ void plain_paths_to_file_urls(OrderedJson& messages) {
   for (auto& message : messages) {
     if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
     for (auto& part : message["content"]) {
-      if (!part.is_object() || part.value("type", "") != "audio_url") continue;
-      OrderedJson& url = part["audio_url"].is_object() ? part["audio_url"]["url"] : part["audio_url"];
+      if (!part.is_object()) continue;
+      const std::string type = part.value("type", "");
+      if (type != "audio_url" && type != "image_url" && type != "video_url") continue;
+      if (!part.contains(type)) continue;
+      OrderedJson& url = part[type].is_object() ? part[type]["url"] : part[type];
       if (url.is_string() && url.get<std::string>().find(':') == std::string::npos) {
         url = "file://" + fs::absolute(url.get<std::string>()).string();
       }
@@ -134,10 +138,9 @@ void plain_paths_to_file_urls(OrderedJson& messages) {
 }
 
 // --messages: a JSON list of chat messages (content parts as the chat API takes them: text,
-// input_audio, audio_url with data:, file:// URLs or plain paths), rendered with the chat template of
-// the tokenizer's folder (as apply_chat_template with add_generation_prompt) and encoded; the
-// audio decoded at the model's feature rate (its preprocessor config) into the job's
-// additional_information.
+// input_audio, audio_url, image_url, video_url with data:, file:// URLs or plain paths), rendered with the chat
+// template of the tokenizer's folder (as apply_chat_template with add_generation_prompt) and encoded; the audio decoded
+// at the model's feature rate (its preprocessor config) into the job's additional_information.
 PromptJob render_messages(const GenerateOptions& options, const text::Tokenizer* tokenizer,
                           const engine::SamplingParams& base) {
   const fs::path dir = options.tokenizer.empty() ? fs::path(options.model) : fs::path(options.tokenizer);
@@ -168,6 +171,14 @@ PromptJob render_messages(const GenerateOptions& options, const text::Tokenizer*
   const fs::path model_dir(options.model);
   if (fs::exists(model_dir / "preprocessor_config.json") || fs::exists(model_dir / "processor_config.json")) {
     media.audio_sample_rate = model::load_whisper_feature_config(model_dir).sampling_rate;
+  }
+  // A checkpoint with a vision encoder reads images and video, sampled as its processor says.
+  if (fs::exists(model_dir / "config.json") &&
+      read_json_file(model_dir / "config.json").value("model_type", "") == "qwen3_omni_moe" &&
+      model::qwen3_omni::has_vision_input(model_dir)) {
+    const model::qwen3_omni::VisionProcessorConfig vision = model::qwen3_omni::load_vision_processor_config(model_dir);
+    media.images = media.videos = true;
+    media.video_sampling = {vision.fps, vision.min_frames, vision.max_frames, vision.temporal_patch_size};
   }
   PromptJob job{{}, base, "--messages"};
   try {
@@ -292,6 +303,8 @@ void dump_prompt_logits(model::CausalLm& lm, const PromptJob& job, const std::st
   if (media) {
     batch.input_rows = media->rows;
     batch.input_row_values = media->values;
+    batch.input_row_deepstack = media->deepstack;
+    batch.mrope_positions = media->mrope_positions;
   }
   std::vector<float> logits;
   lm.forward(batch, logits);
@@ -545,7 +558,8 @@ Command generate_command() {
         ImageGenerateOptions& image = options->image;
         sub.add_option("--negative-prompt", image.negative_prompt, "What the image should not show (with CFG)")
             ->group(image_group);
-        sub.add_option("--height", image.height, "Image height in pixels (default: the pipeline's)")->group(image_group);
+        sub.add_option("--height", image.height, "Image height in pixels (default: the pipeline's)")
+            ->group(image_group);
         sub.add_option("--width", image.width, "Image width in pixels (default: the pipeline's)")->group(image_group);
         sub.add_option("--num-inference-steps", image.num_inference_steps, "Denoising steps (default: the pipeline's)")
             ->group(image_group);

@@ -292,8 +292,38 @@ void ArEngine::add_media_rows(const model::MultimodalPrompt& media, const Schedu
   const auto first = std::lower_bound(media.rows.begin(), media.rows.end(), s.context_len);
   for (auto it = first; it != media.rows.end() && *it < s.context_len + s.num_new_tokens; ++it) {
     batch_.input_rows.push_back(slice.query_start + (*it - s.context_len));
-    const float* row = media.values.data() + static_cast<size_t>(it - media.rows.begin()) * hidden;
+    const size_t index = static_cast<size_t>(it - media.rows.begin());
+    const float* row = media.values.data() + index * hidden;
     batch_.input_row_values.insert(batch_.input_row_values.end(), row, row + hidden);
+    // Every row of the batch has a value at every level (zeros where its prompt has none).
+    for (size_t k = 0; k < batch_.input_row_deepstack.size(); ++k) {
+      std::vector<float>& level = batch_.input_row_deepstack[k];
+      if (k < media.deepstack.size()) {
+        const float* extra = media.deepstack[k].data() + index * hidden;
+        level.insert(level.end(), extra, extra + hidden);
+      } else {
+        level.insert(level.end(), hidden, 0.0f);
+      }
+    }
+  }
+}
+
+void ArEngine::add_mrope_positions(const ScheduledSequence& s) {
+  const Request& owner = completions_.at(s.seq)->request;
+  const std::vector<int32_t>* streams = owner.media ? &owner.media->mrope_positions : nullptr;
+  const size_t prompt = owner.media ? owner.media->token_ids.size() : 0;
+  const int32_t delta = owner.media ? owner.media->rope_delta : 0;
+  for (int i = 0; i < s.num_new_tokens; ++i) {
+    const int position = s.context_len + i;
+    for (int stream = 0; stream < 3; ++stream) {
+      int32_t value = position;
+      if (streams != nullptr && !streams->empty() && static_cast<size_t>(position) < prompt) {
+        value = (*streams)[stream * prompt + position];
+      } else if (streams != nullptr && static_cast<size_t>(position) >= prompt) {
+        value = position + delta;
+      }
+      mrope_streams_[stream].push_back(value);
+    }
   }
 }
 
@@ -339,6 +369,18 @@ std::vector<RequestOutput> ArEngine::step() {
   batch_.all_logits = false;
   batch_.input_rows.clear();
   batch_.input_row_values.clear();
+  batch_.input_row_deepstack.clear();
+  batch_.mrope_positions.clear();
+  for (auto& stream : mrope_streams_) stream.clear();
+  bool mrope = false;
+  size_t deepstack_layers = 0;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    const Request& owner = completions_.at(s.seq)->request;
+    if (!owner.media) continue;
+    mrope = mrope || !owner.media->mrope_positions.empty() || owner.media->rope_delta != 0;
+    deepstack_layers = std::max(deepstack_layers, owner.media->deepstack.size());
+  }
+  batch_.input_row_deepstack.resize(deepstack_layers);
   previous_rows_.clear();
   bool reads_previous_step = false;
   for (const ScheduledSequence& s : plan.scheduled) {
@@ -349,6 +391,7 @@ std::vector<RequestOutput> ArEngine::step() {
     slice.block_table = s.seq->block_ids;
     slice.wants_logits = s.samples;
     if (const Request& owner = completions_.at(s.seq)->request; owner.media) add_media_rows(*owner.media, s, slice);
+    if (mrope) add_mrope_positions(s);
     for (int i = 0; i < s.num_new_tokens && embedding_lm_; ++i) batch_.positions.push_back(s.context_len + i);
     for (int i = 0; i < s.num_new_tokens && !embedding_lm_; ++i) {
       const int position = s.context_len + i;
@@ -366,6 +409,10 @@ std::vector<RequestOutput> ArEngine::step() {
       batch_.positions.push_back(position);
     }
     batch_.seqs.push_back(std::move(slice));
+  }
+  if (mrope) {
+    for (const auto& stream : mrope_streams_)
+      batch_.mrope_positions.insert(batch_.mrope_positions.end(), stream.begin(), stream.end());
   }
   sampling_.clear();
   for (const ScheduledSequence& s : plan.scheduled) {

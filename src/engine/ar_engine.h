@@ -31,6 +31,7 @@
 // initialises the model's KV cache in its constructor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -150,6 +151,9 @@ class ArEngine {
   // Adds to batch_ the media rows of a prompt with media that fall in the scheduled slice.
   void add_media_rows(const model::MultimodalPrompt& media, const ScheduledSequence& s,
                       const model::SequenceSlice& slice);
+  // Appends the three M-RoPE streams of the scheduled tokens of `s` to mrope_streams_: a media
+  // prompt's own streams, position + rope delta past its prompt, the plain position otherwise.
+  void add_mrope_positions(const ScheduledSequence& s);
   // Async scheduling: launches the model on batch_ (its placeholder tokens read from the step in
   // flight) and returns the outputs of the step in flight, leaving this one in flight.
   std::vector<RequestOutput> launch_and_overlap(const SchedulerOutput& plan, bool reads_previous_step);
@@ -182,6 +186,7 @@ class ArEngine {
   int last_step_num_seqs_ = 0;
   int last_step_num_tokens_ = 0;
   model::ForwardBatch batch_;
+  std::array<std::vector<int32_t>, 3> mrope_streams_;  // the batch's M-RoPE streams as add_mrope_positions fills them
   std::vector<float> logits_;
   std::vector<int32_t> sampled_ids_;
   std::vector<tensor::ops::SamplingParams> device_params_;

@@ -59,6 +59,10 @@ struct ForwardBatch {
   // [input_rows.size(), hidden_size] float32. Empty: every row is its token's embedding.
   std::vector<int32_t> input_rows;
   std::vector<float> input_row_values;
+  // DeepStack (Qwen3-VL, Qwen3-Omni): input_row_deepstack[k] [input_rows.size(), hidden_size] is
+  // added to the output of decoder layer k at the input_rows (zero rows where a row has none, as
+  // audio rows). Empty: nothing is added.
+  std::vector<std::vector<float>> input_row_deepstack;
 };
 
 // The key of a request's additional_information under which its media travel to the stage (the
@@ -74,6 +78,14 @@ struct MultimodalPrompt {
   std::vector<int32_t> token_ids;
   std::vector<int32_t> rows;  // prompt positions, ascending
   std::vector<float> values;  // [rows.size(), hidden_size]
+  // Per DeepStack layer k, [rows.size(), hidden_size] added after decoder layer k
+  // (ForwardBatch::input_row_deepstack); empty for none.
+  std::vector<std::vector<float>> deepstack;
+  // The prompt's M-RoPE position streams [3 * token_ids.size()] (all t, then h, then w) when they
+  // are not the plain positions (image and video grids), and the rope delta that a generated token
+  // at index p takes on all three streams (position p + rope_delta). Empty: plain positions.
+  std::vector<int32_t> mrope_positions;
+  int32_t rope_delta = 0;
 };
 
 struct CausalLmInfo {

@@ -307,7 +307,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     mrope_positions = Tensor::empty({3, tokens}, DType::kI32);
     std::copy(batch.mrope_positions.begin(), batch.mrope_positions.end(), mrope_positions.data<int32_t>());
   }
-  const Tensor last = run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()}, mrope_positions);
+  const Tensor last =
+      run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()}, mrope_positions, &batch);
   if (last.defined()) ops::add(h, last, h);
 
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
@@ -324,7 +325,9 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
 }
 
 Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& slots, const AttentionBatch& attention,
-                             const Tensor& mrope_positions) {
+                             const Tensor& mrope_positions, const ForwardBatch* media) {
+  const size_t deepstack_layers =
+      media != nullptr && !media->input_rows.empty() ? media->input_row_deepstack.size() : 0;
   const int64_t tokens = h.dim(0);
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = shard_.intermediate;
   const int64_t heads = shard_.heads, kv_heads = shard_.kv_heads;
@@ -344,13 +347,14 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
   // fused op that falls back costs one kernel more, so this layout (4 products + fallbacks) is taken
   // where at most one of the four products falls back (the other takes 4 products + 2 add_rms_norm;
   // the layers share their shapes).
-  const bool fused = shard_.size == 1 && !has_moe_ && !mrope_positions.defined() && !layers_.empty() && [&] {
-    const Layer& l = layers_[0];
-    const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) + ops::linear_fuses(h, l.gate_up_proj, gate_up) +
-                       ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
-                       ops::linear_fuses(act, l.down_proj, h);
-    return native >= 3;
-  }();
+  const bool fused =
+      shard_.size == 1 && !has_moe_ && !mrope_positions.defined() && deepstack_layers == 0 && !layers_.empty() && [&] {
+        const Layer& l = layers_[0];
+        const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) + ops::linear_fuses(h, l.gate_up_proj, gate_up) +
+                           ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
+                           ops::linear_fuses(act, l.down_proj, h);
+        return native >= 3;
+      }();
   // Otherwise h is the residual stream; each sublayer's output is added to it by the next norm
   // (add_rms_norm), the last one's by the caller.
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -391,12 +395,19 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
     ops::add_rms_norm(proj, h, l.post_attention_norm, config_.rms_norm_eps, x);
     if (l.moe) {
       l.moe->forward(x, proj);
-      continue;
+    } else {
+      ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
+      ops::silu_and_mul(gate_up, act);
+      ops::linear(act, l.down_proj, Tensor(), proj);
+      reduce_partial_sums(proj);
     }
-    ops::linear(x, l.gate_up_proj, Tensor(), gate_up);
-    ops::silu_and_mul(gate_up, act);
-    ops::linear(act, l.down_proj, Tensor(), proj);
-    reduce_partial_sums(proj);
+    if (i < deepstack_layers) {
+      // DeepStack adds to the layer's output: the residual stream is completed here, and the next
+      // norm adds nothing more.
+      ops::add(h, proj, h);
+      add_deepstack_rows(*media, i, h);
+      proj = Tensor::zeros({tokens, hidden}, dtype_, device_);
+    }
   }
   return layers_.empty() || fused ? Tensor() : proj;
 }
@@ -489,6 +500,29 @@ void DecoderLm::substitute_input_rows(const ForwardBatch& batch, Tensor& h) cons
                   tokens);
     }
     std::copy_n(batch.input_row_values.data() + i * hidden, hidden, rows + static_cast<int64_t>(row) * hidden);
+  }
+  if (host.raw() != h.raw()) h = placed(host_copy_as(host, dtype_));
+}
+
+void DecoderLm::add_deepstack_rows(const ForwardBatch& batch, size_t layer, Tensor& h) const {
+  const int64_t tokens = h.dim(0), hidden = config_.hidden_size;
+  const std::vector<float>& values = batch.input_row_deepstack[layer];
+  if (values.size() != batch.input_rows.size() * static_cast<size_t>(hidden)) {
+    throw_error(ErrorCode::kInvalidArgument, "forward: {} input_row_deepstack[{}] values for {} input_rows of {}",
+                values.size(), layer, batch.input_rows.size(), hidden);
+  }
+  Tensor host = Tensor::empty({tokens, hidden}, DType::kF32);
+  if (device_.type == DeviceType::kCpu && h.dtype() == DType::kF32) {
+    host = h;
+  } else {
+    const Tensor raw = h.to(Device::cpu());
+    tensor::convert_to_f32(raw.dtype(), raw.raw(), host.data<float>(), static_cast<size_t>(tokens * hidden));
+  }
+  float* rows = host.data<float>();
+  for (size_t i = 0; i < batch.input_rows.size(); ++i) {
+    float* dst = rows + static_cast<int64_t>(batch.input_rows[i]) * hidden;
+    const float* src = values.data() + i * hidden;
+    for (int64_t e = 0; e < hidden; ++e) dst[e] += src[e];
   }
   if (host.raw() != h.raw()) h = placed(host_copy_as(host, dtype_));
 }
@@ -682,7 +716,8 @@ void DecoderLm::wait_step(std::vector<int32_t>& token_ids) {
 }
 
 DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
-  if (decode_steps_.empty() || !batch.input_rows.empty() || !fits_decode_step(batch, decode_table_width_)) {
+  if (decode_steps_.empty() || !batch.input_rows.empty() || !batch.mrope_positions.empty() ||
+      !fits_decode_step(batch, decode_table_width_)) {
     return nullptr;
   }
   for (DecodeStep& step : decode_steps_) {

@@ -169,6 +169,8 @@ class DecoderLm : public CausalLm {
   void check_batch(const ForwardBatch& batch, size_t tokens) const;
   // Replaces the rows of h [tokens, hidden] that batch.input_rows names by batch.input_row_values.
   void substitute_input_rows(const ForwardBatch& batch, tensor::Tensor& h) const;
+  // Adds batch.input_row_deepstack[layer] to the rows of h [tokens, hidden] that batch.input_rows names.
+  void add_deepstack_rows(const ForwardBatch& batch, size_t layer, tensor::Tensor& h) const;
   // Runs the layers over the residual stream h [tokens, hidden] in place, except that the last
   // sublayer's output is returned ([tokens, hidden]) for the caller to add to h, alone or fused with
   // the final norm (ops::add_rms_norm); undefined without layers, or when the layers added it to h
@@ -176,7 +178,8 @@ class DecoderLm : public CausalLm {
   // `mrope_positions` [3, tokens] (defined only for a batch with ForwardBatch::mrope_positions)
   // rotates q and k by the model's M-RoPE layout in separate ops instead of the fused rotation.
   tensor::Tensor run_layers(tensor::Tensor& h, const tensor::Tensor& positions, const tensor::Tensor& slots,
-                            const AttentionBatch& attention, const tensor::Tensor& mrope_positions = tensor::Tensor());
+                            const AttentionBatch& attention, const tensor::Tensor& mrope_positions = tensor::Tensor(),
+                            const ForwardBatch* media = nullptr);
   // The attention input of layer `l` for a batch with M-RoPE positions: q [tokens, heads, hd] and
   // the K/V cache rows at `slots` from the normalised input x, rotated at mrope_positions [3, tokens].
   void multimodal_attention_input(Layer& l, const tensor::Tensor& x, const tensor::Tensor& mrope_positions,

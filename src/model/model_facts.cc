@@ -20,6 +20,14 @@ void ModelFacts::merge(const ModelFacts& other) {
   add_sorted(task_types, other.task_types);
   if (audio_sample_rate == 0) audio_sample_rate = other.audio_sample_rate;
   if (audio_input_sample_rate == 0) audio_input_sample_rate = other.audio_input_sample_rate;
+  image_input = image_input || other.image_input;
+  if (!video_input && other.video_input) {
+    video_input = true;
+    video_fps = other.video_fps;
+    video_min_frames = other.video_min_frames;
+    video_max_frames = other.video_max_frames;
+    video_frame_multiple = other.video_frame_multiple;
+  }
 }
 
 }  // namespace omni::model

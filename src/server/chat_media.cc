@@ -61,6 +61,27 @@ std::string audio_part_bytes(const Json& part, const std::string& type, const Ch
   throw_invalid_field(field + ".audio_url", "'{}.audio_url': the URL must be data:, http(s):// or file://", field);
 }
 
+// The encoded bytes of an image_url or video_url part.
+std::string visual_part_bytes(const Json& part, const std::string& type, const ChatMediaOptions& options,
+                              const std::string& field) {
+  const std::string key = type == "image_url" || type == "image" ? "image_url" : "video_url";
+  if (type != "image_url" && type != "video_url") {
+    throw_invalid_field(field, "'{}': a '{}' part is not read; send {}", field, type,
+                        key == "image_url" ? "image_url" : "video_url");
+  }
+  auto body = part.find(key);
+  std::string url;
+  if (body != part.end() && body->is_string()) url = body->get<std::string>();
+  if (body != part.end() && body->is_object() && body->contains("url") && (*body)["url"].is_string())
+    url = (*body)["url"];
+  if (url.empty()) throw_invalid_field(field + "." + key, "'{}.{}' must be an object with a 'url'", field, key);
+  if (url.rfind("data:", 0) == 0 || media_reference_is_url(url)) {
+    return fetch_media(url, field + "." + key,
+                       {options.allowed_local_media_path, options.visual_limits.max_bytes, options.fetch_timeout});
+  }
+  throw_invalid_field(field + "." + key, "'{}.{}': the URL must be data:, http(s):// or file://", field, key);
+}
+
 std::string little_endian_f32(const std::vector<float>& samples) {
   static_assert(std::endian::native == std::endian::little, "samples travel as little-endian float32");
   return std::string(reinterpret_cast<const char*>(samples.data()), samples.size() * sizeof(float));
@@ -94,8 +115,11 @@ std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json) {
 }
 
 std::vector<std::string> readable_media(const ChatMediaOptions& options) {
-  if (options.audio_sample_rate > 0) return {"audio"};
-  return {};
+  std::vector<std::string> kinds;
+  if (options.audio_sample_rate > 0) kinds.push_back("audio");
+  if (options.images) kinds.push_back("image");
+  if (options.videos) kinds.push_back("video");
+  return kinds;
 }
 
 Json collect_chat_media(const Json& messages, const ChatMediaOptions& options) {
@@ -118,9 +142,44 @@ Json collect_chat_media(const Json& messages, const ChatMediaOptions& options) {
         throw_invalid_field(field, "'{}': at most {} {} part(s) may be provided in one prompt (--limit-mm-per-prompt)",
                             field, most, modality);
       }
-      if (modality != "audio" || options.audio_sample_rate <= 0) {
+      const bool readable = (modality == "audio" && options.audio_sample_rate > 0) ||
+                            (modality == "image" && options.images) || (modality == "video" && options.videos);
+      if (!readable) {
         throw_invalid_field(field, "'{}' is a {} part, but the served model does not read {} input", field, type,
                             modality);
+      }
+      if (modality == "image") {
+        const std::string bytes = visual_part_bytes(part, type, options, field);
+        media::DecodedImage image;
+        try {
+          image = media::decode_image(bytes, options.visual_limits);
+        } catch (const Error& e) {
+          throw_invalid_field(field, "'{}': {}", field, e.what());
+        }
+        media["image"].push_back(Json{{"data", base64_encode(std::string_view(
+                                                   reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size()))},
+                                      {"width", image.width},
+                                      {"height", image.height},
+                                      {"source", field}});
+        continue;
+      }
+      if (modality == "video") {
+        const std::string bytes = visual_part_bytes(part, type, options, field);
+        media::DecodedVideo video;
+        try {
+          video = media::decode_video(bytes, options.video_sampling, options.visual_limits);
+        } catch (const Error& e) {
+          throw_invalid_field(field, "'{}': {}", field, e.what());
+        }
+        std::string rgb;
+        for (const auto& frame : video.frames) rgb.append(reinterpret_cast<const char*>(frame.data()), frame.size());
+        media["video"].push_back(Json{{"data", base64_encode(rgb)},
+                                      {"width", video.width},
+                                      {"height", video.height},
+                                      {"frames", video.frames.size()},
+                                      {"fps", video.sampled_fps},
+                                      {"source", field}});
+        continue;
       }
       const std::string bytes = audio_part_bytes(part, type, options, field);
       std::vector<float> samples;

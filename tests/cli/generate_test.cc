@@ -244,5 +244,71 @@ TEST(GenerateMessages, AudioPartsExpandThePromptAndPlainPathsWork) {
   fs::remove_all(tmp);
 }
 
+// A width x height 24-bit BMP of gradients (FFmpeg reads BMP like any image part).
+std::string bmp_picture(int width, int height) {
+  const int row = (3 * width + 3) / 4 * 4;
+  const uint32_t size = 54 + static_cast<uint32_t>(row * height);
+  std::string out(54, '\0');
+  const auto put = [&](size_t at, uint32_t v, int bytes) {
+    for (int b = 0; b < bytes; ++b) out[at + b] = static_cast<char>((v >> (8 * b)) & 0xff);
+  };
+  out[0] = 'B';
+  out[1] = 'M';
+  put(2, size, 4);
+  put(10, 54, 4);
+  put(14, 40, 4);
+  put(18, static_cast<uint32_t>(width), 4);
+  put(22, static_cast<uint32_t>(height), 4);
+  put(26, 1, 2);
+  put(28, 24, 2);
+  put(34, static_cast<uint32_t>(row * height), 4);
+  for (int y = height - 1; y >= 0; --y) {
+    std::string line(static_cast<size_t>(row), '\0');
+    for (int x = 0; x < width; ++x) {
+      line[3 * x] = static_cast<char>(x * y % 256);      // blue
+      line[3 * x + 1] = static_cast<char>(3 * y % 256);  // green
+      line[3 * x + 2] = static_cast<char>(2 * x % 256);  // red
+    }
+    out += line;
+  }
+  return out;
+}
+
+// --messages with image parts on the Qwen3-Omni demo checkpoint: a plain file path and a file://
+// URL give the same answer, and the dumped logits are those of the expanded prompt (100 x 70
+// pixels resized to 96 x 64: 3 x 2 merged blocks = 6 rows where the template wrote one placeholder).
+TEST(GenerateMessages, ImagePartsExpandThePromptAndPlainPathsWork) {
+  const fs::path tmp = fs::temp_directory_path() / ("omni_generate_image_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  auto made = run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_omni", "--out", (tmp / "model").string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  { std::ofstream(tmp / "picture.bmp", std::ios::binary) << bmp_picture(100, 70); }
+  { std::ofstream(tmp / "broken.bmp", std::ios::binary) << "BM but not a picture"; }
+  const auto run = [&](const std::string& part, const std::string& npy) {
+    const std::string messages =
+        R"([{"role": "user", "content": [)" + part + R"({"type": "text", "text": "What is it?"}]}])";
+    return run_process({OMNISTAGE_BINARY, "generate", "--model", (tmp / "model").string(), "--messages", messages,
+                        "--max-tokens", "4", "--temperature", "0", "--output", "json", "--dump-logits",
+                        (tmp / npy).string()});
+  };
+  auto text_only = run("", "text.npy");
+  ASSERT_EQ(text_only.exit_code, 0) << text_only.err;
+  const std::string picture = (tmp / "picture.bmp").string();
+  auto by_path = run(R"({"type": "image_url", "image_url": {"url": ")" + picture + R"("}},)", "path.npy");
+  ASSERT_EQ(by_path.exit_code, 0) << by_path.err;
+  auto by_url = run(R"({"type": "image_url", "image_url": "file://)" + picture + R"("},)", "url.npy");
+  ASSERT_EQ(by_url.exit_code, 0) << by_url.err;
+  EXPECT_EQ(Json::parse(by_path.out)["token_ids"], Json::parse(by_url.out)["token_ids"]);
+  const int64_t text_rows = tensor::load_npy(tmp / "text.npy").dim(0);
+  EXPECT_EQ(tensor::load_npy(tmp / "path.npy").dim(0), text_rows + 2 + 6);
+
+  auto bad =
+      run(R"({"type": "image_url", "image_url": {"url": ")" + (tmp / "broken.bmp").string() + R"("}},)", "bad.npy");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--messages: 'messages[0].content[0]': not an image FFmpeg can read"), std::string::npos)
+      << bad.err;
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace omni

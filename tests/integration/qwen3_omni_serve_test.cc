@@ -4,7 +4,9 @@
 // says), `modalities: ["audio"]` is a 400 naming the field, and list content reaches the
 // content-part template of Qwen3-Omni. Chats with audio (input_audio, audio_url data: and file://
 // URLs, with curl and the OpenAI npm client) reach the thinker's audio tower through a second
-// server started with --limit-mm-per-prompt and --allowed-local-media-path.
+// server started with --limit-mm-per-prompt and --allowed-local-media-path; so do chats with images
+// (image_url data: and file:// URLs, with curl and the OpenAI npm client), which reach its vision
+// encoder.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,8 @@
 #include "base/base64.h"
 #include "base/json.h"
 #include "integration/serve_process.h"
+#include "media/image_encoder.h"
+#include "media/video_fixture.h"
 #include "media/wav_encoder.h"
 
 namespace omni::testing {
@@ -128,8 +132,8 @@ class Qwen3OmniAudioServeTest : public ::testing::Test {
     fs::create_directories(dir_->path() / "media");
     server_ = std::make_unique<ServeProcess>(
         dir_->path() / "model", dir_->path() / "serve.log",
-        std::vector<std::string>{"--limit-mm-per-prompt", R"({"audio": 2})", "--allowed-local-media-path",
-                                 (dir_->path() / "media").string()});
+        std::vector<std::string>{"--limit-mm-per-prompt", R"({"audio": 2, "image": 2, "video": 1})",
+                                 "--allowed-local-media-path", (dir_->path() / "media").string()});
   }
   static void TearDownTestSuite() {
     server_.reset();
@@ -239,6 +243,98 @@ TEST_F(Qwen3OmniAudioServeTest, OfficialOpenAiClientSendsAudio) {
   EXPECT_EQ(out["audio_url"]["usage"], out["chat"]["usage"]);
   EXPECT_EQ(out["bad_audio"]["status"], 400);
   EXPECT_EQ(out["bad_audio"]["param"], "messages[0].content[0]");
+}
+
+// A width x height PNG of gradients.
+std::string png_picture(int width, int height) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
+      p[0] = static_cast<uint8_t>(4 * x);
+      p[1] = static_cast<uint8_t>(3 * y);
+      p[2] = static_cast<uint8_t>(x * y % 256);
+    }
+  }
+  return media::encode_image(rgb, width, height, media::ImageFormat::kPng);
+}
+
+Json image_url(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
+
+TEST_F(Qwen3OmniAudioServeTest, ImagesExpandToTheirMergedPatchesAndDataAndFileUrlsAgree) {
+  const Json question = {{"type", "text"}, {"text", "What is this?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  // 96 x 64 pixels: 6 x 4 patches of 16, 3 x 2 merged blocks = 6 rows, plus <|vision_start|> and
+  // <|vision_end|>; 100 x 70 is resized to 96 x 64 too.
+  const std::string png = png_picture(96, 64);
+  const Json one = post(chat(Json::array({image_url("data:image/png;base64," + base64_encode(png)), question})));
+  EXPECT_EQ(one["usage"]["prompt_tokens"].get<int>(), text_only + 6 + 2) << one.dump();
+  const Json two =
+      post(chat(Json::array({image_url("data:image/png;base64," + base64_encode(png)),
+                             image_url("data:image/png;base64," + base64_encode(png_picture(100, 70))), question})));
+  EXPECT_EQ(two["usage"]["prompt_tokens"].get<int>(), text_only + 2 * (6 + 2)) << two.dump();
+
+  const fs::path file = dir_->path() / "media" / "picture.png";
+  { std::ofstream(file, std::ios::binary) << png; }
+  const Json by_file = post(chat(Json::array({image_url("file://" + file.string()), question})));
+  EXPECT_EQ(by_file["choices"][0]["message"]["content"], one["choices"][0]["message"]["content"]);
+  EXPECT_EQ(by_file["usage"], one["usage"]);
+}
+
+TEST_F(Qwen3OmniAudioServeTest, TooManyUndecodableOrTinyImagesAre400sNamingThePart) {
+  const std::string png = base64_encode(png_picture(96, 64));
+  const Json three =
+      post(chat(Json::array({image_url("data:image/png;base64," + png), image_url("data:image/png;base64," + png),
+                             image_url("data:image/png;base64," + png)})),
+           400);
+  EXPECT_EQ(three["error"]["param"], "messages[0].content[2]") << three.dump();
+  EXPECT_NE(three["error"]["message"].get<std::string>().find("at most 2 image part(s)"), std::string::npos);
+  const Json garbage = post(
+      chat(Json::array({{{"type", "text"}, {"text", "x"}}, image_url("data:image/png;base64,bm90IGFuIGltYWdl")})), 400);
+  EXPECT_EQ(garbage["error"]["param"], "messages[0].content[1]") << garbage.dump();
+  // 20 x 20 pixels: a side shorter than the 32 pixels of a merged patch is refused by the model.
+  HttpResult tiny =
+      curl(*server_, "/v1/chat/completions",
+           chat(Json::array({image_url("data:image/png;base64," + base64_encode(png_picture(20, 20)))})).dump());
+  EXPECT_EQ(tiny.status, 400) << tiny.body;
+  EXPECT_NE(tiny.body.find("each side must be at least 32"), std::string::npos) << tiny.body;
+  EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+}
+
+TEST_F(Qwen3OmniAudioServeTest, OfficialOpenAiClientSendsImages) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_TRUE(fs::exists(modules + "/openai/package.json")) << "run scripts/install-deps";
+  const fs::path png = dir_->path() / "client.png";
+  { std::ofstream(png, std::ios::binary) << png_picture(130, 90); }
+  ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/integration/omni_image_client.cjs",
+                   server_->url("/v1"), kApiKey, kModelName, png.string()},
+                  {"NODE_PATH=" + modules});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json out = Json::parse(result.out);
+  EXPECT_EQ(out["chat"]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(out["chat_stream"]["content"], out["chat"]["content"]);
+  EXPECT_EQ(out["chat_stream"]["usage"]["prompt_tokens"], out["chat"]["usage"]["prompt_tokens"]);
+  EXPECT_EQ(out["bad_image"]["status"], 400);
+  EXPECT_EQ(out["bad_image"]["param"], "messages[0].content[0]");
+}
+
+TEST_F(Qwen3OmniAudioServeTest, VideoUrlsExpandToTheirSampledFramesPatches) {
+  const Json question = {{"type", "text"}, {"text", "What happens?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  // 3 s at 10 fps, 2 frames per second kept: 6 frames, 3 temporal patches; 64 x 48 pixels take the
+  // processor's video budget of at least 128 x 32 x 32 pixels: 448 x 320, 28 x 20 patches, 14 x 10
+  // merged blocks = 140 rows per temporal patch, plus <|vision_start|> and <|vision_end|>.
+  const std::string mkv = flat_video(30, 10, 64, 48);
+  const Json video = {{"type", "video_url"},
+                      {"video_url", {{"url", "data:video/x-matroska;base64," + base64_encode(mkv)}}}};
+  const Json answer = post(chat(Json::array({video, question})));
+  EXPECT_EQ(answer["usage"]["prompt_tokens"].get<int>(), text_only + 3 * 140 + 2) << answer.dump();
+  const Json two = post(chat(Json::array({video, video})), 400);
+  EXPECT_EQ(two["error"]["param"], "messages[0].content[1]") << two.dump();
+  const Json garbage =
+      post(chat(Json::array({{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}}})), 400);
+  EXPECT_EQ(garbage["error"]["param"], "messages[0].content[0]") << garbage.dump();
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "base/base64.h"
 #include "base/error.h"
+#include "media/image_encoder.h"
 #include "media/wav_encoder.h"
 #include "support/temp_dir.h"
 
@@ -228,6 +229,64 @@ TEST(ChatMedia, FileUrlsOnlyUnderTheAllowedPath) {
       {"audio_url", {{"url", "file://" + (dir.path() / "other" / ".." / "media" / "a.wav").string()}}}};
   allowed.allowed_local_media_path = dir.path() / "other";
   EXPECT_NE(error_of(user(Json::array({escape})), allowed).find("is not inside"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace omni::server
+
+namespace omni::server {
+namespace {
+
+// A 20 x 12 PNG of a gradient, its RGB bytes alongside.
+std::pair<std::string, std::vector<uint8_t>> png_gradient() {
+  std::vector<uint8_t> rgb(20 * 12 * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 7) % 251);
+  return {media::encode_image(rgb, 20, 12, media::ImageFormat::kPng), rgb};
+}
+
+TEST(ChatMediaVision, ImageUrlPartsBecomeRgbPixelsInPartOrder) {
+  ChatMediaOptions o;
+  o.images = true;
+  const auto [png, rgb] = png_gradient();
+  const Json messages = user(
+      Json::array({{{"type", "text"}, {"text", "what is it?"}},
+                   {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + base64_encode(png)}}}},
+                   {{"type", "image_url"}, {"image_url", "data:image/png;base64," + base64_encode(png)}}}));
+  const Json media = collect_chat_media(messages, o);
+  ASSERT_EQ(media.at("image").size(), 2u);
+  EXPECT_EQ(media["image"][0]["source"], "messages[0].content[1]");
+  EXPECT_EQ(media["image"][1]["source"], "messages[0].content[2]");
+  EXPECT_EQ(media["image"][0]["width"], 20);
+  EXPECT_EQ(media["image"][0]["height"], 12);
+  const std::string bytes = base64_decode(media["image"][0]["data"].get<std::string>());
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.end()), rgb);
+  EXPECT_EQ(readable_media(o), (std::vector<std::string>{"image"}));
+}
+
+TEST(ChatMediaVision, UndecodableUnservedOrTooManyImagesAreA400NamingThePart) {
+  ChatMediaOptions o;
+  o.images = true;
+  const Json garbage = user(Json::array(
+      {{{"type", "text"}, {"text", "x"}},
+       {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + base64_encode("no image")}}}}}));
+  std::string err = error_of(garbage, o);
+  EXPECT_NE(err.find("'messages[0].content[1]': not an image FFmpeg can read"), std::string::npos) << err;
+  const auto [png, rgb] = png_gradient();
+  const Json one = {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + base64_encode(png)}}}};
+  err = error_of(user(Json::array({one})), ChatMediaOptions{});
+  EXPECT_NE(err.find("'messages[0].content[0]' is a image_url part, but the served model does not read image"),
+            std::string::npos)
+      << err;
+  err =
+      error_of(user(Json::array({{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}}})), o);
+  EXPECT_NE(err.find("does not read video"), std::string::npos) << err;
+  o.limit_per_prompt = parse_limit_mm_per_prompt(R"({"image": 1})");
+  err = error_of(user(Json::array({one, one})), o);
+  EXPECT_NE(err.find("'messages[0].content[1]': at most 1 image part(s)"), std::string::npos) << err;
+  err = error_of(user(Json::array({{{"type", "image_url"}, {"image_url", {{"url", "ftp://x/y.png"}}}}})), o);
+  EXPECT_NE(err.find("'messages[0].content[0].image_url': the URL must be data:, http(s):// or file://"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

@@ -239,6 +239,39 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
   add(a + "proj1.bias", {ad}, 0.02f);
   add(a + "proj2.weight", {h, ad}, in_ad);
   add(a + "proj2.bias", {h}, 0.02f);
+  // The vision encoder of vision_config below (width 64, 2 blocks of 4 heads, MLP 128, 16-pixel
+  // patches of temporal patch 2, an 8 x 8 position grid, DeepStack after both blocks).
+  const int64_t vd = 64, vffn = 128, patch_values = 3 * 2 * 16 * 16, merged = 4 * vd;
+  const std::string v = "thinker.visual.";
+  const float in_vd = 1.0f / std::sqrt(static_cast<float>(vd)),
+              in_merged = 1.0f / std::sqrt(static_cast<float>(merged));
+  add(v + "patch_embed.proj.weight", {vd, 3, 2, 16, 16}, 1.0f / std::sqrt(static_cast<float>(patch_values)));
+  add(v + "patch_embed.proj.bias", {vd}, 0.02f);
+  add(v + "pos_embed.weight", {64, vd}, 0.5f);
+  for (int b = 0; b < 2; ++b) {
+    const std::string p = v + "blocks." + std::to_string(b) + ".";
+    for (const char* norm : {"norm1", "norm2"}) {
+      add(p + norm + ".weight", {vd}, 0.05f, 1.0f);
+      add(p + norm + ".bias", {vd}, 0.02f);
+    }
+    add(p + "attn.qkv.weight", {3 * vd, vd}, in_vd);
+    add(p + "attn.qkv.bias", {3 * vd}, 0.02f);
+    add(p + "attn.proj.weight", {vd, vd}, in_vd);
+    add(p + "attn.proj.bias", {vd}, 0.02f);
+    add(p + "mlp.linear_fc1.weight", {vffn, vd}, in_vd);
+    add(p + "mlp.linear_fc1.bias", {vffn}, 0.02f);
+    add(p + "mlp.linear_fc2.weight", {vd, vffn}, 1.0f / std::sqrt(static_cast<float>(vffn)));
+    add(p + "mlp.linear_fc2.bias", {vd}, 0.02f);
+  }
+  for (const std::string m : {v + "merger.", v + "merger_list.0.", v + "merger_list.1."}) {
+    const int64_t norm = m == v + "merger." ? vd : merged;
+    add(m + "ln_q.weight", {norm}, 0.05f, 1.0f);
+    add(m + "ln_q.bias", {norm}, 0.02f);
+    add(m + "mlp.0.weight", {merged, merged}, in_merged);
+    add(m + "mlp.0.bias", {merged}, 0.02f);
+    add(m + "mlp.2.weight", {h, merged}, in_merged);
+    add(m + "mlp.2.bias", {h}, 0.02f);
+  }
   writer.write(dir / "model.safetensors");
 
   const char* dtype_name = dtype == tensor::DType::kBF16 ? "bfloat16" : "float32";

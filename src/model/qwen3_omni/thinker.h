@@ -8,7 +8,8 @@
 // and as the llm_ar stage model "qwen3_omni_thinker" (model/stage_model_registry.h). A checkpoint
 // with an audio tower and a preprocessor config also reads audio (thinker_audio.h): a request's
 // audios are encoded when it is added and their rows replace its expanded placeholders
-// (thinker_prompt.h). The vision encoder is not loaded yet.
+// (thinker_prompt.h). A checkpoint with a vision encoder (thinker.visual.*) reads images and video
+// (thinker_vision.h) the same way; their rows take 3-D positions and carry DeepStack rows.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "model/model_registry.h"
 #include "model/qwen3_omni/thinker_audio.h"
 #include "model/qwen3_omni/thinker_prompt.h"
+#include "model/qwen3_omni/thinker_vision.h"
 
 namespace omni::model::qwen3_omni {
 
@@ -40,15 +42,21 @@ class Thinker : public DecoderLm {
 
   // The rate of the audio the model takes; 0 when it reads no audio.
   int audio_sample_rate() const { return audio_ ? audio_->sample_rate() : 0; }
-  // multi_modal_data.audio (model/causal_lm.h's kMultiModalData): each entry's samples at
-  // audio_sample_rate(); kInvalidArgument naming the entry's source for one that is malformed, at
-  // another rate or too short, and for other media.
+  // Whether the model reads images and video.
+  bool reads_vision() const { return vision_ != nullptr; }
+  // multi_modal_data (model/causal_lm.h's kMultiModalData): "audio" entries' samples at
+  // audio_sample_rate(); "image" entries {"data": base64 RGB bytes, "width", "height"}; "video"
+  // entries {"data": base64 of the sampled frames' RGB bytes one after another, "width", "height",
+  // "frames", "fps": the sampled frames' rate}. kInvalidArgument naming the entry's source for one
+  // that is malformed, at another rate, too short or too small, and for media the checkpoint
+  // cannot read.
   std::optional<MultimodalPrompt> prepare_multimodal_prompt(std::span<const int32_t> prompt,
                                                             const Json& additional_information) override;
 
  private:
   ThinkerTokenIds ids_;
   std::unique_ptr<ThinkerAudio> audio_;
+  std::unique_ptr<ThinkerVision> vision_;
 };
 
 // Whether the checkpoint of `dir` (its config.json `config`) reads audio: it has an audio tower and
