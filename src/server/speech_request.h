@@ -1,6 +1,7 @@
 // POST /v1/audio/speech's request body: OpenAI's fields (model, input, voice, response_format,
 // speed, stream_format) and vLLM-Omni's (stream, task_type, language, instructions,
-// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding) plus
+// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding, ref_audio,
+// ref_text, x_vector_only_mode) plus
 // ignore_eos (omnistage's benchmark extension: exactly max_new_tokens frames), checked and turned
 // into one backend request for the pipeline's audio output.
 //
