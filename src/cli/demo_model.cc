@@ -2,16 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
 #include "model/qwen3_omni/random_checkpoint.h"
 #include "model/qwen3_tts/random_checkpoint.h"
 #include "model/qwen3_tts/random_codec.h"
-#include "model/z_image/random_checkpoint.h"
+#include "model/qwen3_tts/random_speech_encoder.h"
 #include "model/random_checkpoint.h"
+#include "model/z_image/random_checkpoint.h"
 
 namespace omni::cli {
 
@@ -87,7 +90,16 @@ void write_demo_qwen3_tts(const fs::path& out, const DemoModelOptions& options) 
   const model::qwen3_tts::CodecDecoderConfig codec = options.codec_shape == "released"
                                                          ? model::qwen3_tts::CodecDecoderConfig{}
                                                          : model::qwen3_tts::small_codec_shapes();
-  model::qwen3_tts::write_random_codec_checkpoint(out / "speech_tokenizer", codec, options.seed + 1);
+  // A Base checkpoint clones in context too: its speech tokenizer gets an encoder, whose codes fit
+  // both the codec's and the talker's codebooks.
+  std::optional<model::qwen3_tts::SpeechEncoderConfig> encoder;
+  if (options.task == "base") {
+    encoder = options.codec_shape == "released" ? model::qwen3_tts::SpeechEncoderConfig{}
+                                                : model::qwen3_tts::small_speech_encoder_shapes(
+                                                      std::min(codec.codebook_size, talker.code_predictor.vocab_size));
+  }
+  model::qwen3_tts::write_random_codec_checkpoint(out / "speech_tokenizer", codec, options.seed + 1,
+                                                  encoder ? &*encoder : nullptr);
 }
 
 int run_demo_model(const DemoModelOptions& options) {

@@ -225,15 +225,18 @@ void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& c
     }
     const auto cache = flags.values["speaker_embedding_cache_size"].get<int64_t>();
     if (cache < 0) throw_error(ErrorCode::kInvalidArgument, "--speaker-embedding-cache-size {} is negative", cache);
-    speech.embedder = std::make_shared<server::SpeakerEmbedder>(
-        server::VoiceEncoder{encoder->sample_rate, encoder->embedding_size, std::move(encoder->embed)}, fetch,
-        server::ReferenceAudioLimits{}, static_cast<size_t>(cache), metrics);
+    server::VoiceEncoder voice{encoder->sample_rate, encoder->embedding_size, std::move(encoder->embed),
+                               static_cast<size_t>(encoder->codes_per_frame), std::move(encoder->reference_codes)};
+    const bool in_context = static_cast<bool>(voice.reference_codes);
+    speech.embedder = std::make_shared<server::SpeakerEmbedder>(std::move(voice), fetch, server::ReferenceAudioLimits{},
+                                                                static_cast<size_t>(cache), metrics);
     const std::filesystem::path voices_dir = flags.values["voices_dir"].is_string()
                                                  ? std::filesystem::path(flags.values["voices_dir"].get<std::string>())
                                                  : model_dir / "uploaded_voices";
     speech.uploaded_voices = std::make_shared<server::VoiceStore>(voices_dir);
     server::restore_uploaded_voices(*speech.uploaded_voices, *speech.embedder);
-    spdlog::info("serve: voice cloning on ({} Hz references, {} uploaded voice(s) in {})", encoder->sample_rate,
+    spdlog::info("serve: voice cloning on ({} Hz references, in-context cloning {}, {} uploaded voice(s) in {})",
+                 encoder->sample_rate, in_context ? "on" : "off (no speech-tokenizer encoder)",
                  speech.uploaded_voices->list().size(), voices_dir.string());
     return;
   }

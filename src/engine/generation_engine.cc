@@ -39,13 +39,21 @@ GenerationEngine::GenerationEngine(const model::StreamingAudioDecoder& decoder, 
       static_cast<double>(decoder_.samples_per_frame()) / static_cast<double>(decoder_.sample_rate())));
 }
 
-void GenerationEngine::add_request(const std::string& request_id, std::optional<int> first_chunk_frames) {
+void GenerationEngine::add_request(const std::string& request_id, std::optional<int> first_chunk_frames,
+                                   std::span<const int32_t> context) {
   if (requests_.count(request_id)) {
     throw_error(ErrorCode::kInvalidArgument, "request {} is already running", request_id);
   }
   Request r;
   r.first_chunk_frames = first_chunk_frames.value_or(chunking_.first_chunk_frames);
   expect_chunk_size("first_chunk_frames", r.first_chunk_frames);
+  const size_t width = static_cast<size_t>(decoder_.codes_per_frame());
+  if (context.size() % width != 0) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: {} context codes are not whole frames of {}", request_id,
+                context.size(), width);
+  }
+  r.pending.assign(context.begin(), context.end());
+  r.context_frames = static_cast<int64_t>(context.size() / width);
   r.stream = decoder_.open_stream();
   r.arrival = next_arrival_++;
   requests_.emplace(request_id, std::move(r));
@@ -70,7 +78,7 @@ void GenerationEngine::add_frames(const std::string& request_id, std::span<const
 void GenerationEngine::abort(const std::string& request_id) { requests_.erase(request_id); }
 
 int64_t GenerationEngine::frames_needed(const Request& r) const {
-  return r.stream->frames() == 0 ? r.first_chunk_frames : chunking_.chunk_frames;
+  return r.stream->frames() == 0 ? r.context_frames + r.first_chunk_frames : chunking_.chunk_frames;
 }
 
 bool GenerationEngine::ready(const Request& r) const {
@@ -95,7 +103,7 @@ std::vector<AudioOutput> GenerationEngine::step() {
     c.first = r.stream->frames() == 0;
     c.frames = std::min(static_cast<int64_t>(r.pending.size()) / width, frames_needed(r));
     c.arrival = r.arrival;
-    c.deadline = r.playback_start + r.stream->frames() * frame_duration_;
+    c.deadline = r.playback_start + std::max<int64_t>(0, r.stream->frames() - r.context_frames) * frame_duration_;
     c.overtaken = r.overtaken;
     candidates.push_back(c);
   }
@@ -192,6 +200,12 @@ void GenerationEngine::decode(const std::vector<std::map<std::string, Request>::
     }
     const int64_t pending = static_cast<int64_t>(r.pending.size()) / width;
     out.finished = r.input_ended && frames[i] == pending;
+    // The left context's audio is the first call's first samples.
+    if (r.stream->frames() == frames[i] && r.context_frames > 0) {
+      const size_t drop =
+          std::min(out.audio.size(), static_cast<size_t>(r.context_frames * decoder_.samples_per_frame()));
+      out.audio.erase(out.audio.begin(), out.audio.begin() + static_cast<std::ptrdiff_t>(drop));
+    }
     r.pending.erase(r.pending.begin(), r.pending.begin() + frames[i] * width);
     if (out.finished) requests_.erase(batch[i]);
   }

@@ -53,9 +53,13 @@ class GenerationEngine {
   GenerationEngine(const model::StreamingAudioDecoder& decoder, AudioChunking chunking,
                    TimeSource now = AudioClock::now);
 
-  // Starts a request; first_chunk_frames overrides the engine's for this request. Errors:
-  // kInvalidArgument for a duplicate id or a chunk size below 1.
-  void add_request(const std::string& request_id, std::optional<int> first_chunk_frames = std::nullopt);
+  // Starts a request; first_chunk_frames overrides the engine's for this request. `context`
+  // (whole frames, frame-major) is left context: frames decoded ahead of the request's own, in its
+  // first call, whose audio is dropped (a voice clone's reference frames, which the request's
+  // frames continue, so that the audio of its first frames is the audio they have after them).
+  // Errors: kInvalidArgument for a duplicate id, a chunk size below 1 or partial context frames.
+  void add_request(const std::string& request_id, std::optional<int> first_chunk_frames = std::nullopt,
+                   std::span<const int32_t> context = {});
   // Appends frames (frame-major codes, whole frames); `last` ends the request's input. Errors:
   // kNotFound for an unknown request, kInvalidArgument for partial frames or input after the end.
   void add_frames(const std::string& request_id, std::span<const int32_t> codes, bool last);
@@ -79,6 +83,7 @@ class GenerationEngine {
     std::unique_ptr<model::AudioDecoderStream> stream;
     std::vector<int32_t> pending;  // codes received and not yet decoded
     int first_chunk_frames = 1;
+    int64_t context_frames = 0;  // leading frames of pending whose audio is dropped
     bool input_ended = false;
     uint64_t arrival = 0;  // add_request order
     // When the stream's first audio left the engine: it plays from then on, in real time.

@@ -66,6 +66,14 @@ class StreamingDecoderStage {
   // The codes one upstream payload carries: whole frames of decoder().codes_per_frame(), frame-major.
   // Throws omni::Error(kInvalidArgument) naming the sizes for bytes that are not whole frames.
   virtual std::vector<int32_t> payload_codes(std::span<const uint8_t> payload) const = 0;
+  // The left context a request's additional_information gives (whole frames, frame-major): frames
+  // decoded before the request's own whose audio is not output (a voice clone's reference, which
+  // the generated frames continue). None by default. Throws omni::Error(kInvalidArgument) naming
+  // the field for a malformed one.
+  virtual std::vector<int32_t> context_codes(const Json& additional_information) const {
+    (void)additional_information;
+    return {};
+  }
 };
 
 // The stage models of one execution type, by name.
@@ -109,6 +117,11 @@ struct SpeakerEncoderModel {
   int sample_rate = 0;
   size_t embedding_size = 0;
   std::function<std::vector<float>(std::span<const float> samples)> embed;
+  // In-context cloning, when the checkpoint has a speech-tokenizer encoder: the reference audio's
+  // codec frames (codes_per_frame codes each, frame-major) at the same sample rate, the speech
+  // request's additional_information.ref_code. Empty when the checkpoint has none.
+  int codes_per_frame = 0;
+  std::function<std::vector<int32_t>(std::span<const float> samples)> reference_codes;
 };
 // Loads the speaker encoder of the checkpoint in `model_dir`, or nullopt when the checkpoint has
 // none (e.g. a Qwen3-TTS CustomVoice checkpoint). Throws what the checkpoint loaders throw.

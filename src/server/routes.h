@@ -33,6 +33,7 @@ void add_image_routes(Router& router, const ServingContext& context);
 // WebSocket /v1/audio/speech/stream (speech_stream.cc): incremental text in, speech per sentence out.
 void add_speech_stream_route(Router& router, const ServingContext& context, const SpeechOptions& options);
 // Resolves `request`'s ref_audio (when it has one) into additional_information.speaker_embedding
+// (and, for in-context cloning, additional_information.ref_code: the reference's codec frames)
 // with options.embedder, then calls `ready` on the responder's executor, or `failed` there with the
 // error; `request` must stay alive until one of them ran (speech.cc).
 void with_speaker_embedding(const SpeechOptions& options, const std::shared_ptr<Responder>& responder,

@@ -26,6 +26,18 @@ SpeakerEmbedder::SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, 
                   .counter("omnistage:speaker_embedding_cache_misses_total",
                            "Voice-clone references that ran the speaker encoder.", {})
                   .with({})),
+      codes_entries_(metrics
+                         .gauge("omnistage:reference_codes_cache_entries",
+                                "Codec frames of in-context voice-clone references held in the cache.", {})
+                         .with({})),
+      codes_hits_(metrics
+                      .counter("omnistage:reference_codes_cache_hits_total",
+                               "In-context voice-clone references whose codec frames came from the cache.", {})
+                      .with({})),
+      codes_misses_(metrics
+                        .counter("omnistage:reference_codes_cache_misses_total",
+                                 "In-context voice-clone references that ran the speech-tokenizer encoder.", {})
+                        .with({})),
       worker_([this] { run(); }) {}
 
 SpeakerEmbedder::~SpeakerEmbedder() {
@@ -53,9 +65,22 @@ void SpeakerEmbedder::submit_bytes(std::string bytes, std::string field, Done do
   wake_.notify_one();
 }
 
+void SpeakerEmbedder::submit_reference_with_codes(std::string reference, std::string field, ReferenceDone done) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back({std::move(reference), true, std::move(field), nullptr, std::move(done)});
+  }
+  wake_.notify_one();
+}
+
 size_t SpeakerEmbedder::cache_size() const {
   std::lock_guard lock(cache_mutex_);
-  return lru_.size();
+  return embeddings_.entries.size();
+}
+
+size_t SpeakerEmbedder::codes_cache_size() const {
+  std::lock_guard lock(cache_mutex_);
+  return codes_.entries.size();
 }
 
 void SpeakerEmbedder::run() {
@@ -68,45 +93,81 @@ void SpeakerEmbedder::run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    std::vector<float> embedding;
+    ReferenceVoice voice;
     std::exception_ptr error;
     try {
       const std::string bytes = job.is_reference ? fetch_media(job.input, job.field, fetch_) : std::move(job.input);
-      embedding = embed_now(bytes, job.field);
+      if (job.reference_done) {
+        voice = reference_now(bytes, job.field);
+      } else {
+        voice.embedding = embed_now(bytes, job.field);
+      }
     } catch (...) {
       error = std::current_exception();
     }
-    job.done(std::move(embedding), error);
+    if (job.reference_done) {
+      job.reference_done(std::move(voice), error);
+    } else {
+      job.done(std::move(voice.embedding), error);
+    }
   }
+}
+
+SpeakerEmbedder::Key SpeakerEmbedder::key_of(const std::string& bytes) {
+  return {std::hash<std::string_view>{}(bytes), bytes.size()};
 }
 
 std::vector<float> SpeakerEmbedder::embed_now(const std::string& bytes, const std::string& field) {
-  const Key key{std::hash<std::string_view>{}(bytes), bytes.size()};
+  const Key key = key_of(bytes);
   {
     std::lock_guard lock(cache_mutex_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
+    if (const std::vector<float>* hit = embeddings_.find(key)) {
       hits_.add();
-      return it->second->second;
+      return *hit;
     }
   }
   misses_.add();
-  std::vector<float> embedding = embed_bytes(bytes, field);
-  if (capacity_ == 0) return embedding;
+  std::vector<float> embedding = embed_samples(reference_samples(bytes, field));
   std::lock_guard lock(cache_mutex_);
-  if (index_.find(key) == index_.end()) {
-    lru_.emplace_front(key, embedding);
-    index_[key] = lru_.begin();
-    while (lru_.size() > capacity_) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-  }
-  cache_entries_.set(static_cast<double>(lru_.size()));
+  embeddings_.put(key, embedding, capacity_);
+  cache_entries_.set(static_cast<double>(embeddings_.entries.size()));
   return embedding;
 }
 
-std::vector<float> SpeakerEmbedder::embed_bytes(const std::string& bytes, const std::string& field) {
+ReferenceVoice SpeakerEmbedder::reference_now(const std::string& bytes, const std::string& field) {
+  if (!encoder_.reference_codes) {
+    throw_invalid_field(field, "'{}': this model has no speech-tokenizer encoder for in-context cloning", field);
+  }
+  const Key key = key_of(bytes);
+  std::optional<std::vector<float>> embedding;
+  std::optional<std::vector<int32_t>> codes;
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (const std::vector<float>* hit = embeddings_.find(key)) embedding = *hit;
+    if (const std::vector<int32_t>* hit = codes_.find(key)) codes = *hit;
+  }
+  (embedding ? hits_ : misses_).add();
+  (codes ? codes_hits_ : codes_misses_).add();
+  if (embedding && codes) return {std::move(*embedding), std::move(*codes)};
+  const std::vector<float> samples = reference_samples(bytes, field);
+  if (!embedding) embedding = embed_samples(samples);
+  if (!codes) {
+    std::lock_guard lock(encode_mutex_);
+    codes = encoder_.reference_codes(samples);
+  }
+  if (encoder_.codes_per_frame == 0 || codes->empty() || codes->size() % encoder_.codes_per_frame != 0) {
+    throw_error(ErrorCode::kInternal, "the speech-tokenizer encoder gave {} codes, not whole frames of {}",
+                codes->size(), encoder_.codes_per_frame);
+  }
+  std::lock_guard lock(cache_mutex_);
+  embeddings_.put(key, *embedding, capacity_);
+  codes_.put(key, *codes, capacity_);
+  cache_entries_.set(static_cast<double>(embeddings_.entries.size()));
+  codes_entries_.set(static_cast<double>(codes_.entries.size()));
+  return {std::move(*embedding), std::move(*codes)};
+}
+
+std::vector<float> SpeakerEmbedder::reference_samples(const std::string& bytes, const std::string& field) {
   media::DecodedAudio audio;
   media::AudioDecodeLimits decode_limits;
   decode_limits.max_bytes = fetch_.max_bytes;
@@ -125,7 +186,10 @@ std::vector<float> SpeakerEmbedder::embed_bytes(const std::string& bytes, const 
     throw_invalid_field(field, "'{}': the reference audio is longer than the limit of {} s", field,
                         limits_.max_seconds);
   }
-  const std::vector<float> samples = media::resample_audio(audio.samples, audio.sample_rate, encoder_.sample_rate);
+  return media::resample_audio(audio.samples, audio.sample_rate, encoder_.sample_rate);
+}
+
+std::vector<float> SpeakerEmbedder::embed_samples(std::span<const float> samples) {
   std::lock_guard lock(encode_mutex_);
   std::vector<float> embedding = encoder_.embed(samples);
   if (embedding.size() != encoder_.embedding_size) {

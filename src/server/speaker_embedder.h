@@ -9,8 +9,14 @@
 // rate), checks the duration and runs the encoder. Jobs run one at a time on the embedder's own
 // thread, in order; the encoder itself spreads over the CPU's cores.
 //
+// In-context cloning (ref_audio with ref_text) needs the reference's codec frames too
+// (submit_reference_with_codes): the model's speech-tokenizer encoder computes them from the same
+// decoded samples, and a second LRU of the same capacity and key keeps them.
+//
 // Metrics (in the registry given): omnistage:speaker_embedding_cache_entries (gauge),
-// omnistage:speaker_embedding_cache_hits_total, omnistage:speaker_embedding_cache_misses_total.
+// omnistage:speaker_embedding_cache_hits_total, omnistage:speaker_embedding_cache_misses_total, and
+// for the reference codes omnistage:reference_codes_cache_entries (gauge),
+// omnistage:reference_codes_cache_hits_total, omnistage:reference_codes_cache_misses_total.
 // Errors reach `done` as an exception: InvalidField (400) naming the field for bad, too short or
 // too long audio; what the encoder throws otherwise.
 // Threads: submit() from any thread; `done` runs on the embedder's thread. The destructor finishes
@@ -25,6 +31,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -41,7 +48,17 @@ struct VoiceEncoder {
   int sample_rate = 0;
   size_t embedding_size = 0;
   std::function<std::vector<float>(std::span<const float> samples)> embed;
+  // In-context cloning: samples -> codec frames of codes_per_frame codes (frame-major); empty when
+  // the model has no speech-tokenizer encoder.
+  size_t codes_per_frame = 0;
+  std::function<std::vector<int32_t>(std::span<const float> samples)> reference_codes;
   explicit operator bool() const { return static_cast<bool>(embed); }
+};
+
+// What in-context cloning takes from one reference.
+struct ReferenceVoice {
+  std::vector<float> embedding;
+  std::vector<int32_t> codes;  // frame-major
 };
 
 struct ReferenceAudioLimits {
@@ -52,6 +69,7 @@ struct ReferenceAudioLimits {
 class SpeakerEmbedder {
  public:
   using Done = std::function<void(std::vector<float> embedding, std::exception_ptr error)>;
+  using ReferenceDone = std::function<void(ReferenceVoice voice, std::exception_ptr error)>;
 
   SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, ReferenceAudioLimits limits, size_t cache_entries,
                   MetricsRegistry& metrics);
@@ -64,9 +82,15 @@ class SpeakerEmbedder {
   void submit_reference(std::string reference, std::string field, Done done);
   // `bytes`: an audio file's bytes.
   void submit_bytes(std::string bytes, std::string field, Done done);
+  // The embedding and the codec frames of a media reference (in-context cloning; needs
+  // encoder().reference_codes).
+  void submit_reference_with_codes(std::string reference, std::string field, ReferenceDone done);
   // The embedding of `bytes` on the calling thread (voices restored at start-up).
   std::vector<float> embed_now(const std::string& bytes, const std::string& field);
+  // The embedding and codes of `bytes` on the calling thread.
+  ReferenceVoice reference_now(const std::string& bytes, const std::string& field);
   size_t cache_size() const;
+  size_t codes_cache_size() const;
 
  private:
   struct Job {
@@ -74,11 +98,36 @@ class SpeakerEmbedder {
     bool is_reference = false;
     std::string field;
     Done done;
+    ReferenceDone reference_done;  // set: the job wants the codes too
   };
   using Key = std::pair<uint64_t, size_t>;
+  // A bounded LRU by audio content; the caller holds cache_mutex_.
+  template <typename V>
+  struct Lru {
+    std::list<std::pair<Key, V>> entries;  // most recent first
+    std::map<Key, typename std::list<std::pair<Key, V>>::iterator> index;
+    const V* find(const Key& key) {
+      auto it = index.find(key);
+      if (it == index.end()) return nullptr;
+      entries.splice(entries.begin(), entries, it->second);
+      return &it->second->second;
+    }
+    void put(const Key& key, V value, size_t capacity) {
+      if (capacity == 0 || index.count(key)) return;
+      entries.emplace_front(key, std::move(value));
+      index[key] = entries.begin();
+      while (entries.size() > capacity) {
+        index.erase(entries.back().first);
+        entries.pop_back();
+      }
+    }
+  };
 
   void run();
-  std::vector<float> embed_bytes(const std::string& bytes, const std::string& field);
+  static Key key_of(const std::string& bytes);
+  // The decoded, checked and resampled samples of `bytes`.
+  std::vector<float> reference_samples(const std::string& bytes, const std::string& field);
+  std::vector<float> embed_samples(std::span<const float> samples);
 
   const VoiceEncoder encoder_;
   const MediaFetchOptions fetch_;
@@ -88,9 +137,13 @@ class SpeakerEmbedder {
   Counter& hits_;
   Counter& misses_;
 
+  Gauge& codes_entries_;
+  Counter& codes_hits_;
+  Counter& codes_misses_;
+
   mutable std::mutex cache_mutex_;
-  std::list<std::pair<Key, std::vector<float>>> lru_;  // most recent first
-  std::map<Key, decltype(lru_)::iterator> index_;
+  Lru<std::vector<float>> embeddings_;
+  Lru<std::vector<int32_t>> codes_;
 
   std::mutex mutex_;
   std::condition_variable wake_;

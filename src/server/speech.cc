@@ -147,6 +147,21 @@ void with_speaker_embedding(const SpeechOptions& options, const std::shared_ptr<
   std::string reference = std::move(*request.ref_audio);
   request.ref_audio.reset();
   Json* info = &request.additional_information;  // the caller keeps `request` alive until a callback ran
+  if (request.in_context) {
+    options.embedder->submit_reference_with_codes(
+        std::move(reference), "ref_audio",
+        [responder, info, ready = std::move(ready), failed = std::move(failed)](ReferenceVoice voice,
+                                                                                std::exception_ptr error) mutable {
+          responder->run(
+              [info, voice = std::move(voice), error, ready = std::move(ready), failed = std::move(failed)]() mutable {
+                if (error) return failed(error);
+                (*info)["speaker_embedding"] = std::move(voice.embedding);
+                (*info)["ref_code"] = std::move(voice.codes);
+                ready();
+              });
+        });
+    return;
+  }
   options.embedder->submit_reference(std::move(reference), "ref_audio",
                                      [responder, info, ready = std::move(ready), failed = std::move(failed)](
                                          std::vector<float> embedding, std::exception_ptr error) mutable {

@@ -12,6 +12,7 @@
 #include "media/time_stretch.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
+#include "server/speaker_embedder.h"
 #include "server/voice_store.h"
 
 namespace omni::server {
@@ -74,12 +75,23 @@ void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, 
     if (has_embedding) {
       throw_invalid_field("ref_audio", "give either 'ref_audio' or 'speaker_embedding', not both");
     }
-    if (!x_vector_only.value_or(false)) {
-      throw_invalid_field(ref_text ? "ref_text" : "x_vector_only_mode",
-                          "in-context voice cloning (ref_audio with ref_text) is not supported yet; set "
-                          "'x_vector_only_mode': true to clone from the speaker embedding of 'ref_audio' alone");
-    }
     if (ref_audio->empty()) throw_invalid_field("ref_audio", "'ref_audio' is empty");
+    // As vLLM-Omni and the official wrapper: x_vector_only_mode false (the default) clones in
+    // context, which needs the transcript of the reference.
+    if (!x_vector_only.value_or(false)) {
+      if (!ref_text || blank(*ref_text)) {
+        throw_invalid_field("ref_text",
+                            "'ref_text' (the transcript of 'ref_audio') is required for in-context voice cloning; "
+                            "set 'x_vector_only_mode': true to clone from the speaker embedding alone");
+      }
+      if (!options.embedder->encoder().reference_codes) {
+        throw_invalid_field("ref_text",
+                            "in-context voice cloning needs the checkpoint's speech-tokenizer encoder, which this "
+                            "one lacks; set 'x_vector_only_mode': true to clone from the speaker embedding alone");
+      }
+      request.in_context = true;
+      info["ref_text"] = *ref_text;
+    }
     request.ref_audio = std::move(*ref_audio);
     info.erase("voice");
     return;

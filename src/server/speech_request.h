@@ -1,6 +1,7 @@
 // POST /v1/audio/speech's request body: OpenAI's fields (model, input, voice, response_format,
 // speed, stream_format) and vLLM-Omni's (stream, task_type, language, instructions,
-// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding) plus
+// max_new_tokens, seed, initial_codec_chunk_frames, non_streaming_mode, speaker_embedding, ref_audio,
+// ref_text, x_vector_only_mode) plus
 // ignore_eos (omnistage's benchmark extension: exactly max_new_tokens frames), checked and turned
 // into one backend request for the pipeline's audio output.
 //
@@ -60,6 +61,9 @@ struct SpeechRequest {
   // (SpeakerEmbedder) and puts into additional_information.speaker_embedding before the request
   // starts. An uploaded voice's embedding is put there by the parser.
   std::optional<std::string> ref_audio;
+  // In-context cloning (ref_audio with ref_text, x_vector_only_mode false): the route also puts the
+  // reference's codec frames into additional_information.ref_code; ref_text is already there.
+  bool in_context = false;
 };
 
 // Throws InvalidField (400) naming the field: `input` missing or empty; an unknown voice or
@@ -68,8 +72,10 @@ struct SpeechRequest {
 // other than the checkpoint's; VoiceDesign without instructions; instructions longer than the
 // limit; speaker_embedding for a task other than Base; speed outside [0.25, 4], or other than 1
 // when streamed; for Base: none or more than one of ref_audio, speaker_embedding and an uploaded
-// voice, ref_audio without x_vector_only_mode (in-context cloning with ref_text is not built yet),
-// ref_audio on a server without a speaker encoder, an unknown uploaded voice; ref_audio or
+// voice, ref_audio without x_vector_only_mode and without a non-blank ref_text (in-context cloning
+// needs the transcript; named: ref_text), in-context cloning on a server whose checkpoint has no
+// speech-tokenizer encoder, ref_audio on a server without a speaker encoder, an unknown uploaded
+// voice; ref_audio, ref_text or
 // x_vector_only_mode for another task; word_timestamps (not supported yet); a field of the wrong type.
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options);
 

@@ -141,6 +141,37 @@ TEST(GenerationEngineTest, PerRequestFirstChunkAndAnEmptyEnd) {
   EXPECT_TRUE(out[0].finished);
 }
 
+// Left context (a voice clone's reference frames): decoded in the first call ahead of the first
+// chunk, so the stream's positions continue from it, and its audio is not output.
+TEST(GenerationEngineTest, LeftContextIsDecodedFirstAndItsAudioDropped) {
+  FakeDecoder decoder;
+  GenerationEngine engine(decoder, {2, 3});
+  engine.add_request("r", std::nullopt, frames(50, 4));
+  EXPECT_FALSE(engine.has_ready_work());  // the context alone is no chunk
+  engine.add_frames("r", frames(0, 1), false);
+  EXPECT_FALSE(engine.has_ready_work());
+  engine.add_frames("r", frames(1, 4), false);
+  std::vector<AudioOutput> out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(decoder.calls.size(), 1u);
+  EXPECT_EQ(decoder.calls[0], std::vector<int32_t>{50});  // one call: context then the first chunk
+  // Frames 0 and 1 at stream positions 4 and 5; the context's 4 frames (6 of it in one call) gone.
+  EXPECT_EQ(out[0].audio, (std::vector<float>{4, 0, 6, 5, 1, 6}));
+  engine.add_frames("r", {}, true);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].audio, (std::vector<float>{6, 2, 3, 7, 3, 3, 8, 4, 3}));
+  EXPECT_TRUE(out[0].finished);
+  // A request that ends before its first frame gives no audio at all.
+  engine.add_request("empty", std::nullopt, frames(60, 2));
+  engine.add_frames("empty", {}, true);
+  out = engine.step();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].audio.empty());
+  EXPECT_TRUE(out[0].finished);
+  EXPECT_THROW(engine.add_request("partial", std::nullopt, std::vector<int32_t>{1, 2, 3}), Error);
+}
+
 TEST(GenerationEngineTest, ADecodeErrorEndsOnlyThatRequest) {
   FakeDecoder decoder;  // no batching: one stream per call
   GenerationEngine engine(decoder, {1, 1});

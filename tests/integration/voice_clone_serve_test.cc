@@ -1,9 +1,10 @@
 // `omnistage serve` of a Qwen3-TTS Base demo checkpoint (`demo-model --arch qwen3_tts --task base`:
-// random talker, codec and speaker-encoder weights) end to end with curl: x-vector voice cloning
-// from inline, local-file and bad reference audio (400 naming ref_audio), the speaker-embedding
-// cache in /metrics, the voices API (upload as audio or as an embedding, use by name, list, delete,
-// names validated) and its persistence across a restart, the batch route with one bad item, and the
-// speech WebSocket driven by the `ws` npm client (speech_stream_client.cjs).
+// random talker, codec, speaker-encoder and speech-tokenizer-encoder weights) end to end with curl:
+// x-vector voice cloning from inline, local-file and bad reference audio (400 naming ref_audio),
+// in-context cloning with ref_text (no reference audio in the reply; 400 naming ref_text without
+// it), the speaker-embedding and reference-code caches in /metrics, the voices API (upload as audio or as an embedding,
+// use by name, list, delete, names validated) and its persistence across a restart, the batch route with one bad item,
+// and the speech WebSocket driven by the `ws` npm client (speech_stream_client.cjs).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -141,6 +142,56 @@ TEST_F(VoiceCloneServeTest, ClonesFromInlineAudioAndCachesTheEmbedding) {
   EXPECT_FALSE(other.body == first.body);
 }
 
+// In-context cloning: the talker continues the reference's codes and transcript, and the code2wav
+// stage decodes the reference frames only as left context, so the reply holds exactly the
+// generated frames' audio (ignore_eos: kMaxFrames frames of 1920 samples) and none of the
+// reference's 17 frames.
+TEST_F(VoiceCloneServeTest, ClonesInContextWithNoReferenceAudioInTheReply) {
+  const std::string wav = data_url(file_bytes(kReference));
+  const Json body = {{"input", "Hello from a cloned voice."},
+                     {"ref_audio", wav},
+                     {"ref_text", "Two tones and a little noise."},
+                     {"seed", 7},
+                     {"ignore_eos", true},
+                     {"response_format", "pcm"}};
+  const double misses = metric("omnistage:reference_codes_cache_misses_total");
+  HttpResult first = speech(body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.body.size(), static_cast<size_t>(kMaxFrames) * 1920 * 2);
+  HttpResult again = speech(body);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_TRUE(again.body == first.body) << "same reference, transcript and seed, different audio";
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_misses_total"), misses + 1);
+  EXPECT_GE(metric("omnistage:reference_codes_cache_hits_total"), 1);
+  EXPECT_GE(metric("omnistage:reference_codes_cache_entries"), 1);
+  // The reference's codes and transcript condition the talker: the x-vector-only clone of the same
+  // audio and seed, and the in-context clone with another transcript, sound different.
+  Json xvector = body;
+  xvector.erase("ref_text");
+  xvector["x_vector_only_mode"] = true;
+  HttpResult plain = speech(xvector);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(plain.body.size(), first.body.size());
+  EXPECT_FALSE(plain.body == first.body);
+  Json other_text = body;
+  other_text["ref_text"] = "Something else entirely, said slowly.";
+  HttpResult other = speech(other_text);
+  ASSERT_EQ(other.status, 200) << other.body;
+  EXPECT_EQ(other.body.size(), first.body.size());
+  EXPECT_FALSE(other.body == first.body);
+  // Streamed the same way: the SSE deltas carry the same samples.
+  Json streamed = body;
+  streamed["stream_format"] = "sse";
+  HttpResult sse = speech(streamed);
+  ASSERT_EQ(sse.status, 200) << sse.body;
+  std::string pcm;
+  std::regex delta("\"audio\":\"([A-Za-z0-9+/=]*)\"");
+  for (auto it = std::sregex_iterator(sse.body.begin(), sse.body.end(), delta); it != std::sregex_iterator(); ++it) {
+    pcm += base64_decode((*it)[1].str());
+  }
+  EXPECT_TRUE(pcm == first.body) << pcm.size() << " streamed bytes vs " << first.body.size();
+}
+
 TEST_F(VoiceCloneServeTest, BadReferenceAudioIsA400NamingTheField) {
   for (const std::string& bad :
        {data_url("this is not audio"), std::string("@@not base64@@"), data_url(tone_wav(0.3)), data_url(tone_wav(61.0)),
@@ -151,9 +202,21 @@ TEST_F(VoiceCloneServeTest, BadReferenceAudioIsA400NamingTheField) {
   }
   HttpResult too_short = speech(clone_body(data_url(tone_wav(0.3))));
   EXPECT_NE(too_short.body.find("at least 1 s"), std::string::npos) << too_short.body;
-  HttpResult icl = speech({{"input", "Hi"}, {"ref_audio", data_url(file_bytes(kReference))}, {"ref_text", "Hi"}});
-  EXPECT_EQ(icl.status, 400) << icl.body;
-  EXPECT_NE(icl.body.find("x_vector_only_mode"), std::string::npos) << icl.body;
+  // x_vector_only_mode false (the default) clones in context, which needs the transcript.
+  for (const Json& text : {Json(nullptr), Json("  ")}) {
+    Json body = {{"input", "Hi"}, {"ref_audio", data_url(file_bytes(kReference))}};
+    if (!text.is_null()) body["ref_text"] = text;
+    HttpResult icl = speech(body);
+    EXPECT_EQ(icl.status, 400) << icl.body;
+    EXPECT_EQ(param_of(icl), "ref_text") << icl.body;
+  }
+  HttpResult icl_short = speech(
+      {{"input", "Hi"}, {"ref_audio", data_url(tone_wav(0.3))}, {"ref_text", "Hi"}, {"x_vector_only_mode", false}});
+  EXPECT_EQ(icl_short.status, 400) << icl_short.body;
+  EXPECT_EQ(param_of(icl_short), "ref_audio") << icl_short.body;
+  HttpResult icl_long = speech({{"input", "Hi"}, {"ref_audio", data_url(tone_wav(61.0))}, {"ref_text", "Hi"}});
+  EXPECT_EQ(icl_long.status, 400) << icl_long.body;
+  EXPECT_EQ(param_of(icl_long), "ref_audio") << icl_long.body;
   HttpResult none = speech({{"input", "Hi"}});
   EXPECT_EQ(none.status, 400) << none.body;
   HttpResult both = speech({{"input", "Hi"},

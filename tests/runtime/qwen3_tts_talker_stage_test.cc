@@ -497,3 +497,52 @@ TEST(Qwen3TtsTalkerStage, ServesTheRandomWeightWriterCheckpoint) {
 
 }  // namespace
 }  // namespace omni::runtime
+
+namespace omni::runtime {
+namespace {
+
+// In-context cloning on the tiny Base checkpoint, greedy: the reference's x-vector, its codec
+// frames (tests/data/tiny_qwen3_tts_speech_encoder/codes.npy) and a transcript. The frames are the
+// same run alone, again, or batched with other requests; they differ from the x-vector-only clone
+// and from a clone with another transcript; a request without ref_text is refused naming it.
+TEST(Qwen3TtsTalkerStage, InContextCloneIsDeterministicAndConditionedOnTheReference) {
+  const fs::path base = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts_base";
+  const tensor::Tensor xv = tensor::load_npy(base / "reference_xvector.npy");
+  const std::vector<float> xvector(xv.data<float>(), xv.data<float>() + xv.numel());
+  const tensor::Tensor codes =
+      tensor::load_npy(fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_tts_speech_encoder/codes.npy");  // [16, F]
+  const int64_t frames = codes.dim(1);
+  std::vector<int32_t> ref_code(static_cast<size_t>(frames * 16));
+  for (int64_t q = 0; q < 16; ++q) {
+    for (int64_t f = 0; f < frames; ++f) ref_code[f * 16 + q] = codes.data<int32_t>()[q * frames + f];
+  }
+  const Json greedy = {{"temperature", 0.0}};
+  const Json icl = {{"text", "Nice day."},
+                    {"language", "English"},
+                    {"speaker_embedding", xvector},
+                    {"ref_code", ref_code},
+                    {"ref_text", "Hello there, a test."},
+                    {"max_new_tokens", 6}};
+  auto runner = make_stage_runner(engine_args({{"model", base.string()}}), {});
+  runner->add_request(speech_request("alone", icl, greedy));
+  const std::vector<std::vector<int32_t>> alone = run_all(*runner)["alone"].frames;
+  ASSERT_FALSE(alone.empty());
+  Json xvector_only = icl;
+  xvector_only.erase("ref_code");
+  xvector_only.erase("ref_text");
+  Json other_text = icl;
+  other_text["ref_text"] = "Something else.";
+  runner->add_request(speech_request("again", icl, greedy));
+  runner->add_request(speech_request("xvector", xvector_only, greedy));
+  runner->add_request(speech_request("other", other_text, greedy));
+  std::map<std::string, Result> batched = run_all(*runner);
+  EXPECT_EQ(batched["again"].frames, alone);
+  EXPECT_NE(batched["xvector"].frames, alone);
+  EXPECT_NE(batched["other"].frames, alone);
+  Json no_text = icl;
+  no_text.erase("ref_text");
+  expect_rejected(*runner, speech_request("r", no_text, greedy), ErrorCode::kInvalidArgument, {"ref_text"});
+}
+
+}  // namespace
+}  // namespace omni::runtime

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <span>
 
 #include "base/error.h"
 #include "base/utf8.h"
@@ -117,7 +118,12 @@ std::vector<int32_t> codec_prefix(const SpeechRequest& request, const TalkerConf
 }
 
 size_t TalkerPromptPlan::num_rows() const {
-  return num_instruct + 3 + (codec_prefix.size() - 1) + (non_streaming ? num_text + 2 : 1);
+  const size_t head = num_instruct + 3 + (codec_prefix.size() - 1);
+  if (!ref_codes.empty()) {
+    const size_t text = num_ref_text + num_text + 1, codec = ref_frames + 1;
+    return head + (non_streaming ? text + codec : codec);
+  }
+  return head + (non_streaming ? num_text + 2 : 1);
 }
 
 TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker,
@@ -136,13 +142,43 @@ TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& 
   const int64_t h = talker.hidden_size();
   if (task == TtsModelType::kBase && static_cast<int64_t>(request.speaker_embedding.size()) != h) {
     throw_error(ErrorCode::kInvalidArgument,
-                "speaker_embedding: Base needs the speaker's x-vector of {} floats (got {}); cloning from reference "
-                "audio is not supported",
+                "speaker_embedding: Base needs the speaker's x-vector of {} floats (got {}), given or computed "
+                "from ref_audio",
                 h, request.speaker_embedding.size());
   }
   TalkerPromptPlan plan;
   plan.codec_prefix = codec_prefix(request, config);
   if (task == TtsModelType::kBase) plan.speaker_embedding = request.speaker_embedding;
+  std::vector<int32_t> ref_ids;
+  if (!request.ref_codes.empty()) {
+    if (task != TtsModelType::kBase) {
+      throw_error(ErrorCode::kInvalidArgument, "ref_audio: in-context cloning needs a Base checkpoint");
+    }
+    if (blank(request.ref_text)) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "ref_text is required for in-context voice cloning: the transcript of ref_audio");
+    }
+    const size_t groups = static_cast<size_t>(talker.num_code_groups());
+    if (request.ref_codes.size() % groups != 0) {
+      throw_error(ErrorCode::kInvalidArgument, "ref_code: {} codes are not whole frames of {}",
+                  request.ref_codes.size(), groups);
+    }
+    for (size_t i = 0; i < request.ref_codes.size(); ++i) {
+      const int32_t code = request.ref_codes[i];
+      if (code < 0 || code >= talker.codebook_size()) {
+        throw_error(ErrorCode::kInvalidArgument, "ref_code: frame {} codebook {} holds {}, outside [0, {})", i / groups,
+                    i % groups, code, talker.codebook_size());
+      }
+    }
+    plan.ref_codes = request.ref_codes;
+    plan.ref_frames = request.ref_codes.size() / groups;
+    const std::vector<int32_t> ref = tokenizer.encode("<|im_start|>assistant\n" + request.ref_text + "<|im_end|>\n");
+    // Role (3 ids), the transcript, then <|im_end|> and a newline.
+    if (ref.size() <= 5) {
+      throw_error(ErrorCode::kInvalidArgument, "ref_text: '{}' does not tokenize to any text tokens", request.ref_text);
+    }
+    ref_ids.assign(ref.begin() + 3, ref.end() - 2);
+  }
 
   const std::vector<int32_t> ids =
       tokenizer.encode("<|im_start|>assistant\n" + request.text + "<|im_end|>\n<|im_start|>assistant\n");
@@ -159,11 +195,13 @@ TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& 
   // role, text, then tts_pad, tts_bos, tts_eos.
   plan.text_track = instruct_ids;
   plan.text_track.insert(plan.text_track.end(), ids.begin(), ids.begin() + 3);
+  plan.text_track.insert(plan.text_track.end(), ref_ids.begin(), ref_ids.end());
   plan.text_track.insert(plan.text_track.end(), ids.begin() + 3, ids.end() - 5);
   plan.text_track.push_back(config.tts_pad_token_id);
   plan.text_track.push_back(config.tts_bos_token_id);
   plan.text_track.push_back(config.tts_eos_token_id);
   plan.num_instruct = instruct_ids.size();
+  plan.num_ref_text = ref_ids.size();
   plan.num_text = ids.size() - 8;
   plan.non_streaming = uses_non_streaming_layout(request, task);
   plan.text_ids.assign(ids.begin() + 3, ids.end() - 5);
@@ -201,7 +239,25 @@ TalkerPrompt assemble_talker_prompt(const TalkerPromptPlan& plan, const float* p
   const size_t first_text = plan.num_instruct + 3;
   // The text-track rows of the decode steps: the text not in the prefill, then tts_eos.
   std::vector<size_t> trailing;
-  if (plan.non_streaming) {
+  if (!plan.ref_codes.empty()) {
+    // ICL: text track [ref ++ text, tts_eos], codec track [bos, reference frames].
+    const size_t t1 = plan.num_ref_text + num_text + 1, t2 = plan.ref_frames + 1;
+    const size_t groups = plan.ref_codes.size() / plan.ref_frames;
+    auto text_index = [&](size_t i) { return i + 1 < t1 ? first_text + i : eos_row; };
+    auto add_codec = [&](size_t j, float* out) {
+      if (j == 0) return talker.add_codec_embedding(config.codec_bos_id, out);
+      talker.add_frame_embedding(std::span(plan.ref_codes).subspan((j - 1) * groups, groups), out);
+    };
+    if (plan.non_streaming) {
+      for (size_t i = 0; i < t1; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(text_index(i)));
+      for (size_t j = 0; j < t2; ++j) add_codec(j, next_row(pad_row));
+      trailing.push_back(pad_row);
+    } else {
+      for (size_t j = 0; j < t2; ++j) add_codec(j, next_row(j < t1 ? text_index(j) : pad_row));
+      for (size_t i = t2; i < t1; ++i) trailing.push_back(text_index(i));
+      if (t1 <= t2) trailing.push_back(pad_row);
+    }
+  } else if (plan.non_streaming) {
     for (size_t i = 0; i < num_text; ++i) talker.add_codec_embedding(config.codec_pad_id, next_row(first_text + i));
     talker.add_codec_embedding(config.codec_pad_id, next_row(eos_row));
     talker.add_codec_embedding(config.codec_bos_id, next_row(pad_row));

@@ -1,13 +1,19 @@
 // The talker's prompt (docs/models/qwen3_tts.md, "Prompt"): the rows of inputs_embeds that prefill the
 // talker for one utterance, and the text-track vectors added to the following decode steps.
 // Layouts: CustomVoice (a built-in speaker's codec row), VoiceDesign (the voice described by
-// instructions) and Base with a given speaker embedding (an x-vector; cloning from reference
-// audio is not done here). Two text layouts, chosen per request as vLLM-Omni chooses them
-// (its non_streaming_mode; by default the official wrappers' choice per task):
+// instructions), Base with a speaker embedding (an x-vector) alone, and Base in-context (ICL)
+// cloning: the x-vector, the reference audio's transcript (ref_text) and its codec frames
+// (ref_codes, from the speech-tokenizer encoder, speech_encoder.h), which the talker continues. Two text layouts,
+// chosen per request as vLLM-Omni chooses them (its non_streaming_mode; by default the official wrappers' choice per
+// task):
 //   - non-streaming (default for CustomVoice and VoiceDesign): every text token in the prefill,
 //     then tts_eos + codec pad and tts_pad + codec bos; every decode step adds tts_pad;
 //   - streaming text (default for Base): one prefill row for the first text token with codec bos;
 //     decode step k adds the text token k+1, then tts_eos, then tts_pad for the rest.
+// ICL replaces that tail: the text track T = [ref_text ids ++ text ids, tts_eos] and the codec
+// track C = [codec bos, the frame embedding of each reference frame] are, non-streaming, all of T
+// (each + codec pad) then all of C (each + tts_pad); streaming, row i = T[i] + C[i] for as many
+// rows as C has (T padded with tts_pad when shorter), the rest of T going to the decode steps.
 //
 // Errors: omni::Error(kInvalidArgument) naming the request field at fault (text, voice,
 // language, instructions, task_type, speaker_embedding) and, for names, the allowed values.
@@ -39,6 +45,10 @@ struct SpeechRequest {
   std::vector<float> speaker_embedding;  // Base: the x-vector (talker hidden size floats)
   // The text layout: true = non-streaming, false = streaming; unset = the task's default.
   std::optional<bool> non_streaming_mode;
+  // Base, in-context cloning: the reference's codec frames (num_code_groups codes each,
+  // frame-major) and its transcript. Empty ref_codes: no ICL.
+  std::vector<int32_t> ref_codes;
+  std::string ref_text;
 };
 
 struct TalkerPrompt {
@@ -62,15 +72,20 @@ struct TalkerPromptPlan {
   std::vector<int32_t> text_track;    // instructions, role, text, then tts_pad, tts_bos, tts_eos
   std::vector<int32_t> codec_prefix;  // codec_prefix() of the request
   std::vector<float> speaker_embedding;
-  size_t num_instruct = 0;  // instruction ids at the start of text_track
-  size_t num_text = 0;      // text ids (after the 3 role ids)
+  size_t num_instruct = 0;         // instruction ids at the start of text_track
+  size_t num_ref_text = 0;         // ICL: reference transcript ids (after the 3 role ids)
+  size_t num_text = 0;             // text ids (after the role and reference ids)
+  std::vector<int32_t> ref_codes;  // ICL: the reference frames; empty otherwise
+  size_t ref_frames = 0;
   bool non_streaming = true;
   std::vector<int32_t> text_ids;
   // The prefill rows the prompt will have.
   size_t num_rows() const;
 };
 
-// Checks and tokenizes the request (the errors of build_talker_prompt). `max_instructions_length`
+// Checks and tokenizes the request (the errors of build_talker_prompt; for ICL also ref_text
+// missing or blank, ref_codes that are not whole frames or hold a code outside the codebook, and
+// ref_codes for a task other than Base). `max_instructions_length`
 // bounds the instructions in characters (Unicode code points).
 TalkerPromptPlan plan_talker_prompt(const SpeechRequest& request, const Talker& talker,
                                     const text::Tokenizer& tokenizer,

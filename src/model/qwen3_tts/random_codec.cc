@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "model/qwen3_tts/random_speech_encoder.h"
 #include "model/safetensors_writer.h"
 
 namespace omni::model::qwen3_tts {
@@ -26,7 +27,8 @@ CodecDecoderConfig small_codec_shapes() {
   return c;
 }
 
-void write_random_codec_checkpoint(const std::filesystem::path& dir, const CodecDecoderConfig& c, uint64_t seed) {
+void write_random_codec_checkpoint(const std::filesystem::path& dir, const CodecDecoderConfig& c, uint64_t seed,
+                                   const SpeechEncoderConfig* encoder) {
   std::filesystem::create_directories(dir);
   // mt19937_64's raw output is fixed by the standard (its distributions are not), so the
   // uniform values are built from the bits.
@@ -128,11 +130,18 @@ void write_random_codec_checkpoint(const std::filesystem::path& dir, const Codec
   add("decoder.decoder." + std::to_string(blocks + 1) + ".beta", {last}, 0.2f);
   add("decoder.decoder." + std::to_string(blocks + 2) + ".conv.weight", {1, last, 7}, 0.1f * inv_sqrt(7 * last));
   add("decoder.decoder." + std::to_string(blocks + 2) + ".conv.bias", {1}, 0.02f);
+  if (encoder) add_random_speech_encoder(writer, *encoder, seed + 1);
   writer.write(dir / "model.safetensors");
 
   const auto config_path = dir / "config.json";
   std::ofstream out(config_path);
-  out << codec_config_json(c).dump(2) << "\n";
+  OrderedJson config = codec_config_json(c);
+  if (encoder) {
+    config["encoder_valid_num_quantizers"] = encoder->valid_quantizers;
+    config["encode_downsample_rate"] = encoder->samples_per_frame();
+    config["encoder_config"] = speech_encoder_config_json(*encoder);
+  }
+  out << config.dump(2) << "\n";
   if (!out) throw_error(ErrorCode::kInternal, "{}: cannot write", config_path.string());
 }
 

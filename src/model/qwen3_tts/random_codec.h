@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "model/qwen3_tts/codec_config.h"
+#include "model/qwen3_tts/speech_encoder_config.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -20,6 +21,9 @@ CodecDecoderConfig small_codec_shapes();
 // activations stay O(1) and the audio mostly stays inside (-1, 1). `dir` is the checkpoint's
 // speech_tokenizer/ folder; it is created, existing files are overwritten. Deterministic for a
 // seed on every platform. Errors: kInternal naming the file that cannot be written.
-void write_random_codec_checkpoint(const std::filesystem::path& dir, const CodecDecoderConfig& shapes, uint64_t seed);
+// With `encoder`, the speech-tokenizer encoder (random_speech_encoder.h) is written too: its
+// encoder.* tensors (from seed + 1) and its encoder_config.
+void write_random_codec_checkpoint(const std::filesystem::path& dir, const CodecDecoderConfig& shapes, uint64_t seed,
+                                   const SpeechEncoderConfig* encoder = nullptr);
 
 }  // namespace omni::model::qwen3_tts

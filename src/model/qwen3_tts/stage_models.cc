@@ -11,6 +11,7 @@
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/config.h"
 #include "model/qwen3_tts/speaker_encoder.h"
+#include "model/qwen3_tts/speech_encoder.h"
 #include "model/qwen3_tts/talker_stage_model.h"
 
 namespace omni::model {
@@ -55,6 +56,20 @@ class Code2WavStage final : public StreamingDecoderStage {
   std::vector<int32_t> payload_codes(std::span<const uint8_t> payload) const override {
     return decode_codec_frames(payload, decoder_->codes_per_frame());
   }
+  // In-context cloning: the reference frames the talker continued (additional_information.ref_code)
+  // are decoded ahead of the generated ones, so the reply's first frames sound as they do after
+  // the reference, and the reference's own audio is dropped.
+  std::vector<int32_t> context_codes(const Json& info) const override {
+    if (!info.is_object() || !info.contains("ref_code")) return {};
+    const Json& codes = info["ref_code"];
+    const size_t width = static_cast<size_t>(decoder_->codes_per_frame());
+    if (!codes.is_array() || codes.size() % width != 0 ||
+        !std::all_of(codes.begin(), codes.end(), [](const Json& c) { return c.is_number_integer(); })) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "additional_information.ref_code must be whole frames of {} integer codes", width);
+    }
+    return codes.get<std::vector<int32_t>>();
+  }
 
  private:
   std::unique_ptr<CodecDecoder> decoder_;
@@ -84,6 +99,13 @@ std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::p
   model.sample_rate = encoder->config().sample_rate;
   model.embedding_size = static_cast<size_t>(encoder->config().enc_dim);
   model.embed = [encoder](std::span<const float> samples) { return encoder->embed(samples); };
+  if (std::filesystem::exists(model_dir / "speech_tokenizer" / "config.json")) {
+    std::shared_ptr<const SpeechEncoder> codes = SpeechEncoder::load(model_dir / "speech_tokenizer");
+    if (codes && codes->config().sample_rate == model.sample_rate) {
+      model.codes_per_frame = codes->config().valid_quantizers;
+      model.reference_codes = [codes](std::span<const float> samples) { return codes->encode(samples); };
+    }
+  }
   return model;
 }
 

@@ -31,7 +31,9 @@ inline constexpr std::string_view kCode2WavStageModel = "qwen3_tts_code2wav";
 ModelFacts describe_checkpoint(const std::filesystem::path& model_dir);
 
 // The speaker encoder (speaker_encoder.h, on the CPU) of a Base checkpoint with a
-// speaker_encoder_config; nullopt for other checkpoints. Throws what the loaders throw.
+// speaker_encoder_config, with the speech-tokenizer encoder (speech_encoder.h) as its
+// reference_codes when speech_tokenizer/config.json has an encoder_config at the same sample rate;
+// nullopt for other checkpoints. Throws what the loaders throw.
 std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir);
 
 // Loads `args.model_dir`/speech_tokenizer onto args.device; throws what CodecDecoder::load throws.

@@ -192,6 +192,9 @@ ArRequestStart TalkerStageModel::start_request(const ArRequestInput& input) {
   speech.speaker_embedding =
       request_field<std::vector<float>>(info, "speaker_embedding", id).value_or(std::vector<float>{});
   speech.non_streaming_mode = request_field<bool>(info, "non_streaming_mode", id);
+  // In-context cloning: the reference's codec frames (flat, frame-major) and its transcript.
+  speech.ref_codes = request_field<std::vector<int32_t>>(info, "ref_code", id).value_or(std::vector<int32_t>{});
+  speech.ref_text = request_field<std::string>(info, "ref_text", id).value_or("");
   int max_new = input.max_tokens.value_or(default_max_new_tokens_);
   if (auto v = request_field<int>(info, "max_new_tokens", id)) max_new = *v;
   if (max_new < 1) {

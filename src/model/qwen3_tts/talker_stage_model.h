@@ -28,7 +28,8 @@
 // Request fields (additional_information): text (required), voice, language, instructions,
 // task_type, max_new_tokens (over sampling_params.max_tokens, over generation_config.json's),
 // seed (over sampling_params.seed), speaker_embedding (Base: the x-vector, an array of floats),
-// non_streaming_mode (the prompt's text layout, prompt.h).
+// non_streaming_mode (the prompt's text layout, prompt.h), ref_code and ref_text (Base in-context
+// cloning: the reference's codec frames, flat and frame-major, and its transcript).
 // take_step_times() gives each step's "talker" and "code_predictor" time; every few seconds the
 // log gets their means and the mean batch.
 // Threads: like every CausalLm, used by one thread.
