@@ -13,11 +13,12 @@ namespace omni::server {
 namespace {
 
 TEST(MultipartForm, ReadsPartsWithTheirNamesFileNamesAndBytes) {
+  using namespace std::string_literals;  // the body holds a NUL byte
   const std::string body =
       "preamble\r\n--b1\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nalice\r\n"
       "--b1\r\ncontent-disposition: form-data; name=audio_sample; filename=\"a.wav\"\r\n"
-      "Content-Type: audio/wav\r\n\r\nRIFF\0\r\nx\r\n--b1--\r\n";
-  const std::vector<FormPart> parts = parse_multipart_form(std::string_view(body.data(), body.size()), "b1");
+      "Content-Type: audio/wav\r\n\r\nRIFF\0\r\nx\r\n--b1--\r\n"s;
+  const std::vector<FormPart> parts = parse_multipart_form(body, "b1");
   ASSERT_EQ(parts.size(), 2u);
   EXPECT_EQ(parts[0].name, "name");
   EXPECT_EQ(parts[0].data, "alice");
