@@ -54,6 +54,11 @@ std::string av_message(int code) {
   return text;
 }
 
+// Demuxers open what a file refers to (HLS and concat playlists, QuickTime references, DASH
+// manifests) through AVFormatContext::io_open; a client's file may name local files or URLs, so
+// every such open is refused.
+int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) { return AVERROR(EPERM); }
+
 [[noreturn]] void unreadable(int code) {
   throw_error(ErrorCode::kInvalidArgument, "not an audio file FFmpeg can read: {}", av_message(code));
 }
@@ -85,11 +90,16 @@ void append_mono(const AVFrame* frame, std::vector<float>& out) {
   const auto format = static_cast<AVSampleFormat>(frame->format);
   const bool planar = av_sample_fmt_is_planar(format) != 0;
   switch (av_get_packed_sample_fmt(format)) {
-    case AV_SAMPLE_FMT_FLT: return append_mean<float>(frame, planar, out);
-    case AV_SAMPLE_FMT_DBL: return append_mean<double>(frame, planar, out);
-    case AV_SAMPLE_FMT_S16: return append_mean<int16_t>(frame, planar, out);
-    case AV_SAMPLE_FMT_S32: return append_mean<int32_t>(frame, planar, out);
-    case AV_SAMPLE_FMT_U8: return append_mean<uint8_t>(frame, planar, out);
+    case AV_SAMPLE_FMT_FLT:
+      return append_mean<float>(frame, planar, out);
+    case AV_SAMPLE_FMT_DBL:
+      return append_mean<double>(frame, planar, out);
+    case AV_SAMPLE_FMT_S16:
+      return append_mean<int16_t>(frame, planar, out);
+    case AV_SAMPLE_FMT_S32:
+      return append_mean<int32_t>(frame, planar, out);
+    case AV_SAMPLE_FMT_U8:
+      return append_mean<uint8_t>(frame, planar, out);
     default:
       throw_error(ErrorCode::kInvalidArgument, "audio in sample format {} cannot be read",
                   av_get_sample_fmt_name(format) ? av_get_sample_fmt_name(format) : "unknown");
@@ -114,6 +124,7 @@ DecodedAudio decode_audio(std::string_view bytes, const AudioDecodeLimits& limit
   AVFrame* frame = av_frame_alloc();
   format->pb = io;
   format->flags |= AVFMT_FLAG_CUSTOM_IO;
+  format->io_open = &refuse_nested_open;
   auto cleanup = std::shared_ptr<void>(nullptr, [&](void*) {
     av_packet_free(&packet);
     av_frame_free(&frame);
@@ -125,11 +136,13 @@ DecodedAudio decode_audio(std::string_view bytes, const AudioDecodeLimits& limit
   if (int status = avformat_open_input(&format, nullptr, nullptr, nullptr); status < 0) unreadable(status);
   if (int status = avformat_find_stream_info(format, nullptr); status < 0) unreadable(status);
   int stream = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
-  if (stream < 0) throw_error(ErrorCode::kInvalidArgument, "the file ({}) holds no audio stream", format->iformat->name);
+  if (stream < 0)
+    throw_error(ErrorCode::kInvalidArgument, "the file ({}) holds no audio stream", format->iformat->name);
   const AVCodecParameters* parameters = format->streams[stream]->codecpar;
   const AVCodec* codec = avcodec_find_decoder(parameters->codec_id);
   if (!codec) {
-    throw_error(ErrorCode::kInvalidArgument, "no decoder for the audio codec {}", avcodec_get_name(parameters->codec_id));
+    throw_error(ErrorCode::kInvalidArgument, "no decoder for the audio codec {}",
+                avcodec_get_name(parameters->codec_id));
   }
   context = avcodec_alloc_context3(codec);
   if (!context) throw_error(ErrorCode::kInternal, "cannot allocate an FFmpeg decoder");
@@ -139,6 +152,13 @@ DecodedAudio decode_audio(std::string_view bytes, const AudioDecodeLimits& limit
   DecodedAudio out;
   out.container = format->iformat->name;
   out.codec = codec->name;
+  auto check_rate = [&](int rate) {
+    if (rate > limits.max_sample_rate) {
+      throw_error(ErrorCode::kInvalidArgument, "the audio's sample rate of {} Hz is above the limit of {} Hz", rate,
+                  limits.max_sample_rate);
+    }
+  };
+  check_rate(parameters->sample_rate);
   out.sample_rate = parameters->sample_rate;
   out.channels = parameters->ch_layout.nb_channels;
   auto check_length = [&] {
@@ -154,6 +174,7 @@ DecodedAudio decode_audio(std::string_view bytes, const AudioDecodeLimits& limit
       if (frame->sample_rate <= 0 || frame->ch_layout.nb_channels <= 0) {
         throw_error(ErrorCode::kInvalidArgument, "the audio has no sample rate or channel count");
       }
+      check_rate(frame->sample_rate);
       if (!out.samples.empty() && frame->sample_rate != out.sample_rate) {
         throw_error(ErrorCode::kInvalidArgument, "the audio changes its sample rate mid-stream ({} Hz to {} Hz)",
                     out.sample_rate, frame->sample_rate);

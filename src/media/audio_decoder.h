@@ -10,9 +10,12 @@
 //
 // Errors: omni::Error(kInvalidArgument) with a message that says what is wrong with the bytes
 // ("not an audio file FFmpeg can read: Invalid data found when processing input", "the audio is
-// 612.0 s long; the limit is 600 s"); callers prefix the field or content part at fault.
-// Decoding never reads more than the limits allow, so hostile input cannot exhaust memory. A valid
-// file without samples decodes to none: callers that need a minimum length check it.
+// longer than the limit of 600 s", "the audio's sample rate of 2000000 Hz is above the limit of
+// 384000 Hz"); callers prefix the field or content part at fault. Decoding never reads more than
+// the limits allow, so hostile input cannot exhaust memory, and it reads only the bytes given: a
+// container that refers to other files or URLs (an HLS or concat playlist, a QuickTime reference)
+// cannot open them. A valid file without samples decodes to none: callers that need a minimum
+// length check it.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +29,9 @@ namespace omni::media {
 struct AudioDecodeLimits {
   size_t max_bytes = size_t{64} << 20;  // of the encoded input
   double max_seconds = 600.0;           // of the decoded audio
+  // Of the source (the highest rate audio gear records at): with max_seconds it bounds the memory
+  // one decode takes (600 s at 384 kHz: 230M samples), whatever rate a hostile header claims.
+  int max_sample_rate = 384000;
 };
 
 struct DecodedAudio {

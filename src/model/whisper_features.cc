@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "base/error.h"
@@ -19,11 +20,18 @@ using tensor::Tensor;
 // Frames transformed per block (bounds the scratch for long audio).
 constexpr int64_t kFrameBlock = 512;
 
-int positive_int(const Json& config, const char* key, int fallback, const std::string& source) {
+// An integer field in [low, high]; `fallback` when absent or null.
+int bounded_int(const Json& config, const char* key, int fallback, int64_t low, int64_t high,
+                const std::string& source) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1 << 24)) {
-    throw_error(ErrorCode::kLoadFailed, "{}: '{}' must be a positive integer, got {}", source, key, it->dump());
+  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() >= static_cast<uint64_t>(low) &&
+                                                       it->get<uint64_t>() <= static_cast<uint64_t>(high)
+                        : it->is_number_integer() ? it->get<int64_t>() >= low && it->get<int64_t>() <= high
+                                                  : false;
+  if (!in_range) {
+    throw_error(ErrorCode::kLoadFailed, "{}: '{}' must be an integer from {} to {}, got {}", source, key, low, high,
+                it->dump());
   }
   return it->get<int>();
 }
@@ -33,19 +41,25 @@ int positive_int(const Json& config, const char* key, int fallback, const std::s
 WhisperFeatureConfig parse_whisper_feature_config(const Json& config, const std::string& source) {
   if (!config.is_object()) throw_error(ErrorCode::kLoadFailed, "{}: must be a JSON object", source);
   auto type = config.find("feature_extractor_type");
+  if (type != config.end() && !type->is_null() && !type->is_string()) {
+    throw_error(ErrorCode::kLoadFailed, "{}: 'feature_extractor_type' must be a string, got {}", source, type->dump());
+  }
   if (type != config.end() && type->is_string() && type->get<std::string>() != "WhisperFeatureExtractor") {
     throw_error(ErrorCode::kUnsupported, "{}: feature_extractor_type '{}' is not supported (WhisperFeatureExtractor)",
                 source, type->get<std::string>());
   }
   WhisperFeatureConfig c;
-  c.feature_size = positive_int(config, "feature_size", c.feature_size, source);
-  c.sampling_rate = positive_int(config, "sampling_rate", c.sampling_rate, source);
-  c.hop_length = positive_int(config, "hop_length", c.hop_length, source);
-  c.n_fft = positive_int(config, "n_fft", c.n_fft, source);
-  if (c.n_fft < 2) throw_error(ErrorCode::kLoadFailed, "{}: 'n_fft' must be at least 2, got {}", source, c.n_fft);
+  c.feature_size = bounded_int(config, "feature_size", c.feature_size, 1, kMaxWhisperMelBins, source);
+  c.sampling_rate = bounded_int(config, "sampling_rate", c.sampling_rate, 1, kMaxWhisperSamplingRate, source);
+  c.hop_length = bounded_int(config, "hop_length", c.hop_length, 1, kMaxWhisperFftSize, source);
+  c.n_fft = bounded_int(config, "n_fft", c.n_fft, 2, kMaxWhisperFftSize, source);
   if (auto it = config.find("padding_value"); it != config.end() && !it->is_null()) {
-    if (!it->is_number()) throw_error(ErrorCode::kLoadFailed, "{}: 'padding_value' must be a number", source);
-    c.padding_value = it->get<float>();
+    // Read as a double: a value past float's range does not convert (undefined behaviour).
+    if (!it->is_number() || !(std::abs(it->get<double>()) <= std::numeric_limits<float>::max())) {
+      throw_error(ErrorCode::kLoadFailed, "{}: 'padding_value' must be a finite float32 number, got {}", source,
+                  it->dump());
+    }
+    c.padding_value = static_cast<float>(it->get<double>());
   }
   if (auto it = config.find("dither"); it != config.end() && !it->is_null()) {
     if (!it->is_number()) throw_error(ErrorCode::kLoadFailed, "{}: 'dither' must be a number", source);

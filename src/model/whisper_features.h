@@ -34,8 +34,17 @@ struct WhisperFeatureConfig {
   float padding_value = 0.0f;
 };
 
+// Bounds on a config's sizes: far above any Whisper-style extractor's (80 or 128 mel bins, 16 kHz,
+// n_fft 400, hop 160), low enough that the extractor's tables stay small (the transform table is
+// n_fft * (n_fft + 2) floats: 64 MiB at the largest n_fft).
+inline constexpr int kMaxWhisperMelBins = 1024;
+inline constexpr int kMaxWhisperSamplingRate = 384000;
+inline constexpr int kMaxWhisperFftSize = 4096;  // n_fft and hop_length
+
 // The feature extractor's fields of a preprocessor_config.json object (`source` names it in
-// errors). Throws omni::Error(kLoadFailed) naming the field for a value of the wrong type or range,
+// errors). Throws omni::Error(kLoadFailed) naming the field for a value of the wrong type or range
+// (feature_size 1..kMaxWhisperMelBins, sampling_rate 1..kMaxWhisperSamplingRate, n_fft
+// 2..kMaxWhisperFftSize, hop_length 1..kMaxWhisperFftSize, padding_value a finite float32),
 // and kUnsupported for a feature extractor other than WhisperFeatureExtractor or a non-zero
 // `dither` (random noise, which no reference could reproduce). A flat preprocessor_config.json's
 // `do_normalize` is the image processor's (WhisperFeatureExtractor takes it only as a call

@@ -20,21 +20,35 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// The value of `key` in a header's parameters (`; key="value"` or `; key=value`).
+// The value of `key` in a header's parameters (`; key="value"` or `; key=value`), read in order: a
+// quoted value runs to its closing quote (\" and \\ stand for " and \, as python-multipart reads
+// them; any other backslash is kept, as in a Windows path), so a ';' or '=' inside quotes never
+// starts another parameter.
 std::optional<std::string> parameter(std::string_view header, std::string_view key) {
-  size_t pos = 0;
-  while ((pos = header.find(';', pos)) != std::string_view::npos) {
-    std::string_view rest = trim(header.substr(pos + 1));
-    const size_t eq = rest.find('=');
-    if (eq != std::string_view::npos && lower(trim(rest.substr(0, eq))) == key) {
-      std::string_view value = trim(rest.substr(eq + 1));
-      if (!value.empty() && value.front() == '"') {
-        const size_t end = value.find('"', 1);
-        return std::string(value.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
-      }
-      return std::string(value.substr(0, value.find(';')));
+  size_t pos = header.find(';');
+  while (pos != std::string_view::npos) {
+    ++pos;  // past the ';'
+    const size_t eq = header.find_first_of("=;", pos);
+    if (eq == std::string_view::npos) return std::nullopt;
+    if (header[eq] == ';') {  // a parameter without a value
+      pos = eq;
+      continue;
     }
-    ++pos;
+    const bool wanted = lower(trim(header.substr(pos, eq - pos))) == key;
+    size_t at = eq + 1;
+    while (at < header.size() && (header[at] == ' ' || header[at] == '\t')) ++at;
+    std::string value;
+    if (at < header.size() && header[at] == '"') {
+      for (++at; at < header.size() && header[at] != '"'; ++at) {
+        if (header[at] == '\\' && at + 1 < header.size() && (header[at + 1] == '"' || header[at + 1] == '\\')) ++at;
+        value += header[at];
+      }
+      pos = header.find(';', at);
+    } else {
+      pos = header.find(';', at);
+      value = std::string(trim(header.substr(at, pos == std::string_view::npos ? std::string_view::npos : pos - at)));
+    }
+    if (wanted) return value;
   }
   return std::nullopt;
 }

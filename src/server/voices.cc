@@ -18,6 +18,7 @@
 #include "server/speaker_embedder.h"
 #include "server/speech_request.h"
 #include "server/voice_store.h"
+#include "text/tokenizer/utf8.h"
 
 namespace omni::server {
 
@@ -70,6 +71,16 @@ std::vector<float> embedding_field(const std::string& text, size_t size) {
   return parsed.get<std::vector<float>>();
 }
 
+// A text field's bytes, which must be UTF-8: the voice's JSON file and every answer that lists it
+// hold them (before this check, an upload whose ref_text held invalid UTF-8 threw from the JSON
+// writer on the embedder's thread and took the server down; found by the voices_route fuzzer).
+std::string text_value(const FormPart& part) {
+  if (std::optional<size_t> bad = text::utf8::find_invalid(part.data)) {
+    throw_invalid_field(part.name, "'{}' is not valid UTF-8 (at byte {})", part.name, *bad);
+  }
+  return part.data;
+}
+
 void upload_voice(const SpeechOptions& options, HttpRequest& http, const std::shared_ptr<Responder>& responder) {
   std::optional<std::string> boundary;
   try {
@@ -116,9 +127,9 @@ void upload_voice(const SpeechOptions& options, HttpRequest& http, const std::sh
   }
   UploadedVoice voice;
   voice.name = name->data;
-  voice.consent = consent->data;
-  if (const FormPart* ref_text = field("ref_text")) voice.ref_text = ref_text->data;
-  if (const FormPart* description = field("speaker_description")) voice.speaker_description = description->data;
+  voice.consent = text_value(*consent);
+  if (const FormPart* ref_text = field("ref_text")) voice.ref_text = text_value(*ref_text);
+  if (const FormPart* description = field("speaker_description")) voice.speaker_description = text_value(*description);
   voice.created_at =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto store = [store = options.uploaded_voices, responder](UploadedVoice voice, const std::string* audio) {
@@ -141,10 +152,11 @@ void upload_voice(const SpeechOptions& options, HttpRequest& http, const std::sh
                                                    embedding = std::move(embedding), error]() mutable {
                                      if (error) return responder->respond(error_response(error));
                                      voice.embedding = std::move(embedding);
+                                     // Nothing may escape onto the embedder's thread: it would end the process.
                                      try {
                                        store(std::move(voice), bytes.get());
-                                     } catch (const Error& e) {
-                                       responder->respond(error_response(e));
+                                     } catch (...) {
+                                       responder->respond(error_response(std::current_exception()));
                                      }
                                    });
                                  });

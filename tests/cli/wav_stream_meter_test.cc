@@ -91,5 +91,16 @@ TEST(WavStreamMeter, NothingCountsBeforeTheDataChunk) {
   EXPECT_DOUBLE_EQ(meter.seconds(), 1.0 / 24000);
 }
 
+// Found by the wav_stream fuzzer: a fmt chunk of size 0xFFFFFFFF plus its pad byte wrapped to 0 in
+// 32 bits, so its body counted as arrived and the reader read past the 29 bytes given.
+TEST(WavStreamMeter, AChunkSizeNearFourGigabytesWaitsForItsBody) {
+  using namespace std::string_literals;
+  const std::string bytes = "RIFF\xff\xff\xff\xffWAVEfmt \xff\xff\xff\xff\x01\0\0\0\0\0\0\0\x01"s;
+  WavStreamMeter meter;
+  EXPECT_EQ(meter.feed(bytes), 0u);
+  EXPECT_FALSE(meter.in_samples());
+  EXPECT_EQ(meter.error(), "");  // still waiting for the chunk's 4 GiB body
+}
+
 }  // namespace
 }  // namespace omni::cli::bench

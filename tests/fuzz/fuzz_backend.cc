@@ -32,6 +32,8 @@ void FuzzBackend::deliver() {
     const int n = integer_field(params, "n", 1, 1, 128);
     const int logprobs = params.contains("logprobs") ? integer_field(params, "logprobs", 0, 0, 20) : -1;
     const bool speech = p.request.additional_information.contains("text");
+    const bool image = std::find(p.request.output_modalities.begin(), p.request.output_modalities.end(), "image") !=
+                       p.request.output_modalities.end();
     const int prompt_tokens = static_cast<int>(p.request.prompt_token_ids.size());
     for (int choice = 0; choice < n; ++choice) {
       runtime::ResponseEvent event;
@@ -39,6 +41,10 @@ void FuzzBackend::deliver() {
       event.prompt_tokens = prompt_tokens;
       if (p.aborted) {
         event.finish_reason = "abort";
+      } else if (image) {
+        // A 2x2 image whatever size was asked for: the stage checks sizes, the route only formats.
+        event.image = runtime::GeneratedImage{2, 2, std::vector<uint8_t>(2 * 2 * 3, 128), 1, 0.0};
+        event.finish_reason = "stop";
       } else if (speech) {
         event.audio.assign(480, 0.25f);
         event.audio_sample_rate = 24000;

@@ -1,6 +1,6 @@
 // A ServingBackend for the route fuzz targets: it keeps what is submitted and, on deliver(),
 // answers every request at once on the calling thread (one event per choice, with logprobs when
-// asked for, audio for a speech request), so one fuzz input is one complete exchange.
+// asked for, audio for a speech request, a 2x2 image for an image request), so one fuzz input is one complete exchange.
 #pragma once
 
 #include <string>

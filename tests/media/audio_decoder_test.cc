@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -72,8 +74,8 @@ TEST(AudioDecoder, LossyFormatsKeepTheTone) {
   for (AudioFormat format : {AudioFormat::kMp3, AudioFormat::kOpus, AudioFormat::kAac}) {
     DecodedAudio audio = decode_audio(encode(format, samples, 24000));
     EXPECT_GT(audio.samples.size(), 0u) << audio_format_name(format);
-    EXPECT_GT(tone_fraction(audio.samples, 440, audio.sample_rate), 0.9) << audio_format_name(format) << " "
-                                                                         << audio.container << "/" << audio.codec;
+    EXPECT_GT(tone_fraction(audio.samples, 440, audio.sample_rate), 0.9)
+        << audio_format_name(format) << " " << audio.container << "/" << audio.codec;
   }
 }
 
@@ -122,6 +124,36 @@ TEST(AudioDecoder, BadBytesAndOversizedMediaAreClearErrors) {
   expect_error(wav, {.max_seconds = 0.5}, "longer than the limit of 0.5 s");
   expect_error(wav.substr(0, 30), {}, "");  // a truncated header: an error, whatever FFmpeg says
   EXPECT_EQ(decode_audio(wav, {.max_seconds = 1.0}).samples.size(), 16000u);
+}
+
+// A header may claim any rate; with max_seconds the rate bounds what one decode may allocate.
+TEST(AudioDecoder, SampleRatesPastTheLimitAreClearErrors) {
+  const std::string samples(400, '\x10');
+  expect_error(wav_file(2000000, 1, 16, samples), {},
+               "the audio's sample rate of 2000000 Hz is above the limit of 384000 Hz");
+  expect_error(wav_file(48000, 1, 16, samples), {.max_sample_rate = 44100},
+               "the audio's sample rate of 48000 Hz is above the limit of 44100 Hz");
+  EXPECT_EQ(decode_audio(wav_file(384000, 1, 16, samples)).sample_rate, 384000);
+}
+
+// A client's bytes are decoded alone: a playlist that names a file on this machine is not followed
+// (FFmpeg's HLS demuxer would open it), so it cannot be used to read local files.
+TEST(AudioDecoder, PlaylistsCannotOpenOtherFiles) {
+  const std::filesystem::path wav = std::filesystem::temp_directory_path() / "omni-audio-decoder-test-segment.wav";
+  {
+    std::ofstream out(wav, std::ios::binary);
+    out << encode(AudioFormat::kWav, tone(16000, 440, 16000), 16000);
+  }
+  for (const std::string& url : {wav.string(), "file://" + wav.string()}) {
+    const std::string playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\n" + url + "\n#EXT-X-ENDLIST\n";
+    try {
+      const DecodedAudio audio = decode_audio(playlist);
+      EXPECT_TRUE(audio.samples.empty()) << "the playlist's segment " << url << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    }
+  }
+  std::filesystem::remove(wav);
 }
 
 TEST(AudioResampler, KeepsTheToneAtTheNewRate) {

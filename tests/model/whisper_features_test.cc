@@ -108,5 +108,42 @@ TEST(WhisperFeatures, RefusesDitherAndOtherExtractors) {
   EXPECT_EQ(parse_whisper_feature_config(Json{{"dither", 0.0}, {"feature_size", 80}}, "p.json").feature_size, 80);
 }
 
+// Found in writing the whisper_config fuzzer: a padding_value past float's range was converted
+// anyway (undefined behaviour), and sizes up to 2^24 were accepted, so n_fft 2^24 asked the extractor
+// for a transform table of 2^48 floats.
+TEST(WhisperFeatures, RefusesSizesPastTheirBoundsNamingTheField) {
+  auto message = [](const Json& config) {
+    try {
+      parse_whisper_feature_config(config, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(Json{{"n_fft", 1 << 24}}), "p.json: 'n_fft' must be an integer from 2 to 4096, got 16777216");
+  EXPECT_EQ(message(Json{{"n_fft", 1}}), "p.json: 'n_fft' must be an integer from 2 to 4096, got 1");
+  EXPECT_EQ(message(Json{{"feature_size", 1025}}),
+            "p.json: 'feature_size' must be an integer from 1 to 1024, got 1025");
+  EXPECT_EQ(message(Json{{"sampling_rate", 384001}}),
+            "p.json: 'sampling_rate' must be an integer from 1 to 384000, got 384001");
+  EXPECT_EQ(message(Json{{"hop_length", 18446744073709551615ull}}),
+            "p.json: 'hop_length' must be an integer from 1 to 4096, got 18446744073709551615");
+  EXPECT_EQ(message(Json{{"hop_length", 160.0}}), "p.json: 'hop_length' must be an integer from 1 to 4096, got 160.0");
+  EXPECT_EQ(message(Json{{"padding_value", 1e300}}),
+            "p.json: 'padding_value' must be a finite float32 number, got 1e+300");
+  EXPECT_EQ(message(Json{{"feature_extractor_type", 3}}), "p.json: 'feature_extractor_type' must be a string, got 3");
+  const WhisperFeatureConfig largest = parse_whisper_feature_config(Json{{"n_fft", 4096},
+                                                                         {"hop_length", 4096},
+                                                                         {"feature_size", 1024},
+                                                                         {"sampling_rate", 384000},
+                                                                         {"padding_value", -3.4e38}},
+                                                                    "p.json");
+  EXPECT_EQ(largest.n_fft, 4096);
+  EXPECT_EQ(largest.hop_length, 4096);
+  EXPECT_EQ(largest.feature_size, 1024);
+  EXPECT_EQ(largest.sampling_rate, 384000);
+  EXPECT_FLOAT_EQ(largest.padding_value, -3.4e38f);
+}
+
 }  // namespace
 }  // namespace omni::model

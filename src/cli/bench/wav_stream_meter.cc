@@ -57,7 +57,8 @@ void WavStreamMeter::parse_header() {
       header_.erase(0, at + kChunkHeaderBytes);
       return;
     }
-    const size_t padded = size + (size & 1);
+    // In size_t: a size of 0xFFFFFFFF plus its pad byte wrapped to 0 in 32 bits (found by wav_stream).
+    const size_t padded = static_cast<size_t>(size) + (size & 1);
     if (view.size() < at + kChunkHeaderBytes + padded) return;  // the chunk's body has not all arrived
     if (id == "fmt ") {
       if (size < 16 || read_u16(view, at + 8) != 1) {
