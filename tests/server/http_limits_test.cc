@@ -82,6 +82,7 @@ TEST_F(HttpLimitsTest, ChoicesInvalidUtf8AndUnknownRolesAreBadRequests) {
 // thread in the recursive JSON walks after parsing, killing the server. Such a body is now a 400.
 TEST_F(HttpLimitsTest, DeeplyNestedBodiesAreBadRequests) {
   namespace fs = std::filesystem;
+  start({}, [](server::ApiServerOptions& o) { o.http_limits.max_body_bytes = 1024 * 1024; });
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const fs::path file = fs::temp_directory_path() / ("omni-deep-body-" + std::to_string(getpid()));
   for (
