@@ -309,7 +309,9 @@ TEST(ServeHeadKill, StagesExitAndTheNextStartSweepsSegmentsOfDeadOwners) {
   EXPECT_FALSE(fs::exists(dead_tp)) << "a dead rank's communicator survived the next start";
   EXPECT_TRUE(fs::exists(live)) << "a live process's segment was removed";
   fs::remove(live);
-  EXPECT_NE(next.log().find("left by processes that have exited"), std::string::npos) << next.log();
+  // Which head swept is not asserted: tests run in parallel and every head sweeps at start, so
+  // another test's head may have been first. StaleSegments (runtime_test) counts in a private
+  // directory.
   ASSERT_TRUE(next.terminate(30s).has_value());
 }
 
