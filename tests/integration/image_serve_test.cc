@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +85,31 @@ TEST_F(ImageServeTest, TwoImagesDifferAndSeedsReproduceAloneOrBatched) {
   const HttpResult again = generate(alone);
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(decode_image(images_of(again)[0]).rgb, second.rgb) << "a seed's image must not depend on its batch";
+}
+
+// The offline command and the API share defaults and seeded noise: the same request through
+// `omnistage generate` and through the server gives the same image (both PNG, so the same bytes).
+TEST_F(ImageServeTest, GenerateGivesTheApisImageForTheSameSeed) {
+  const HttpResult reply = generate({{"prompt", "a lighthouse at dusk"}, {"size", "48x32"}, {"seed", 7},
+                                     {"num_inference_steps", 2}, {"negative_prompt", "blurry"}, {"guidance_scale", 3}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const fs::path png = dir_->path() / "offline.png";
+  const ProcessResult offline =
+      run_process({OMNISTAGE_BINARY, "generate", "--model", kCheckpoint.string(), "--prompt", "a lighthouse at dusk",
+                   "--width", "48", "--height", "32", "--seed", "7", "--num-inference-steps", "2", "--negative-prompt",
+                   "blurry", "--guidance-scale", "3", "--output-image", png.string()});
+  ASSERT_EQ(offline.exit_code, 0) << offline.err;
+  std::ifstream in(png, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const DecodedImage api = decode_image(images_of(reply)[0]), cli = decode_image(bytes);
+  EXPECT_EQ(cli.width, 48);
+  EXPECT_EQ(cli.height, 32);
+  EXPECT_EQ(cli.rgb, api.rgb) << "generate and /v1/images/generations differ for seed 7";
+  // A different seed is a different image (the comparison above can fail).
+  const HttpResult other = generate({{"prompt", "a lighthouse at dusk"}, {"size", "48x32"}, {"seed", 8},
+                                     {"num_inference_steps", 2}, {"negative_prompt", "blurry"}, {"guidance_scale", 3}});
+  ASSERT_EQ(other.status, 200) << other.body;
+  EXPECT_NE(decode_image(images_of(other)[0]).rgb, cli.rgb);
 }
 
 TEST_F(ImageServeTest, JpegAndWebpDecode) {
