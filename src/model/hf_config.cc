@@ -116,6 +116,21 @@ MoeConfig parse_moe(const Json& config, const std::string& source, int layers) {
 
 }  // namespace
 
+int bounded_int(const Json& config, const char* key, int fallback, int64_t low, int64_t high,
+                const std::string& source) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return fallback;
+  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() >= static_cast<uint64_t>(low) &&
+                                                       it->get<uint64_t>() <= static_cast<uint64_t>(high)
+                        : it->is_number_integer() ? it->get<int64_t>() >= low && it->get<int64_t>() <= high
+                                                  : false;
+  if (!in_range) {
+    throw_error(ErrorCode::kLoadFailed, "{}: '{}' must be an integer from {} to {}, got {}", source, key, low, high,
+                it->dump());
+  }
+  return it->get<int>();
+}
+
 std::vector<int32_t> parse_token_ids(const Json& value, const std::string& source) {
   if (value.is_null()) return {};
   if (value.is_number_integer()) return {value.get<int32_t>()};

@@ -83,4 +83,9 @@ GenerationDefaults read_generation_defaults(const std::filesystem::path& dir);
 // A token id or a list of them (both spellings of eos_token_id); `source` names the field.
 std::vector<int32_t> parse_token_ids(const Json& value, const std::string& source);
 
+// The integer `key` of `config` in [low, high]; `fallback` when absent or null. Anything else is
+// omni::Error(kLoadFailed): "<source>: '<key>' must be an integer from <low> to <high>, got <value>".
+int bounded_int(const Json& config, const char* key, int fallback, int64_t low, int64_t high,
+                const std::string& source);
+
 }  // namespace omni::model

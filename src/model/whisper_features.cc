@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "base/error.h"
+#include "model/hf_config.h"
 #include "model/mel_spectrogram.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -20,21 +21,6 @@ using tensor::Tensor;
 // Frames transformed per block (bounds the scratch for long audio).
 constexpr int64_t kFrameBlock = 512;
 
-// An integer field in [low, high]; `fallback` when absent or null.
-int bounded_int(const Json& config, const char* key, int fallback, int64_t low, int64_t high,
-                const std::string& source) {
-  auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return fallback;
-  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() >= static_cast<uint64_t>(low) &&
-                                                       it->get<uint64_t>() <= static_cast<uint64_t>(high)
-                        : it->is_number_integer() ? it->get<int64_t>() >= low && it->get<int64_t>() <= high
-                                                  : false;
-  if (!in_range) {
-    throw_error(ErrorCode::kLoadFailed, "{}: '{}' must be an integer from {} to {}, got {}", source, key, low, high,
-                it->dump());
-  }
-  return it->get<int>();
-}
 
 }  // namespace
 

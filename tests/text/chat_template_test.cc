@@ -244,6 +244,12 @@ TEST(ChatTemplateTest, ErrorsNameTheTemplateLine) {
             "chat line 3: unterminated string literal [load_failed]");
   EXPECT_EQ(error_of([] { jinja::Template("{{ x is nosuchtest }}", "chat"); }),
             "chat line 1: no test named 'nosuchtest' [load_failed]");
+  // Found by the chat_template fuzzer: trailing whitespace was stripped by walking code points
+  // back over invalid UTF-8, past the start of the buffer.
+  EXPECT_EQ(error_of([] { jinja::Template("ok\n{{- 'a' }}\xe2\x80 \n{%- if x %}{% endif %}", "chat"); }),
+            "chat line 2: the template is not valid UTF-8 (byte 13) [load_failed]");
+  EXPECT_EQ(error_of([] { jinja::Template("\x80", "chat"); }),
+            "chat line 1: the template is not valid UTF-8 (byte 0) [load_failed]");
   const jinja::Dict vars = jinja::Value::from_json(j(R"({"m": {"role": "user"}})")).as_dict();
   EXPECT_EQ(error_of([&] { jinja::Template("ok\n{{ m.content.strip() }}", "chat").render(vars); }),
             "chat line 2: 'dict object' has no attribute 'content' [invalid_argument]");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/hf_config.h"
 #include "model/safetensors.h"
 #include "tensor/ops.h"
 
@@ -16,13 +17,9 @@ namespace ops = tensor::ops;
 
 constexpr float kLayerNormEps = 1e-6f;
 
+// A size field of the tower's config: 1 to 2^20.
 int positive_field(const Json& c, const char* key, int fallback, const std::string& source) {
-  auto it = c.find(key);
-  if (it == c.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1 << 20)) {
-    throw_error(ErrorCode::kLoadFailed, "{}: '{}' must be a positive integer, got {}", source, key, it->dump());
-  }
-  return it->get<int>();
+  return bounded_int(c, key, fallback, 1, 1 << 20, source);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {

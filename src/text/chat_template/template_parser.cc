@@ -1,9 +1,11 @@
 #include "text/chat_template/template_parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -921,6 +923,12 @@ Expr::~Expr() {
 }
 
 Body parse_template(std::string_view source, std::string_view source_name) {
+  // The lexer and the string filters walk code points, which needs valid UTF-8.
+  if (const std::optional<size_t> bad = utf8::find_invalid(source)) {
+    const auto line = 1 + std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
+    throw_error(ErrorCode::kLoadFailed, "{} line {}: the template is not valid UTF-8 (byte {})", source_name, line,
+                *bad);
+  }
   Lexer lexer(source, source_name);
   Parser parser(lexer.run(), source_name);
   return parser.parse_all();
