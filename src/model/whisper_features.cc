@@ -21,7 +21,6 @@ using tensor::Tensor;
 // Frames transformed per block (bounds the scratch for long audio).
 constexpr int64_t kFrameBlock = 512;
 
-
 }  // namespace
 
 WhisperFeatureConfig parse_whisper_feature_config(const Json& config, const std::string& source) {
