@@ -285,8 +285,8 @@ void bench_dense_attention(std::mt19937& rng) {
     const double flops = 4.0 * heads * head_dim * static_cast<double>(tokens) * tokens;
     const double bytes = 4.0 * tokens * heads * head_dim * 2;
     const std::string at = " bf16 S=" + std::to_string(tokens) + " 30x128";
-    report("dense attention flash" + at,
-           seconds_per_call([&] { cuda::flash_attention(q, k, v, scale, out); }), bytes, flops);
+    report("dense attention flash" + at, seconds_per_call([&] { cuda::flash_attention(q, k, v, scale, out); }), bytes,
+           flops);
     report("dense attention cuBLASLt, scores materialised" + at,
            seconds_per_call([&] { cuda::materialised_attention(q, k, v, scale, out); }), bytes, flops);
   }

@@ -146,8 +146,8 @@ TEST_P(FlashAttentionCudaTest, MatchesTheFloat64ReferenceWithinTwoRoundings) {
     double sharpness;  // scale = sharpness / sqrt(d): logits of standard deviation `sharpness`
   };
   const Case cases[] = {
-      {1, 1, 1, 128, 1.0},      {1, 200, 2, 64, 1.0},    {37, 45, 3, 128, 1.0},   {128, 64, 1, 128, 1.0},
-      {129, 65, 2, 128, 3.0},   {130, 200, 2, 64, 3.0},  {300, 1000, 2, 128, 3.0}, {256, 700, 1, 128, 8.0},
+      {1, 1, 1, 128, 1.0},       {1, 200, 2, 64, 1.0},   {37, 45, 3, 128, 1.0},    {128, 64, 1, 128, 1.0},
+      {129, 65, 2, 128, 3.0},    {130, 200, 2, 64, 3.0}, {300, 1000, 2, 128, 3.0}, {256, 700, 1, 128, 8.0},
       {1056, 1100, 2, 128, 1.0}, {500, 37, 4, 64, 0.1},
   };
   std::mt19937 rng(24);
@@ -163,9 +163,9 @@ TEST_P(FlashAttentionCudaTest, MatchesTheFloat64ReferenceWithinTwoRoundings) {
     const std::vector<double> got = download(out);
     const std::vector<double> want = reference(q, k, v, all_rows(c.s), c.skv, c.heads, c.d, scale);
     for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;
-    const std::string what = std::string(dtype_name(dtype())) + " s=" + std::to_string(c.s) + " skv=" +
-                             std::to_string(c.skv) + " heads=" + std::to_string(c.heads) + " d=" + std::to_string(c.d) +
-                             " sharpness=" + std::to_string(c.sharpness);
+    const std::string what = std::string(dtype_name(dtype())) + " s=" + std::to_string(c.s) +
+                             " skv=" + std::to_string(c.skv) + " heads=" + std::to_string(c.heads) +
+                             " d=" + std::to_string(c.d) + " sharpness=" + std::to_string(c.sharpness);
     const double error = max_diff(got, want) / max_abs(v.values);
     report(what, error, bound);
     EXPECT_LE(error, bound) << what;

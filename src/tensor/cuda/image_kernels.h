@@ -1,7 +1,7 @@
 // The CUDA implementations of the image-generator ops of ops.h (cuda/image.cu, cuda/dense_attention.cc with
-// its softmax kernel in dense_attention_softmax.cu, cuda/dense_flash_attention.cu), under the contract of cuda/kernels.h:
-// called only by the dispatchers in tensor/ops.cc after validation, queued on the device's stream, float32 arithmetic
-// whatever the storage dtype. rotate_pairs' cos and sin are in x's dtype or float32.
+// its softmax kernel in dense_attention_softmax.cu, cuda/dense_flash_attention.cu), under the contract of
+// cuda/kernels.h: called only by the dispatchers in tensor/ops.cc after validation, queued on the device's stream,
+// float32 arithmetic whatever the storage dtype. rotate_pairs' cos and sin are in x's dtype or float32.
 #pragma once
 
 #include "tensor/tensor.h"
