@@ -1,17 +1,17 @@
 // Times the CUDA ops of a decode/prefill step on device 0 against the copy bandwidth measured in the
 // same run. One line per case: time per call, the bytes the op must move (each input read once,
 // each output written once), that over the time, and that as a fraction of the copy bandwidth;
-// prefill attention also prints its matrix rate.
+// prefill and dense attention also print their matrix rate.
 //
 //   cuda_op_bench [iterations [section]]
 //
-// section: one of elementwise, linear, gemv, decode_attention, prefill_attention, sample (default:
-// all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up
+// section: one of elementwise, linear, gemv, decode_attention, prefill_attention, dense_attention,
+// sample (default: all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up
 // calls, so they include the host's launch overhead whenever that is longer than the kernel (no
 // CUDA graphs), except the gemv section's, which replays calls recorded in a DeviceGraph as the
 // decode step does, so that they show the kernels of products that take a few microseconds.
 // Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936; the gemv
-// section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B); inputs are random, and
+// section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B, dense_attention Z-Image's); inputs are random, and
 // working sets of the bandwidth cases exceed the 50 MB L2 where the case is large enough to be
 // bandwidth-bound at all.
 #include <cuda_runtime.h>
@@ -26,6 +26,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/cuda/device.h"
+#include "tensor/cuda/image_kernels.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/device_graph.h"
 #include "tensor/ops.h"
@@ -271,6 +272,26 @@ void bench_prefill_attention(std::mt19937& rng) {
   }
 }
 
+// ops::attention on Z-Image-Turbo's shapes at 1024x1024 (30 heads of 128): the joint blocks' 4096
+// image + 32 caption tokens, the noise refiner's 4096 image tokens; the fused kernel against the
+// cuBLASLt path with its materialised scores.
+void bench_dense_attention(std::mt19937& rng) {
+  const int heads = 30, head_dim = 128;
+  for (int tokens : {4128, 4096}) {
+    Tensor q = random_bf16({tokens, heads, head_dim}, rng), k = random_bf16({tokens, heads, head_dim}, rng);
+    Tensor v = random_bf16({tokens, heads, head_dim}, rng);
+    Tensor out = Tensor::empty({tokens, heads, head_dim}, DType::kBF16, Device::cuda(0));
+    const float scale = 0.088f;
+    const double flops = 4.0 * heads * head_dim * static_cast<double>(tokens) * tokens;
+    const double bytes = 4.0 * tokens * heads * head_dim * 2;
+    const std::string at = " bf16 S=" + std::to_string(tokens) + " 30x128";
+    report("dense attention flash" + at, seconds_per_call([&] { cuda::flash_attention(q, k, v, scale, out); }), bytes,
+           flops);
+    report("dense attention cuBLASLt, scores materialised" + at,
+           seconds_per_call([&] { cuda::materialised_attention(q, k, v, scale, out); }), bytes, flops);
+  }
+}
+
 void bench_sample(std::mt19937& rng) {
   const int vocab = 151936;
   for (int rows : {1, 32, 256}) {
@@ -308,13 +329,14 @@ int main(int argc, char** argv) {
       {"gemv", bench_gemv},
       {"decode_attention", bench_decode_attention},
       {"prefill_attention", bench_prefill_attention},
+      {"dense_attention", bench_dense_attention},
       {"sample", bench_sample},
   };
   if (!only.empty() &&
       std::none_of(std::begin(sections), std::end(sections), [&](const auto& s) { return only == s.first; })) {
     std::fprintf(stderr,
                  "cuda_op_bench: unknown section '%s' (elementwise, linear, gemv, decode_attention, "
-                 "prefill_attention, sample)\n",
+                 "prefill_attention, dense_attention, sample)\n",
                  only.c_str());
     return 2;
   }

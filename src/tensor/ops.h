@@ -306,8 +306,9 @@ void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 // The ops of image generators (a diffusion transformer, a VAE decoder). Images are channels-last:
 // x [H, W, C], one row of C channels per pixel, so that a 1x1 convolution or a per-pixel Linear is
 // ops::linear on x viewed as [H * W, C], and a decoded RGB image is [H, W, 3] as image files hold
-// it. On CUDA (tensor/cuda/image.cu, dense_attention.cu) they run in float32, bfloat16 or float16
-// with float32 arithmetic, like the other ops; conv2d and attention go through cuBLASLt products.
+// it. On CUDA (tensor/cuda/image.cu, dense_attention.cc, dense_flash_attention.cu) they run in
+// float32, bfloat16 or float16 with float32 arithmetic, like the other ops; conv2d goes through
+// cuBLASLt products, attention through a fused kernel or cuBLASLt (below).
 
 // 2-D convolution with stride 1 and `padding` zeros on every side: x [H, W, C_in], weight [C_out,
 // C_in, k, k] (the PyTorch Conv2d layout), bias [C_out] or undefined, out [H + 2 * padding - k + 1,
@@ -332,8 +333,9 @@ void upsample_nearest2x(const Tensor& x, Tensor& out);
 // Bidirectional (unmasked) attention of one sequence: q [S, heads, D], k and v [S_kv, heads, D],
 // out [S, heads, D] = softmax(q k^T * scale) v for each head, the softmax in float32. On CUDA the
 // scores are float32 products of the inputs and the probabilities are rounded to the dtype once
-// before the second product; memory for the scores of up to 1 GiB of queries at a time comes from
-// the device's allocator.
+// before the second product. bfloat16/float16 with head size 64 or 128 (and scale > 0) take a fused
+// flash-style kernel that keeps the scores on chip; other operands materialise the scores of up to
+// 1 GiB of queries at a time in memory from the device's allocator.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out);
 
 // Rotates the consecutive pairs (x[2i], x[2i + 1]) of every head of x [T, heads, D] in place by the

@@ -1,15 +1,18 @@
 // Bidirectional attention of one sequence (ops::attention) on CUDA, for image transformers and the
-// VAE's mid-block: every query sees every key, so the work is two batched matrix products (one batch
-// per head) around a row softmax, through cuBLASLt:
+// VAE's mid-block: every query sees every key. Shapes the fused kernel takes (cuda/
+// dense_flash_attention.cu: 16-bit, head size 64 or 128) go there; the rest (float32, the VAE's one
+// 512-wide head) take the materialised path here: two batched matrix products (one batch per head)
+// around a row softmax, through cuBLASLt:
 //   scores[h] = q[h] k[h]^T in float32 (16-bit inputs, float32 accumulation and output), so the
 //   softmax sees unrounded scores as the CPU's does; p[h] = softmax(scores[h] * scale) rounded to
-//   the dtype once (the rounding a flash kernel applies before its second product); out[h] = p[h]
+//   the dtype once (the rounding the flash kernel applies before its second product); out[h] = p[h]
 //   v[h], written straight into out's [S, heads, D] rows (the heads are strided views, no copies).
 // Queries are taken in chunks so that the scores of a chunk stay within kScoreBytes. The softmax
 // kernel is cuda/dense_attention_softmax.cu.
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -167,7 +170,37 @@ void product(const ProductShape& s, const void* a, const void* b, void* c, int d
 
 }  // namespace
 
+bool flash_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Tensor& out) {
+  const DType dtype = q.dtype();
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return false;
+  const int64_t d = q.dim(2);
+  if (d != 64 && d != 128) return false;
+  // Sequence lengths are int in the kernel, heads a grid dimension.
+  constexpr int64_t kMaxLength = int64_t{1} << 30;
+  if (q.dim(0) >= kMaxLength || k.dim(0) >= kMaxLength || q.dim(1) > 65535) return false;
+  if (!(scale > 0.0f) || !std::isfinite(scale)) return false;
+  for (const Tensor* t : {&q, &k, &v, &out}) {
+    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+  }
+  return true;
+}
+
+void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  if (!flash_attention_supports(q, k, v, scale, out)) {
+    throw_error(ErrorCode::kUnsupported,
+                "flash_attention: q {} in {} with scale {} (the kernel takes head size 64 or 128, bfloat16 or "
+                "float16, 16-byte aligned operands and a positive finite scale)",
+                shape_to_string(q.shape()), dtype_name(q.dtype()), scale);
+  }
+  launch_flash_attention(q, k, v, scale, out);
+}
+
 void dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
+  if (flash_attention_supports(q, k, v, scale, out)) return flash_attention(q, k, v, scale, out);
+  materialised_attention(q, k, v, scale, out);
+}
+
+void materialised_attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out) {
   const int64_t s = q.dim(0), heads = q.dim(1), d = q.dim(2), skv = k.dim(0);
   if (s == 0 || heads == 0 || d == 0) return;
   const int device = out.device().index;
