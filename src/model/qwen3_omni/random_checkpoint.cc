@@ -263,7 +263,7 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
     add(p + "mlp.linear_fc2.weight", {vd, vffn}, 1.0f / std::sqrt(static_cast<float>(vffn)));
     add(p + "mlp.linear_fc2.bias", {vd}, 0.02f);
   }
-  for (const std::string m : {v + "merger.", v + "merger_list.0.", v + "merger_list.1."}) {
+  for (const std::string& m : {v + "merger.", v + "merger_list.0.", v + "merger_list.1."}) {
     const int64_t norm = m == v + "merger." ? vd : merged;
     add(m + "ln_q.weight", {norm}, 0.05f, 1.0f);
     add(m + "ln_q.bias", {norm}, 0.02f);
