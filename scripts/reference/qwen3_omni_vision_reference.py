@@ -27,13 +27,14 @@ Qwen3OmniMoeForConditionalGeneration:
 
 Case 0 has two images (90 x 150, resized up to 96 x 160, and 100 x 70, resized down to 96 x 64);
 case 1 has one video of 5 frames of 70 x 100 at 2 frames per second (resized to 64 x 96; the last
-frame is repeated to fill the third temporal patch); case 2 a video of 6 frames at 1.5 frames per
-second (2 / 1.5 s per temporal patch: temporal positions 0, 17.33, 34.67 after the start); case 3 a
-video of 6 frames at 2 frames per second with its 2.3 s audio track, use_audio_in_video (the
-processor interleaves the audio rows with the video rows by time, and get_rope_index gives the
-segment its positions); case 4 one 90 x 150 image with the flat processor kwargs min_pixels 1024 and
-max_pixels 8192 (as vLLM passes a request's mm_processor_kwargs), which make its grid 4 x 6 instead
-of 6 x 10. Media seeds are tried in order until every greedy step's margin clears 2e-3 and every
+frame is repeated to fill the third temporal patch); case 2 a video of 4 frames of 40 x 60 at 1.5
+frames per second (2 / 1.5 s per temporal patch: temporal positions 0 and 17.33 after the start);
+case 3 a video of 6 frames of 40 x 60 at 2 frames per second (three temporal patches of 2 rows, 13
+positions apart) with its 2.3 s audio track (30 audio rows), use_audio_in_video: the processor
+interleaves the audio rows with the video rows by time and get_rope_index gives the segment its
+positions, the audio outlasting the video; case 4 one 60 x 100 image with the flat processor kwargs
+min_pixels 1024 and max_pixels 3072 (as vLLM passes a request's mm_processor_kwargs), which make its
+grid 2 x 4 instead of 4 x 6. Media seeds are tried in order until every greedy step's margin clears 2e-3 and every
 routing decision's gap 2e-5.
 
     python3 scripts/reference/qwen3_omni_vision_reference.py \
@@ -52,9 +53,9 @@ VIDEO = "<|vision_start|><|video_pad|><|vision_end|>"
 TURN = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 CASES = [dict(images=[(90, 150), (100, 70)], text=TURN.format(f"{IMAGE}What is it?{IMAGE}Compare.")),
          dict(video=(5, 70, 100), fps=2.0, text=TURN.format(f"{VIDEO}What happens?")),
-         dict(video=(6, 70, 100), fps=1.5, text=TURN.format(f"{VIDEO}What happens?")),
-         dict(video=(6, 70, 100), fps=2.0, audio_samples=36800, text=TURN.format(f"{VIDEO}What is said?")),
-         dict(images=[(90, 150)], mm_processor_kwargs=dict(min_pixels=1024, max_pixels=8192),
+         dict(video=(4, 40, 60), fps=1.5, text=TURN.format(f"{VIDEO}What happens?")),
+         dict(video=(6, 40, 60), fps=2.0, audio_samples=36800, text=TURN.format(f"{VIDEO}What is said?")),
+         dict(images=[(60, 100)], mm_processor_kwargs=dict(min_pixels=1024, max_pixels=3072),
               text=TURN.format(f"{IMAGE}What is it?"))]
 SAMPLE_RATE = 16000
 NEW_TOKENS = 16
