@@ -281,6 +281,21 @@ TEST_F(Qwen3OmniAudioServeTest, ImagesExpandToTheirMergedPatchesAndDataAndFileUr
   EXPECT_EQ(by_file["usage"], one["usage"]);
 }
 
+// mm_processor_kwargs min_pixels and max_pixels together set the image's pixel budget at the stage:
+// 96 x 64 pixels under at least 128 x 128 are scaled up to 160 x 128, 10 x 8 patches, 5 x 4 merged
+// blocks = 20 rows. One of them alone changes nothing, as in transformers' Qwen2-VL processors.
+TEST_F(Qwen3OmniAudioServeTest, MinAndMaxPixelsKwargsSetTheImagesGrid) {
+  const Json question = {{"type", "text"}, {"text", "What is this?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  Json body = chat(Json::array({image_url("data:image/png;base64," + base64_encode(png_picture(96, 64))), question}));
+  body["mm_processor_kwargs"] = {{"min_pixels", 128 * 128}, {"max_pixels", 1 << 22}};
+  EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 20 + 2);
+  body["mm_processor_kwargs"] = {{"min_pixels", 128 * 128}};
+  EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 6 + 2);
+  body["mm_processor_kwargs"] = {{"min_pixels", 0}};
+  EXPECT_EQ(post(body, 400)["error"]["param"], "mm_processor_kwargs.min_pixels");
+}
+
 TEST_F(Qwen3OmniAudioServeTest, TooManyUndecodableOrTinyImagesAre400sNamingThePart) {
   const std::string png = base64_encode(png_picture(96, 64));
   const Json three =
