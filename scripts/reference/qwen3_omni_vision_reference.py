@@ -28,9 +28,10 @@ Qwen3OmniMoeForConditionalGeneration:
 Case 0 has two images (90 x 150, resized up to 96 x 160, and 100 x 70, resized down to 96 x 64);
 case 1 has one video of 5 frames of 70 x 100 at 2 frames per second (resized to 64 x 96; the last
 frame is repeated to fill the third temporal patch); case 2 a video of 4 frames of 40 x 60 at 1.5
-frames per second (2 / 1.5 s per temporal patch: temporal positions 0 and 17.33 after the start);
-case 3 a video of 6 frames of 40 x 60 at 2 frames per second (three temporal patches of 2 rows, 13
-positions apart) with its 2.3 s audio track (30 audio rows), use_audio_in_video: the processor
+frames per second (resized up to 64 x 96; 2 / 1.5 s per temporal patch: temporal positions 0 and
+17.33 after the start); case 3 a video of 6 frames of 40 x 60 at 2 frames per second (64 x 96: three
+temporal patches of 6 rows, 13 positions apart) with its 2.3 s audio track (30 audio rows),
+use_audio_in_video: the processor
 interleaves the audio rows with the video rows by time and get_rope_index gives the segment its
 positions, the audio outlasting the video; case 4 one 60 x 100 image with the flat processor kwargs
 min_pixels 1024 and max_pixels 3072 (as vLLM passes a request's mm_processor_kwargs), which make its
