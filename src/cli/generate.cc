@@ -26,6 +26,7 @@
 #include "runtime/tensor_parallel_model.h"
 #include "server/chat_content.h"
 #include "server/chat_media.h"
+#include "server/mm_processor_kwargs.h"
 #include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/npy.h"
@@ -46,6 +47,7 @@ struct GenerateOptions {
   std::string prompt_token_ids;
   std::string prompt;
   std::string messages;
+  std::string mm_processor_kwargs;  // JSON object, as a chat request's field
   std::string prompts_file;
   int max_tokens = 16;
   std::optional<float> temperature;
@@ -182,10 +184,22 @@ PromptJob render_messages(const GenerateOptions& options, const text::Tokenizer*
   }
   PromptJob job{{}, base, "--messages"};
   try {
+    Json kwargs_json;
+    if (!options.mm_processor_kwargs.empty()) {
+      try {
+        kwargs_json = Json::parse(options.mm_processor_kwargs);
+      } catch (const Json::parse_error& e) {
+        throw_error(ErrorCode::kInvalidArgument, "--mm-processor-kwargs: malformed JSON: {}", e.what());
+      }
+    }
+    const server::MmProcessorKwargs kwargs =
+        server::parse_mm_processor_kwargs(options.mm_processor_kwargs.empty() ? nullptr : &kwargs_json, media);
     const OrderedJson prepared =
         server::prepare_message_content(messages, chat_template->content_format(), server::readable_media(media));
-    Json decoded = server::collect_chat_media(Json::parse(messages.dump()), media);
+    Json decoded = server::collect_chat_media(Json::parse(messages.dump()), server::with_processor_kwargs(media, kwargs));
     if (!decoded.empty()) job.additional_information[model::kMultiModalData] = std::move(decoded);
+    if (Json stage = kwargs.stage_kwargs(); !stage.empty())
+      job.additional_information[model::kMmProcessorKwargs] = std::move(stage);
     job.token_ids = tokenizer->encode(chat_template->apply(prepared, nullptr, /*add_generation_prompt=*/true));
   } catch (const Error& e) {
     throw Error(e.code(), std::string("--messages: ") + e.what());
@@ -352,6 +366,9 @@ int run_generate(GenerateOptions options) {
   if (prompt_sources != 1) {
     throw_error(ErrorCode::kInvalidArgument,
                 "give exactly one of --prompt-token-ids, --prompt, --messages and --prompts-file");
+  }
+  if (!options.mm_processor_kwargs.empty() && options.messages.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--mm-processor-kwargs goes with --messages (the media it applies to)");
   }
   if (!options.dump_logits.empty() && !options.prompts_file.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "--dump-logits works with one prompt, not with --prompts-file");
@@ -531,6 +548,10 @@ Command generate_command() {
         sub.add_option("--prompt", options->prompt, "The prompt as text (needs a tokenizer)");
         sub.add_option("--messages", options->messages,
                        "The prompt as chat messages, a JSON list rendered with the model's chat template");
+        sub.add_option("--mm-processor-kwargs", options->mm_processor_kwargs,
+                       "With --messages: the multimodal processor kwargs, a JSON object as a chat request's "
+                       "mm_processor_kwargs (min_pixels, max_pixels, fps, min_frames, max_frames, "
+                       "use_audio_in_video)");
         sub.add_option("--prompts-file", options->prompts_file,
                        "A JSONL file of prompts, run together through one engine: each line "
                        "{\"prompt_token_ids\": [...]} or {\"prompt\": \"...\"}, with optional \"sampling_params\" "

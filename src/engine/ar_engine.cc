@@ -310,17 +310,17 @@ void ArEngine::add_media_rows(const model::MultimodalPrompt& media, const Schedu
 
 void ArEngine::add_mrope_positions(const ScheduledSequence& s) {
   const Request& owner = completions_.at(s.seq)->request;
-  const std::vector<int32_t>* streams = owner.media ? &owner.media->mrope_positions : nullptr;
+  const std::vector<float>* streams = owner.media ? &owner.media->mrope_positions : nullptr;
   const size_t prompt = owner.media ? owner.media->token_ids.size() : 0;
-  const int32_t delta = owner.media ? owner.media->rope_delta : 0;
+  const float delta = owner.media ? owner.media->rope_delta : 0.0f;
   for (int i = 0; i < s.num_new_tokens; ++i) {
     const int position = s.context_len + i;
     for (int stream = 0; stream < 3; ++stream) {
-      int32_t value = position;
+      auto value = static_cast<float>(position);
       if (streams != nullptr && !streams->empty() && static_cast<size_t>(position) < prompt) {
         value = (*streams)[stream * prompt + position];
       } else if (streams != nullptr && static_cast<size_t>(position) >= prompt) {
-        value = position + delta;
+        value = static_cast<float>(position) + delta;
       }
       mrope_streams_[stream].push_back(value);
     }
@@ -377,7 +377,7 @@ std::vector<RequestOutput> ArEngine::step() {
   for (const ScheduledSequence& s : plan.scheduled) {
     const Request& owner = completions_.at(s.seq)->request;
     if (!owner.media) continue;
-    mrope = mrope || !owner.media->mrope_positions.empty() || owner.media->rope_delta != 0;
+    mrope = mrope || !owner.media->mrope_positions.empty() || owner.media->rope_delta != 0.0f;
     deepstack_layers = std::max(deepstack_layers, owner.media->deepstack.size());
   }
   batch_.input_row_deepstack.resize(deepstack_layers);

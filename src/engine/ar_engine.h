@@ -186,7 +186,7 @@ class ArEngine {
   int last_step_num_seqs_ = 0;
   int last_step_num_tokens_ = 0;
   model::ForwardBatch batch_;
-  std::array<std::vector<int32_t>, 3> mrope_streams_;  // the batch's M-RoPE streams as add_mrope_positions fills them
+  std::array<std::vector<float>, 3> mrope_streams_;  // the batch's M-RoPE streams as add_mrope_positions fills them
   std::vector<float> logits_;
   std::vector<int32_t> sampled_ids_;
   std::vector<tensor::ops::SamplingParams> device_params_;

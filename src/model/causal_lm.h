@@ -51,9 +51,10 @@ struct ForwardBatch {
   // prompt logprobs), not only for the last token of slices that want them.
   bool all_logits = false;
   // A model with multimodal RoPE (TextModelConfig::rope.mrope_section): the temporal, height and
-  // width position of each token, [3 * tokens] (all t, then all h, then all w). Empty: the three
-  // streams equal `positions` (text), which makes every M-RoPE layout the plain rotation.
-  std::vector<int32_t> mrope_positions;
+  // width position of each token, [3 * tokens] (all t, then all h, then all w); floats, as a video's
+  // temporal positions may be fractional (Qwen3-Omni at 1.5 fps: 17.33 per temporal patch). Empty:
+  // the three streams equal `positions` (text), which makes every M-RoPE layout the plain rotation.
+  std::vector<float> mrope_positions;
   // Rows whose input is given instead of their token's embedding (the encoder rows of a multimodal
   // prompt's placeholders): batch position input_rows[i] takes row i of input_row_values,
   // [input_rows.size(), hidden_size] float32. Empty: every row is its token's embedding.
@@ -70,6 +71,10 @@ struct ForwardBatch {
 // base64 of little-endian float32 mono samples, "sample_rate": n, "source": "messages[i].content[j]"},
 // …]}.
 inline constexpr const char* kMultiModalData = "multi_modal_data";
+// The key of a request's additional_information under which the processor kwargs the stage applies
+// travel (the chat request's mm_processor_kwargs that the server does not apply itself, e.g.
+// {"min_pixels": n, "max_pixels": m}).
+inline constexpr const char* kMmProcessorKwargs = "mm_processor_kwargs";
 
 // A prompt whose request carries media: the token ids with each media placeholder expanded to the
 // rows its encoder gives, and those rows, which replace the placeholders' embeddings
@@ -83,9 +88,10 @@ struct MultimodalPrompt {
   std::vector<std::vector<float>> deepstack;
   // The prompt's M-RoPE position streams [3 * token_ids.size()] (all t, then h, then w) when they
   // are not the plain positions (image and video grids), and the rope delta that a generated token
-  // at index p takes on all three streams (position p + rope_delta). Empty: plain positions.
-  std::vector<int32_t> mrope_positions;
-  int32_t rope_delta = 0;
+  // at index p takes on all three streams (position p + rope_delta; both may be fractional). Empty:
+  // plain positions.
+  std::vector<float> mrope_positions;
+  float rope_delta = 0.0f;
 };
 
 struct CausalLmInfo {

@@ -307,8 +307,8 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
       throw_error(ErrorCode::kInvalidArgument, "forward: {} mrope_positions for {} tokens (3 per token)",
                   batch.mrope_positions.size(), tokens);
     }
-    mrope_positions = Tensor::empty({3, tokens}, DType::kI32);
-    std::copy(batch.mrope_positions.begin(), batch.mrope_positions.end(), mrope_positions.data<int32_t>());
+    mrope_positions = Tensor::empty({3, tokens}, DType::kF32);
+    std::copy(batch.mrope_positions.begin(), batch.mrope_positions.end(), mrope_positions.data<float>());
   }
   const Tensor last =
       run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()}, mrope_positions, &batch);

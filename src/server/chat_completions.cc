@@ -12,6 +12,7 @@
 
 #include "server/chat_media.h"
 #include "server/completion_response.h"
+#include "server/mm_processor_kwargs.h"
 #include "server/openai_error.h"
 #include "server/request_fields.h"
 #include "server/routes.h"
@@ -90,10 +91,18 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
       context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
+  const auto kwargs_field = body.find("mm_processor_kwargs");
+  const Json* kwargs_value = kwargs_field == body.end() ? nullptr : &*kwargs_field;
   if (context.media != nullptr) {
-    // The media the template wrote placeholders for, decoded in the same order (chat_media.h).
-    Json media = collect_chat_media(body.at("messages"), *context.media);
+    // The media the template wrote placeholders for, decoded in the same order (chat_media.h), with
+    // the request's processor kwargs (mm_processor_kwargs.h).
+    const MmProcessorKwargs kwargs = parse_mm_processor_kwargs(kwargs_value, *context.media);
+    Json media = collect_chat_media(body.at("messages"), with_processor_kwargs(*context.media, kwargs));
     if (!media.empty()) generation.additional_information["multi_modal_data"] = std::move(media);
+    if (Json stage = kwargs.stage_kwargs(); !stage.empty())
+      generation.additional_information["mm_processor_kwargs"] = std::move(stage);
+  } else if (kwargs_value != nullptr && !kwargs_value->is_null()) {
+    parse_mm_processor_kwargs(kwargs_value, ChatMediaOptions{});  // refuses any key: no media
   }
   apply_truncate_prompt_tokens(body, generation.prompt_token_ids);
   context.check_context_length(generation.prompt_token_ids.size(), max_tokens_of(generation.sampling_params),

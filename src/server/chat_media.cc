@@ -173,12 +173,32 @@ Json collect_chat_media(const Json& messages, const ChatMediaOptions& options) {
         }
         std::string rgb;
         for (const auto& frame : video.frames) rgb.append(reinterpret_cast<const char*>(frame.data()), frame.size());
-        media["video"].push_back(Json{{"data", base64_encode(rgb)},
-                                      {"width", video.width},
-                                      {"height", video.height},
-                                      {"frames", video.frames.size()},
-                                      {"fps", video.sampled_fps},
-                                      {"source", field}});
+        Json entry{{"data", base64_encode(rgb)},
+                   {"width", video.width},
+                   {"height", video.height},
+                   {"frames", video.frames.size()},
+                   {"fps", video.sampled_fps},
+                   {"source", field}};
+        if (options.use_audio_in_video) {
+          // The whole track, as an audio part of the same bytes would be decoded.
+          media::AudioDecodeLimits limits = options.audio_limits;
+          limits.max_seconds -= seconds_so_far;
+          std::vector<float> samples;
+          try {
+            samples = media::decode_audio_at(bytes, options.audio_sample_rate, limits);
+          } catch (const Error& e) {
+            throw_invalid_field(field, "'{}': its audio track (mm_processor_kwargs.use_audio_in_video): {}", field,
+                                e.what());
+          }
+          if (samples.empty()) {
+            throw_invalid_field(field, "'{}': the video's audio track has no samples (mm_processor_kwargs."
+                                "use_audio_in_video)", field);
+          }
+          seconds_so_far += static_cast<double>(samples.size()) / options.audio_sample_rate;
+          entry["audio"] = Json{{"data", base64_encode(little_endian_f32(samples))},
+                                {"sample_rate", options.audio_sample_rate}};
+        }
+        media["video"].push_back(std::move(entry));
         continue;
       }
       const std::string bytes = audio_part_bytes(part, type, options, field);

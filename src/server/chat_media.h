@@ -13,7 +13,8 @@
 // samples, "sample_rate": rate, "source": "messages[i].content[j]"}, …], "image": [{"data": base64
 // of the RGB bytes, "width": w, "height": h, "source": …}, …], "video": [{"data": base64 of the kept
 // frames' RGB bytes one after another, "width", "height", "frames": n, "fps": the kept frames' rate,
-// "source": …}, …]}.
+// "source": …, and with use_audio_in_video "audio": {"data", "sample_rate"}, the video's audio
+// track decoded as an audio part's bytes would be}, …]}.
 //
 // Errors are the 400 of openai_error.h naming the part at fault (messages[i].content[j]): not
 // decodable, too long or too large, a URL that cannot be fetched, a local file outside the
@@ -50,6 +51,10 @@ struct ChatMediaOptions {
   media::AudioDecodeLimits audio_limits;
   // http(s) URLs: the time limit (vLLM's VLLM_AUDIO_FETCH_TIMEOUT) and audio_limits.max_bytes.
   std::chrono::milliseconds fetch_timeout{10'000};
+  // A request's mm_processor_kwargs.use_audio_in_video (server/mm_processor_kwargs.h): each video's
+  // audio track goes with it (counted in audio_limits.max_seconds with the audio parts); a video
+  // without one is refused.
+  bool use_audio_in_video = false;
 };
 
 // Reads --limit-mm-per-prompt's JSON ({"audio": 2, "image": {"count": 1}}). Throws

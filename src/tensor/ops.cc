@@ -403,7 +403,7 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
   const char* op = "rotary_embedding";
   const Device device = common_device(op, {{"x", &x}});
   expect_float(op, "x", x);
-  expect_dtype(op, "positions", positions, DType::kI32);
+  if (positions.defined() && positions.dtype() != DType::kF32) expect_dtype(op, "positions", positions, DType::kI32);
   expect_rank(op, "x", x, 3);
   if (x.dim(2) % 2 != 0) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: head_dim {} is odd", x.dim(2));
   if (spec.layout == RopeLayout::kNeox) {
@@ -417,6 +417,30 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
     }
   }
   if (!(spec.theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: theta must be > 0");
+  if (positions.dtype() == DType::kF32) {
+    // Float positions (fractional M-RoPE positions) are host values. The CPU kernel reads them as
+    // they are; the CUDA kernel takes integers, so they go there only when all are whole.
+    if (positions.device().type != DeviceType::kCpu || !positions.is_contiguous()) {
+      throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: float positions must be a contiguous host tensor");
+    }
+    if (device.type == DeviceType::kCpu) {
+      cpu::rotary_embedding(x, positions, spec);
+      return;
+    }
+    Tensor ints = Tensor::empty(positions.shape(), DType::kI32);
+    const float* p = positions.data<float>();
+    for (int64_t i = 0; i < positions.numel(); ++i) {
+      if (p[i] != std::floor(p[i]) || std::abs(p[i]) > 2e9f) {
+        throw_error(ErrorCode::kUnsupported,
+                    "rotary_embedding: fractional positions ({}) run on the CPU only (the {} kernel takes integers)",
+                    p[i], device_name(device));
+      }
+      ints.data<int32_t>()[i] = static_cast<int32_t>(p[i]);
+    }
+    const Tensor positions_here = index_tensor(op, "positions", ints, device);
+    OMNI_DISPATCH(device, rotary_embedding(x, positions_here, spec));
+    return;
+  }
   const Tensor positions_here = index_tensor(op, "positions", positions, device);
   OMNI_DISPATCH(device, rotary_embedding(x, positions_here, spec));
 }

@@ -123,9 +123,10 @@ class GridMediaLm : public MediaLm {
     if (!out) return out;
     const size_t n = out->token_ids.size();
     for (int stream = 0; stream < 3; ++stream) {
-      for (size_t p = 0; p < n; ++p) out->mrope_positions.push_back(1000 * (stream + 1) + static_cast<int32_t>(p));
+      for (size_t p = 0; p < n; ++p)
+        out->mrope_positions.push_back(static_cast<float>(1000 * (stream + 1) + static_cast<int32_t>(p)));
     }
-    out->rope_delta = 500;
+    out->rope_delta = 500.0f;
     out->deepstack.resize(1);
     for (size_t i = 0; i < out->values.size(); ++i) out->deepstack[0].push_back(-out->values[i]);
     return out;
@@ -138,7 +139,7 @@ class GridMediaLm : public MediaLm {
         const size_t t = static_cast<size_t>(s.query_start + i);
         std::array<int32_t, 3> streams{batch.positions[t], batch.positions[t], batch.positions[t]};
         if (!batch.mrope_positions.empty()) {
-          for (int k = 0; k < 3; ++k) streams[k] = batch.mrope_positions[k * tokens + t];
+          for (int k = 0; k < 3; ++k) streams[k] = static_cast<int32_t>(batch.mrope_positions[k * tokens + t]);
         }
         positions_seen[s.block_table.front()][s.context_len + i] = streams;
       }

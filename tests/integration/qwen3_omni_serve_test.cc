@@ -281,6 +281,21 @@ TEST_F(Qwen3OmniAudioServeTest, ImagesExpandToTheirMergedPatchesAndDataAndFileUr
   EXPECT_EQ(by_file["usage"], one["usage"]);
 }
 
+// mm_processor_kwargs min_pixels and max_pixels together set the image's pixel budget at the stage:
+// 96 x 64 pixels under at least 128 x 128 are scaled up to 160 x 128, 10 x 8 patches, 5 x 4 merged
+// blocks = 20 rows. One of them alone changes nothing, as in transformers' Qwen2-VL processors.
+TEST_F(Qwen3OmniAudioServeTest, MinAndMaxPixelsKwargsSetTheImagesGrid) {
+  const Json question = {{"type", "text"}, {"text", "What is this?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  Json body = chat(Json::array({image_url("data:image/png;base64," + base64_encode(png_picture(96, 64))), question}));
+  body["mm_processor_kwargs"] = {{"min_pixels", 128 * 128}, {"max_pixels", 1 << 22}};
+  EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 20 + 2);
+  body["mm_processor_kwargs"] = {{"min_pixels", 128 * 128}};
+  EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 6 + 2);
+  body["mm_processor_kwargs"] = {{"min_pixels", 0}};
+  EXPECT_EQ(post(body, 400)["error"]["param"], "mm_processor_kwargs.min_pixels");
+}
+
 TEST_F(Qwen3OmniAudioServeTest, TooManyUndecodableOrTinyImagesAre400sNamingThePart) {
   const std::string png = base64_encode(png_picture(96, 64));
   const Json three =
@@ -335,6 +350,44 @@ TEST_F(Qwen3OmniAudioServeTest, VideoUrlsExpandToTheirSampledFramesPatches) {
   const Json garbage =
       post(chat(Json::array({{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}}})), 400);
   EXPECT_EQ(garbage["error"]["param"], "messages[0].content[0]") << garbage.dump();
+}
+
+// mm_processor_kwargs.use_audio_in_video: the video's audio track is decoded with it and its audio
+// rows are interleaved with the video's inside <|vision_start|><|audio_start|> … <|audio_end|>
+// <|vision_end|>; a key the model does not take is a 400 naming it.
+TEST_F(Qwen3OmniAudioServeTest, UseAudioInVideoAddsTheVideosAudioRowsAndBadKwargsAre400s) {
+  const Json question = {{"type", "text"}, {"text", "What is said?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  // As VideoUrlsExpandToTheirSampledFramesPatches: 3 temporal patches of 140 rows; and 2.5 s of audio
+  // at 16 kHz: 250 feature frames, 13 x 2 + 7 = 33 audio rows.
+  const std::string mkv = flat_video_with_tone(30, 10, 64, 48, 2.5, 16000);
+  const Json video = {{"type", "video_url"},
+                      {"video_url", {{"url", "data:video/x-matroska;base64," + base64_encode(mkv)}}}};
+  const Json plain = post(chat(Json::array({video, question})));
+  EXPECT_EQ(plain["usage"]["prompt_tokens"].get<int>(), text_only + 3 * 140 + 2) << plain.dump();
+  Json body = chat(Json::array({video, question}));
+  body["mm_processor_kwargs"] = {{"use_audio_in_video", true}};
+  const Json with_audio = post(body);
+  EXPECT_EQ(with_audio["usage"]["prompt_tokens"].get<int>(), text_only + 3 * 140 + 33 + 4) << with_audio.dump();
+  EXPECT_EQ(with_audio["choices"][0]["finish_reason"], "length");
+
+  body["mm_processor_kwargs"] = {{"use_audio_in_video", true}, {"num_frames", 4}};
+  const Json unknown = post(body, 400);
+  EXPECT_EQ(unknown["error"]["param"], "mm_processor_kwargs.num_frames") << unknown.dump();
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("use_audio_in_video"), std::string::npos)
+      << unknown.dump();
+  body["mm_processor_kwargs"] = {{"use_audio_in_video", "yes"}};
+  EXPECT_EQ(post(body, 400)["error"]["param"], "mm_processor_kwargs.use_audio_in_video");
+  // A video without an audio track cannot give one.
+  const std::string silent = flat_video(30, 10, 64, 48);
+  Json no_track = chat(Json::array(
+      {{{"type", "video_url"}, {"video_url", {{"url", "data:video/x-matroska;base64," + base64_encode(silent)}}}},
+       question}));
+  no_track["mm_processor_kwargs"] = {{"use_audio_in_video", true}};
+  EXPECT_EQ(post(no_track, 400)["error"]["param"], "messages[0].content[0]");
+  // Fewer frames per second: 1 fps of 3 s is 3 frames, raised to min_frames 4: 2 temporal patches.
+  body["mm_processor_kwargs"] = {{"fps", 1}};
+  EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 2 * 140 + 2);
 }
 
 }  // namespace

@@ -431,6 +431,54 @@ TEST_P(OpsTest, RotaryEmbeddingMatchesReferenceForNeoxAndBothMrope) {
   }
 }
 
+// Float positions (fractional M-RoPE positions, as Qwen3-Omni's 1.5 fps video gives) are host
+// values: the CPU rotates by them as they are; another device takes whole ones and refuses a
+// fractional one.
+TEST_P(OpsTest, RotaryEmbeddingTakesFloatHostPositions) {
+  const int tokens = size(2, 9), heads = size(1, 3), half = 12, hd = 2 * half;
+  ops::RopeSpec spec;
+  spec.layout = ops::RopeLayout::kMropeInterleaved;
+  spec.theta = 10000.0f;
+  spec.mrope_section = {4, 4, 4};
+  const bool cpu = GetParam().device.type == DeviceType::kCpu;
+  for (bool fractional : {false, true}) {
+    std::vector<float> pos(3 * tokens);
+    for (size_t i = 0; i < pos.size(); ++i)
+      pos[i] = static_cast<float>(size(0, 200)) + (fractional ? 17.0f / 3.0f : 0.0f);
+    Tensor positions = Tensor::empty({3, tokens}, DType::kF32);
+    std::copy(pos.begin(), pos.end(), positions.data<float>());
+    std::vector<double> x;
+    Tensor xd = dev(random({tokens, heads, hd}, x));
+    if (fractional && !cpu) {
+      try {
+        ops::rotary_embedding(xd, positions, spec);
+        FAIL() << "no error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+        EXPECT_NE(std::string(e.what()).find("fractional positions"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    const std::vector<int> stream = reference_streams(spec.layout, spec.mrope_section, half);
+    std::vector<double> want(x.size()), scale(x.size());
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < heads; ++h) {
+        const double* v = &x[(t * heads + h) * hd];
+        for (int i = 0; i < half; ++i) {
+          const double angle = pos[stream[i] * tokens + t] * std::pow(10000.0, -2.0 * i / hd);
+          const size_t at = (t * heads + h) * hd + i;
+          want[at] = v[i] * std::cos(angle) - v[i + half] * std::sin(angle);
+          want[at + half] = v[i + half] * std::cos(angle) + v[i] * std::sin(angle);
+          scale[at] = scale[at + half] = std::hypot(v[i], v[i + half]) * (1.0 + angle * 1e-2);
+        }
+      }
+    }
+    ops::rotary_embedding(xd, positions, spec);
+    SCOPED_TRACE(fractional ? "fractional" : "whole");
+    expect_close(xd, want, 1e-6, 2e-5, scale);
+  }
+}
+
 // Each of the nh heads of x [tokens, nh, hd] normalised with w (when with_norm), then rotated (NeoX)
 // at pos[t], in float64; scale is each element's magnitude before the rotation, its angle's error
 // allowance folded in.

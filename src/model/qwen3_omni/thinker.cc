@@ -110,6 +110,34 @@ VisionInput vision_entry(const Json& entry, bool video, std::string& storage, st
   return in;
 }
 
+// The processor kwargs of a request the stage applies (additional_information.mm_processor_kwargs,
+// which the server checked): min_pixels and max_pixels, which count only together.
+VisionPixelBudget pixel_budget_of(const Json& additional_information) {
+  VisionPixelBudget budget;
+  auto kwargs = additional_information.find(kMmProcessorKwargs);
+  if (kwargs == additional_information.end() || kwargs->is_null()) return budget;
+  if (!kwargs->is_object()) {
+    throw_error(ErrorCode::kInvalidArgument, "additional_information.{} must be an object", kMmProcessorKwargs);
+  }
+  const auto read = [&](const char* key, int64_t& out) {
+    auto it = kwargs->find(key);
+    if (it == kwargs->end() || it->is_null()) return;
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
+      throw_error(ErrorCode::kInvalidArgument, "{}.{} must be a positive integer, got {}", kMmProcessorKwargs, key,
+                  it->dump());
+    }
+    out = it->get<int64_t>();
+  };
+  read("min_pixels", budget.min_pixels);
+  read("max_pixels", budget.max_pixels);
+  if (budget.min_pixels > 0 && budget.max_pixels > 0 && budget.min_pixels > budget.max_pixels) {
+    throw_error(ErrorCode::kInvalidArgument, "{}: min_pixels {} exceeds max_pixels {}", kMmProcessorKwargs,
+                budget.min_pixels, budget.max_pixels);
+  }
+  if (budget.min_pixels == 0 || budget.max_pixels == 0) budget = {};  // one alone: as transformers, none
+  return budget;
+}
+
 }  // namespace
 
 bool has_audio_input(const std::filesystem::path& dir) {
@@ -148,28 +176,58 @@ std::optional<MultimodalPrompt> Thinker::prepare_multimodal_prompt(std::span<con
   const Json& audio_entries = media->contains("audio") ? (*media)["audio"] : none;
   const Json& image_entries = media->contains("image") ? (*media)["image"] : none;
   const Json& video_entries = media->contains("video") ? (*media)["video"] : none;
+  const VisionPixelBudget budget = pixel_budget_of(additional_information);
 
-  // Audio: the features of all of the request's audios together, then the tower.
-  std::vector<int64_t> audio_counts;
-  tensor::Tensor audio_rows_values;
-  if (!audio_entries.empty()) {
-    std::vector<std::vector<float>> samples;
-    const int64_t shortest = audio_->features().config().n_fft / 2 + 1;
-    for (size_t i = 0; i < audio_entries.size(); ++i) {
-      std::string where = "multi_modal_data.audio[" + std::to_string(i) + "]";
-      samples.push_back(entry_samples(audio_entries[i], audio_->sample_rate(), where));
-      if (static_cast<int64_t>(samples.back().size()) < shortest) {
-        throw_error(ErrorCode::kInvalidArgument, "{}: the audio is too short ({} samples at {} Hz; at least {})", where,
-                    samples.back().size(), audio_->sample_rate(), shortest);
-      }
-      for (float x : samples.back()) {
-        if (!std::isfinite(x))
-          throw_error(ErrorCode::kInvalidArgument, "{}: the audio holds a non-finite sample", where);
+  // Audio: the request's audios and the audio tracks of its videos (use_audio_in_video), in the
+  // order their placeholders come in the prompt, as the processor takes them: their features
+  // together (padded to the longest), then the tower.
+  std::vector<std::vector<float>> standalone, tracks(video_entries.size());
+  const auto read_audio = [&](const Json& entry, std::string where) {
+    if (!audio_) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: the checkpoint reads no audio (no audio tower)", where);
+    }
+    std::vector<float> samples = entry_samples(entry, audio_->sample_rate(), where);
+    const auto shortest = static_cast<size_t>(audio_->features().config().n_fft / 2 + 1);
+    if (samples.size() < shortest) {
+      throw_error(ErrorCode::kInvalidArgument, "{}: the audio is too short ({} samples at {} Hz; at least {})", where,
+                  samples.size(), audio_->sample_rate(), shortest);
+    }
+    for (float x : samples) {
+      if (!std::isfinite(x)) throw_error(ErrorCode::kInvalidArgument, "{}: the audio holds a non-finite sample", where);
+    }
+    return samples;
+  };
+  for (size_t i = 0; i < audio_entries.size(); ++i)
+    standalone.push_back(read_audio(audio_entries[i], "multi_modal_data.audio[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < video_entries.size(); ++i) {
+    if (video_entries[i].is_object() && video_entries[i].contains("audio")) {
+      tracks[i] = read_audio(video_entries[i]["audio"], "multi_modal_data.video[" + std::to_string(i) + "].audio");
+    }
+  }
+  // (kind, index) of each audio in prompt order: 0 a standalone audio, 1 a video's track.
+  std::vector<std::pair<int, size_t>> audio_order;
+  {
+    size_t next_audio = 0, next_video = 0;
+    for (int32_t id : prompt) {
+      if (id == ids_.audio_token && next_audio < standalone.size()) audio_order.emplace_back(0, next_audio++);
+      if (id == ids_.video_token && next_video < tracks.size()) {
+        if (!tracks[next_video].empty()) audio_order.emplace_back(1, next_video);
+        ++next_video;
       }
     }
-    std::vector<std::span<const float>> views(samples.begin(), samples.end());
+    // Entries without a placeholder still count (expand_placeholders names the mismatch below).
+    for (; next_audio < standalone.size(); ++next_audio) audio_order.emplace_back(0, next_audio);
+  }
+  std::vector<int64_t> audio_counts(standalone.size(), 0), track_rows(tracks.size(), 0);
+  tensor::Tensor audio_rows_values;
+  if (!audio_order.empty()) {
+    std::vector<std::span<const float>> views;
+    for (auto [kind, i] : audio_order) views.emplace_back(kind == 0 ? standalone[i] : tracks[i]);
     EncodedAudio encoded = audio_->encode(views);
-    audio_counts = std::move(encoded.rows_per_audio);
+    for (size_t k = 0; k < audio_order.size(); ++k) {
+      auto [kind, i] = audio_order[k];
+      (kind == 0 ? audio_counts[i] : track_rows[i]) = encoded.rows_per_audio[k];
+    }
     audio_rows_values = std::move(encoded.rows);
   }
 
@@ -183,18 +241,16 @@ std::optional<MultimodalPrompt> Thinker::prepare_multimodal_prompt(std::span<con
       inputs.push_back(vision_entry(entries[i], video, storage[i], where));
       sources.push_back(where);
     }
-    return vision_ ? vision_->encode(inputs, ids_.position_id_per_seconds, sources) : EncodedVision{};
+    return vision_ ? vision_->encode(inputs, sources, budget) : EncodedVision{};
   };
   const EncodedVision images = encode_vision(image_entries, false);
-  const EncodedVision videos = encode_vision(video_entries, true);
+  EncodedVision videos = encode_vision(video_entries, true);
+  for (size_t i = 0; i < videos.segments.size(); ++i) videos.segments[i].audio_rows = track_rows[i];
 
   MultimodalPrompt out;
-  std::vector<int64_t> image_counts, video_counts;
-  for (const VisionSegment& s : images.segments) image_counts.push_back(s.rows());
-  for (const VisionSegment& s : videos.segments) video_counts.push_back(s.rows());
   out.token_ids = expand_placeholders(prompt, ids_.audio_token, audio_counts, "audio");
-  out.token_ids = expand_placeholders(out.token_ids, ids_.image_token, image_counts, "image");
-  out.token_ids = expand_placeholders(out.token_ids, ids_.video_token, video_counts, "video");
+  out.token_ids = expand_vision_placeholders(out.token_ids, ids_, ids_.image_token, images.segments, "image");
+  out.token_ids = expand_vision_placeholders(out.token_ids, ids_, ids_.video_token, videos.segments, "video");
 
   // The rows in prompt order: each placeholder takes its kind's next row.
   const int64_t hidden = config().hidden_size;

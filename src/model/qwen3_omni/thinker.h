@@ -47,9 +47,11 @@ class Thinker : public DecoderLm {
   // multi_modal_data (model/causal_lm.h's kMultiModalData): "audio" entries' samples at
   // audio_sample_rate(); "image" entries {"data": base64 RGB bytes, "width", "height"}; "video"
   // entries {"data": base64 of the sampled frames' RGB bytes one after another, "width", "height",
-  // "frames", "fps": the sampled frames' rate}. kInvalidArgument naming the entry's source for one
-  // that is malformed, at another rate, too short or too small, and for media the checkpoint
-  // cannot read.
+  // "frames", "fps": the sampled frames' rate, and for use_audio_in_video "audio": its audio track
+  // as an audio entry, whose rows are interleaved with the video's}; additional_information's
+  // kMmProcessorKwargs {"min_pixels", "max_pixels"} set both pixel budgets (together only).
+  // kInvalidArgument naming the entry's source for one that is malformed, at another rate, too
+  // short or too small, and for media the checkpoint cannot read.
   std::optional<MultimodalPrompt> prepare_multimodal_prompt(std::span<const int32_t> prompt,
                                                             const Json& additional_information) override;
 

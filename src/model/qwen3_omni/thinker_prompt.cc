@@ -24,6 +24,8 @@ ThinkerTokenIds parse_thinker_token_ids(const Json& config, const std::string& s
   read("image_token_id", ids.image_token);
   read("video_token_id", ids.video_token);
   read("vision_start_token_id", ids.vision_start_token);
+  read("vision_end_token_id", ids.vision_end_token);
+  read("audio_end_token_id", ids.audio_end_token);
   if (auto it = thinker->find("position_id_per_seconds"); it != thinker->end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() <= 0) {
       throw_error(ErrorCode::kLoadFailed,
@@ -61,24 +63,150 @@ std::vector<int32_t> audio_rows(std::span<const int32_t> expanded, int32_t audio
   return rows;
 }
 
+std::vector<bool> interleave_video_audio(const VisionSegment& video, double position_id_per_seconds) {
+  const int64_t per_t = (video.h / video.merge) * (video.w / video.merge);
+  std::vector<bool> order;
+  order.reserve(static_cast<size_t>(video.rows() + video.audio_rows));
+  int64_t v = 0, a = 0;
+  const int64_t vn = video.rows(), an = video.audio_rows;
+  // The processor's float64 times: (k * second_per_grid) * position_id_per_seconds against a.
+  while (v < vn && a < an) {
+    const double time = static_cast<double>(v / per_t) * video.second_per_grid * position_id_per_seconds;
+    if (time <= static_cast<double>(a)) {
+      order.push_back(true);
+      ++v;
+    } else {
+      order.push_back(false);
+      ++a;
+    }
+  }
+  order.insert(order.end(), static_cast<size_t>(vn - v), true);
+  order.insert(order.end(), static_cast<size_t>(an - a), false);
+  return order;
+}
+
+std::vector<int32_t> expand_vision_placeholders(std::span<const int32_t> prompt, const ThinkerTokenIds& ids,
+                                                int32_t token, std::span<const VisionSegment> segments,
+                                                const char* kind) {
+  const auto placeholders = static_cast<size_t>(std::count(prompt.begin(), prompt.end(), token));
+  if (placeholders != segments.size()) {
+    throw_error(ErrorCode::kInvalidArgument, "the prompt has {} {} placeholder{} for {} {}{}", placeholders, kind,
+                placeholders == 1 ? "" : "s", segments.size(), kind, segments.size() == 1 ? "" : "s");
+  }
+  std::vector<int32_t> out;
+  size_t next = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] != token) {
+      out.push_back(prompt[i]);
+      continue;
+    }
+    const VisionSegment& seg = segments[next++];
+    if (seg.audio_rows == 0) {
+      out.insert(out.end(), static_cast<size_t>(seg.rows()), token);
+      continue;
+    }
+    if (i == 0 || prompt[i - 1] != ids.vision_start_token || i + 1 == prompt.size() ||
+        prompt[i + 1] != ids.vision_end_token) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "prompt token {}: the {} {} comes with its audio (use_audio_in_video), so its placeholder must be "
+                  "<|vision_start|><|video_pad|><|vision_end|>",
+                  i, kind, next - 1);
+    }
+    out.push_back(ids.audio_start_token);
+    for (bool video : interleave_video_audio(seg, ids.position_id_per_seconds))
+      out.push_back(video ? token : ids.audio_token);
+    out.push_back(ids.audio_end_token);
+  }
+  return out;
+}
+
+namespace {
+
+// The positions of one vision segment's rows, starting at prompt index `i` (its first row) with s
+// the position after its start token(s), written into `streams`; returns the maximum over the
+// block transformers' get_rope_index appends last (the whole segment, or for an interleaved one the
+// tail after the last row of the kind that ran out first) and advances i past the rows.
+float vision_rows(std::span<const int32_t> expanded, const ThinkerTokenIds& ids, const VisionSegment& seg,
+                  int32_t token, float s, size_t& i, std::vector<float>& streams, const char* kind, size_t index) {
+  const size_t n = expanded.size();
+  const int64_t bh = seg.h / seg.merge, bw = seg.w / seg.merge, per_t = bh * bw;
+  const auto total = static_cast<size_t>(seg.rows() + seg.audio_rows);
+  const auto is_row = [&](int32_t x) { return x == token || (seg.audio_rows > 0 && x == ids.audio_token); };
+  if (i + total > n || !std::all_of(expanded.begin() + static_cast<int64_t>(i),
+                                    expanded.begin() + static_cast<int64_t>(i + total), is_row) ||
+      std::count(expanded.begin() + static_cast<int64_t>(i), expanded.begin() + static_cast<int64_t>(i + total),
+                 token) != seg.rows()) {
+    throw_error(ErrorCode::kInvalidArgument, "prompt token {}: the {} {} needs {} placeholder rows in a row", i, kind,
+                index, total);
+  }
+  // float32 as transformers: t = (k * float32(second_per_grid)) * position_id_per_seconds, + s.
+  const auto spg = static_cast<float>(seg.second_per_grid);
+  const auto pps = static_cast<float>(ids.position_id_per_seconds);
+  int64_t v = 0, a = 0;
+  size_t last_video = 0, last_audio = 0;  // one past the prompt index of each kind's last row
+  std::vector<float> row_max(total);
+  for (size_t r = 0; r < total; ++r) {
+    const size_t at = i + r;
+    float t, h, w;
+    if (expanded[at] == token) {
+      const int64_t k = v / per_t, rc = v % per_t;
+      const float step = static_cast<float>(k) * spg;
+      t = step * pps + s;
+      h = static_cast<float>(rc / bw) + s;
+      w = static_cast<float>(rc % bw) + s;
+      ++v;
+      last_video = r + 1;
+    } else {
+      t = h = w = static_cast<float>(a) + s;
+      ++a;
+      last_audio = r + 1;
+    }
+    streams[at] = t;
+    streams[n + at] = h;
+    streams[2 * n + at] = w;
+    row_max[r] = std::max({t, h, w});
+  }
+  // The last block: the tail after the kind that ran out first (all rows when there is no audio).
+  const size_t tail_begin = seg.audio_rows == 0 ? 0 : std::min(last_video, last_audio);
+  const float top = *std::max_element(row_max.begin() + static_cast<int64_t>(tail_begin), row_max.end());
+  i += total;
+  return top;
+}
+
+}  // namespace
+
 ThinkerPositions thinker_positions(std::span<const int32_t> expanded, const ThinkerTokenIds& ids,
                                    std::span<const VisionSegment> images, std::span<const VisionSegment> videos) {
   const size_t n = expanded.size();
   ThinkerPositions out;
   out.streams.resize(3 * n);
-  int32_t next = 0;  // the position the next token takes (the running max + 1)
+  // The position the next text token takes is base + count: the last vision block's maximum + 1
+  // plus the tokens since (one float32 addition each, as arange(len) + start).
+  float base = 0.0f;
+  int64_t count = 0;
   size_t image = 0, video = 0;
+  const auto text = [&](size_t at) {
+    const float p = base + static_cast<float>(count++);
+    for (int s = 0; s < 3; ++s) out.streams[s * n + at] = p;
+  };
   for (size_t i = 0; i < n;) {
     const int32_t id = expanded[i];
-    if (id != ids.image_token && id != ids.video_token) {
+    // A video with its audio: <|vision_start|><|audio_start|> then its interleaved rows.
+    const bool audio_in_video = id == ids.audio_start_token && i > 0 && expanded[i - 1] == ids.vision_start_token &&
+                                i + 1 < n && (expanded[i + 1] == ids.video_token || expanded[i + 1] == ids.audio_token) &&
+                                video < videos.size() && videos[video].audio_rows > 0;
+    if (id != ids.image_token && id != ids.video_token && !audio_in_video) {
       // Text, an audio segment's start and end tokens and its rows, a vision segment's start and end
       // tokens: the next position on all three streams (an audio segment is arange(n) after its start).
-      for (int s = 0; s < 3; ++s) out.streams[s * n + i] = next;
-      ++next;
+      text(i);
       ++i;
       continue;
     }
-    const bool is_image = id == ids.image_token;
+    if (audio_in_video) {
+      text(i);  // the second start token
+      ++i;
+    }
+    const bool is_image = !audio_in_video && id == ids.image_token;
     std::span<const VisionSegment> segments = is_image ? images : videos;
     size_t& index = is_image ? image : video;
     const char* kind = is_image ? "image" : "video";
@@ -87,35 +215,33 @@ ThinkerPositions thinker_positions(std::span<const int32_t> expanded, const Thin
                   segments.size());
     }
     const VisionSegment& seg = segments[index++];
-    const int64_t rows = seg.rows(), bh = seg.h / seg.merge, bw = seg.w / seg.merge;
-    if (i + static_cast<size_t>(rows) > n ||
-        std::any_of(expanded.begin() + static_cast<int64_t>(i), expanded.begin() + static_cast<int64_t>(i) + rows,
-                    [&](int32_t x) { return x != id; })) {
-      throw_error(ErrorCode::kInvalidArgument, "prompt token {}: the {} {} needs {} placeholder rows in a row", i, kind,
-                  index - 1, rows);
+    if (seg.audio_rows > 0 && !audio_in_video) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "prompt token {}: the video {} comes with its audio, but its rows do not follow "
+                  "<|vision_start|><|audio_start|>",
+                  i, index - 1);
     }
-    const int32_t start = next;
-    int32_t top = start;
-    size_t row = i;
-    for (int64_t k = 0; k < seg.t; ++k) {
-      const auto t = static_cast<int32_t>(static_cast<double>(k) * seg.temporal_step);
-      for (int64_t r = 0; r < bh; ++r) {
-        for (int64_t c = 0; c < bw; ++c, ++row) {
-          out.streams[row] = start + t;
-          out.streams[n + row] = start + static_cast<int32_t>(r);
-          out.streams[2 * n + row] = start + static_cast<int32_t>(c);
-          top = std::max({top, start + t, start + static_cast<int32_t>(r), start + static_cast<int32_t>(c)});
-        }
+    const float top = vision_rows(expanded, ids, seg, is_image ? ids.image_token : ids.video_token,
+                                  base + static_cast<float>(count), i, out.streams, kind, index - 1);
+    base = top + 1.0f;
+    count = 0;
+    if (audio_in_video) {
+      if (i >= n || expanded[i] != ids.audio_end_token) {
+        throw_error(ErrorCode::kInvalidArgument, "prompt token {}: the video {} with its audio must end with <|audio_end|>",
+                    i, index - 1);
       }
+      text(i);  // <|audio_end|>; <|vision_end|> follows as text
+      ++i;
     }
-    next = top + 1;
-    i = row;
   }
   if (image != images.size() || video != videos.size()) {
     throw_error(ErrorCode::kInvalidArgument, "the prompt has placeholders for {} image{} and {} video{}, not {} and {}",
                 image, image == 1 ? "" : "s", video, video == 1 ? "" : "s", images.size(), videos.size());
   }
-  out.rope_delta = next - static_cast<int32_t>(n);
+  // The largest position over the prompt: transformers' llm_positions.max().
+  float overall = 0.0f;
+  for (float x : out.streams) overall = std::max(overall, x);
+  out.rope_delta = overall + 1.0f - static_cast<float>(n);
   return out;
 }
 

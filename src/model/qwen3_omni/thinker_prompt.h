@@ -13,10 +13,22 @@
 // An image or a video (`<|vision_start|>`, its `<|image_pad|>`/`<|video_pad|>` rows, `<|vision_end|>`)
 // has one row per 2 x 2 block of its t x h x w patch grid, in the vision encoder's order (temporal
 // patch, block row, block column). With s the position after its start token, a row of temporal
-// patch k, block row i and block column j takes (s + k * step, s + i, s + j), step being
-// position_id_per_seconds for an image (whose t is 1, so 0 is all it takes) and seconds per temporal
-// patch x position_id_per_seconds for a video (truncated to an integer); the end token takes the
-// largest of those positions + 1. Decode steps then take position + rope delta on all streams.
+// patch k, block row i and block column j takes (s + k * second_per_grid * position_id_per_seconds,
+// s + i, s + j) (second_per_grid 1 for an image, whose t is 1; for a video temporal_patch_size /
+// fps, so the temporal positions are fractional when that times position_id_per_seconds is not
+// whole: 2 / 1.5 x 13 = 17.33), computed in float32 as transformers does; the end token takes the
+// segment's largest position + 1. Positions are therefore floats; decode steps take their index +
+// the rope delta (largest position + 1 - prompt length, also a float) on all streams.
+//
+// A video with its audio track (use_audio_in_video) is one segment `<|vision_start|><|audio_start|>`
+// … `<|audio_end|><|vision_end|>` whose rows are the video's rows and the audio's interleaved by
+// time, as Qwen3OmniMoeProcessor.replace_multimodal_special_tokens orders them: video row of temporal
+// patch k is at time k * second_per_grid * position_id_per_seconds, audio row a at time a, and the
+// next row is the video's while its time is <= the audio's; the rest of whichever outlasts the
+// other follows. The two start tokens take the next two positions, s the one after; audio row a
+// takes s + a on all streams, video rows as above. The two end tokens take m + 1 and m + 2, m being
+// the largest position of the rows after the last row of the kind that ran out first (get_rope_index
+// takes the maximum of its last block, that tail, not of the whole segment).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +47,8 @@ struct ThinkerTokenIds {
   int32_t image_token = 151655;        // <|image_pad|>
   int32_t video_token = 151656;        // <|video_pad|>
   int32_t vision_start_token = 151652;
+  int32_t vision_end_token = 151653;
+  int32_t audio_end_token = 151670;
   // thinker_config.position_id_per_seconds: temporal positions per second of video (transformers'
   // class default 25 when the field is absent; the released checkpoints set 13).
   double position_id_per_seconds = 25.0;
@@ -60,23 +74,38 @@ inline std::vector<int32_t> placeholder_rows(std::span<const int32_t> expanded, 
   return audio_rows(expanded, token);
 }
 
-// An image's or a video's rows in the prompt: its grid of patches (t, h, w), the merge, and the
-// temporal position step per temporal patch (position_id_per_seconds for an image, seconds per
-// temporal patch x position_id_per_seconds for a video).
+// An image's or a video's rows in the prompt: its grid of patches (t, h, w), the merge, the seconds
+// a temporal patch spans (1 for an image; temporal_patch_size / fps for a video) and, for a video
+// whose audio track is interleaved with it (use_audio_in_video), the audio encoder's rows of that
+// track (0: none).
 struct VisionSegment {
   int64_t t = 1, h = 0, w = 0;
   int merge = 2;
-  double temporal_step = 0.0;
+  double second_per_grid = 1.0;
+  int64_t audio_rows = 0;
   int64_t rows() const { return t * (h / merge) * (w / merge); }
 };
+
+// The video rows (true) and audio rows (false) of a video segment with its audio track, in the
+// processor's interleaved order (above); `position_id_per_seconds` as in ThinkerTokenIds.
+std::vector<bool> interleave_video_audio(const VisionSegment& video, double position_id_per_seconds);
+
+// `prompt` (its audio placeholders already expanded) with its k-th `<|image_pad|>` or `<|video_pad|>`
+// (`token`) expanded for segments[k]: rows() copies, or for a segment with audio_rows,
+// `<|audio_start|>`, the interleaved video and audio placeholders and `<|audio_end|>` in its place,
+// which must then sit between `<|vision_start|>` and `<|vision_end|>`. kInvalidArgument naming the
+// mismatch.
+std::vector<int32_t> expand_vision_placeholders(std::span<const int32_t> prompt, const ThinkerTokenIds& ids,
+                                                int32_t token, std::span<const VisionSegment> segments,
+                                                const char* kind);
 
 // The three position streams of an expanded prompt, [3 * tokens] (all t, then h, then w), and
 // the rope delta (largest position + 1 - tokens) that decode steps add to their index. `images` and
 // `videos` describe the prompt's image and video segments in order. kInvalidArgument when the
 // placeholders do not match them (a segment's rows cut short, more segments than described).
 struct ThinkerPositions {
-  std::vector<int32_t> streams;
-  int32_t rope_delta = 0;
+  std::vector<float> streams;
+  float rope_delta = 0.0f;
 };
 ThinkerPositions thinker_positions(std::span<const int32_t> expanded, const ThinkerTokenIds& ids,
                                    std::span<const VisionSegment> images = {},

@@ -54,16 +54,22 @@ ThinkerVision::ThinkerVision(const std::filesystem::path& dir, const Json& confi
   encoder_ = std::make_unique<VisionEncoder>(Checkpoint::open(dir), vision, "thinker.visual.");
 }
 
-EncodedVision ThinkerVision::encode(std::span<const VisionInput> inputs, double position_id_per_seconds,
-                                    std::span<const std::string> sources) const {
+EncodedVision ThinkerVision::encode(std::span<const VisionInput> inputs, std::span<const std::string> sources,
+                                    const VisionPixelBudget& budget) const {
   EncodedVision out;
   if (inputs.empty()) return out;
+  VisionProcessorConfig config = processor_.config();
+  if (budget.min_pixels > 0 && budget.max_pixels > 0) {
+    config.min_pixels = config.video_min_pixels = budget.min_pixels;
+    config.max_pixels = config.video_max_pixels = budget.max_pixels;
+  }
+  const VisionProcessor processor(config);
   std::vector<ProcessedVision> processed;
   std::vector<VisionGrid> grids;
   int64_t total = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     try {
-      processed.push_back(inputs[i].video ? processor_.video(inputs[i].frames) : processor_.image(inputs[i].frames));
+      processed.push_back(inputs[i].video ? processor.video(inputs[i].frames) : processor.image(inputs[i].frames));
     } catch (const Error& e) {
       const std::string name =
           i < sources.size() ? sources[i] : std::string(inputs[i].video ? "video " : "image ") + std::to_string(i);
@@ -87,8 +93,7 @@ EncodedVision ThinkerVision::encode(std::span<const VisionInput> inputs, double 
     seg.w = grids[i][2];
     seg.merge = merge;
     // An image: t is 1 and its step never counts. A video: a temporal patch spans tps / fps seconds.
-    seg.temporal_step =
-        inputs[i].video ? static_cast<double>(tps) / inputs[i].fps * position_id_per_seconds : position_id_per_seconds;
+    seg.second_per_grid = inputs[i].video ? static_cast<double>(tps) / inputs[i].fps : 1.0;
     const int64_t end = begin + seg.rows();
     out.segments.push_back(seg);
     out.rows.push_back(rows_of(rows.rows, begin, end));

@@ -29,6 +29,14 @@ struct VisionInput {
   double fps = 2.0;
 };
 
+// A request's pixel budget (mm_processor_kwargs min_pixels and max_pixels, given together: as
+// transformers' Qwen2-VL processors take them, they replace the image processor's and the video
+// processor's [min, max] both). Zero: the checkpoint's.
+struct VisionPixelBudget {
+  int64_t min_pixels = 0;
+  int64_t max_pixels = 0;
+};
+
 struct EncodedVision {
   std::vector<VisionSegment> segments;                 // per input, in order
   std::vector<tensor::Tensor> rows;                    // per input: [segments[i].rows(), hidden] host float32
@@ -45,10 +53,11 @@ class ThinkerVision {
   const VisionEncoder& encoder() const { return *encoder_; }
   // DeepStack layers the rows come with.
   size_t deepstack_layers() const { return encoder_->config().deepstack_visual_indexes.size(); }
-  // The rows of `inputs` (processed one by one, encoded together). kInvalidArgument naming the
-  // input the processor refuses: sources[i] when given, else its kind and index.
-  EncodedVision encode(std::span<const VisionInput> inputs, double position_id_per_seconds,
-                       std::span<const std::string> sources = {}) const;
+  // The rows of `inputs` (processed one by one, encoded together) and their segments (a video's
+  // second_per_grid = temporal_patch_size / its fps). kInvalidArgument naming the input the
+  // processor refuses: sources[i] when given, else its kind and index.
+  EncodedVision encode(std::span<const VisionInput> inputs, std::span<const std::string> sources = {},
+                       const VisionPixelBudget& budget = {}) const;
 
  private:
   VisionProcessor processor_;

@@ -40,14 +40,18 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
     inv_freq[i] = 1.0f / std::pow(spec.theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
     stream[i] = stream_of_slot(spec, i);
   }
-  const int32_t* pos = positions.data<int32_t>();
+  // Integer positions, or float ones (fractional M-RoPE positions), read as float32.
+  const bool float_positions = positions.dtype() == DType::kF32;
+  const int32_t* pos = float_positions ? nullptr : positions.data<int32_t>();
+  const float* fpos = float_positions ? positions.data<float>() : nullptr;
   const int64_t stream_stride = positions.rank() == 2 ? tokens : 0;
   float* data = x.data<float>();
   parallel_for(tokens, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> cos_t(half), sin_t(half);
     for (int64_t t = begin; t < end; ++t) {
       for (int i = 0; i < half; ++i) {
-        const float angle = static_cast<float>(pos[stream[i] * stream_stride + t]) * inv_freq[i];
+        const int64_t at = stream[i] * stream_stride + t;
+        const float angle = (float_positions ? fpos[at] : static_cast<float>(pos[at])) * inv_freq[i];
         cos_t[i] = std::cos(angle);
         sin_t[i] = std::sin(angle);
       }

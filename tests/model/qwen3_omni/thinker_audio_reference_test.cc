@@ -157,8 +157,10 @@ void expect_reference_prompts(const CausalLmLoadOptions& options) {
     const ThinkerPositions positions = thinker_positions(expanded, ids);
     const tensor::Tensor want_positions = tensor::load_npy(k.dir / "position_ids.npy");  // [3, n]
     ASSERT_EQ(want_positions.numel(), static_cast<int64_t>(positions.streams.size()));
-    EXPECT_TRUE(std::equal(positions.streams.begin(), positions.streams.end(), want_positions.data<int32_t>()));
-    EXPECT_EQ(positions.rope_delta, k.ref.at("rope_delta").get<int32_t>());
+    // Stored as int32 (text and audio positions are whole).
+    EXPECT_TRUE(std::equal(positions.streams.begin(), positions.streams.end(), want_positions.data<int32_t>(),
+                           [](float got, int32_t want) { return got == static_cast<float>(want); }));
+    EXPECT_EQ(positions.rope_delta, static_cast<float>(k.ref.at("rope_delta").get<int32_t>()));
 
     const int n = static_cast<int>(expanded.size());
     const int blocks = (n + 32) / kKvBlockSize + 1;
@@ -166,7 +168,7 @@ void expect_reference_prompts(const CausalLmLoadOptions& options) {
     std::iota(table.begin(), table.end(), 0);
     model->init_kv_cache(blocks);
     ForwardBatch batch{expanded, {}, {SequenceSlice{0, n, 0, table, true}}, /*all_logits=*/true};
-    batch.positions.assign(positions.streams.begin(), positions.streams.begin() + n);
+    for (int t = 0; t < n; ++t) batch.positions.push_back(static_cast<int32_t>(positions.streams[t]));
     batch.mrope_positions = positions.streams;
     batch.input_rows = audio_rows(expanded, ids.audio_token);
     batch.input_row_values.assign(audio.rows.data<float>(), audio.rows.data<float>() + audio.rows.numel());
@@ -187,7 +189,7 @@ void expect_reference_prompts(const CausalLmLoadOptions& options) {
     for (size_t i = 0; i < continuation.size(); ++i) {
       generated.push_back(next);
       if (i + 1 == continuation.size()) break;
-      const int32_t pos = n + static_cast<int32_t>(i) + positions.rope_delta;
+      const int32_t pos = n + static_cast<int32_t>(i) + static_cast<int32_t>(positions.rope_delta);
       ForwardBatch decode{{next}, {pos}, {SequenceSlice{0, 1, n + static_cast<int32_t>(i), table, true}}, false};
       model->forward(decode, step);
       next = static_cast<int32_t>(std::max_element(step.begin(), step.end()) - step.begin());

@@ -127,7 +127,7 @@ TEST_P(ThinkerReferenceTest, DistinctMropeStreamsRotateByTheirOwnPositions) {
   ForwardBatch batch{prompts_[p], {}, {SequenceSlice{0, n, 0, {0, 1, 2, 3}, true}}, /*all_logits=*/true};
   for (int t = 0; t < n; ++t) batch.positions.push_back(t);
   for (int stream = 0; stream < 3; ++stream) {
-    for (int t = 0; t < n; ++t) batch.mrope_positions.push_back(stream == 1 ? 2 * t : t);
+    for (int t = 0; t < n; ++t) batch.mrope_positions.push_back(static_cast<float>(stream == 1 ? 2 * t : t));
   }
   std::vector<float> logits;
   model_->forward(batch, logits);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/base64.h"
@@ -118,20 +119,34 @@ Case load_case(size_t c) {
 
 size_t num_cases() { return read_json_file(kVisionDir / "reference.json").at("cases").size(); }
 
-// The processor as the reference script configured it (its min/max pixels for videos too).
-VisionProcessorConfig reference_processor_config() {
+// The processor as the reference script configured it (its min/max pixels for videos too), with a
+// case's flat min_pixels / max_pixels processor kwargs (which replace both budgets) when it has them.
+VisionProcessorConfig reference_processor_config(const Json& ref = Json::object()) {
   VisionProcessorConfig c = load_vision_processor_config(kDataDir / "per_expert");
   const Json all = read_json_file(kVisionDir / "reference.json");
   c.video_min_pixels = all.at("min_pixels").get<int64_t>();
   c.video_max_pixels = all.at("max_pixels").get<int64_t>();
+  if (ref.contains("mm_processor_kwargs")) {
+    c.min_pixels = c.video_min_pixels = ref["mm_processor_kwargs"].at("min_pixels").get<int64_t>();
+    c.max_pixels = c.video_max_pixels = ref["mm_processor_kwargs"].at("max_pixels").get<int64_t>();
+  }
   return c;
 }
 
+// The request's processor kwargs that give the reference's budgets through prepare_multimodal_prompt:
+// the case's own, or for a video the reference's (the image processor's) min/max pixels.
+Json reference_processor_kwargs(const Json& ref, bool video) {
+  if (ref.contains("mm_processor_kwargs")) return ref["mm_processor_kwargs"];
+  if (!video) return Json::object();
+  const Json all = read_json_file(kVisionDir / "reference.json");
+  return {{"min_pixels", all.at("min_pixels")}, {"max_pixels", all.at("max_pixels")}};
+}
+
 TEST(ThinkerVisionReference, ProcessorGridsAndPatchesMatchTransformers) {
-  const VisionProcessor processor(reference_processor_config());
   for (size_t c = 0; c < num_cases(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     const Case k = load_case(c);
+    const VisionProcessor processor(reference_processor_config(k.ref));
     const tensor::Tensor want = tensor::load_npy(k.dir / "pixel_values.npy");
     int64_t row = 0;
     for (size_t m = 0; m < k.inputs.size(); ++m) {
@@ -157,7 +172,6 @@ TEST(ThinkerVisionReference, VisionRowsAndDeepStackRowsMatchTransformers) {
   const fs::path ckpt = kDataDir / "per_expert";
   const Json config = read_json_file(ckpt / "config.json");
   ThinkerVision vision(ckpt, config);
-  const VisionProcessor processor(reference_processor_config());
   for (size_t c = 0; c < num_cases(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     const Case k = load_case(c);
@@ -190,16 +204,14 @@ TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTrans
   const Json config = read_json_file(ckpt / "config.json");
   const auto tokenizer = text::Tokenizer::load(ckpt);
   const ThinkerTokenIds ids = parse_thinker_token_ids(config, "config.json");
-  // The thinker with the reference's video pixel budget (the checkpoint's default is the
-  // processor's 128 x 32 x 32 and up).
   Thinker model(ckpt, config, CausalLmLoadOptions{});
   const int vocab = model.info().vocab_size;
-  ThinkerVision vision(ckpt, config);
-  const VisionProcessor processor(reference_processor_config());
   for (size_t c = 0; c < num_cases(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     const Case k = load_case(c);
-    // The media as a request carries them (multi_modal_data entries of RGB bytes).
+    // The media as a request carries them (multi_modal_data entries of RGB bytes; a video's audio
+    // track with it for use_audio_in_video), with the processor kwargs that give the reference's
+    // pixel budget.
     Json entries = Json::array();
     for (const VisionInput& in : k.inputs) {
       std::string bytes;
@@ -209,37 +221,30 @@ TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTrans
         e["frames"] = in.frames.frames.size();
         e["fps"] = in.fps;
       }
+      if (in.video && k.ref.value("use_audio_in_video", false)) {
+        const tensor::Tensor wave = tensor::load_npy(k.dir / "waveform.npy");
+        e["audio"] = {{"data", base64_encode(std::string_view(reinterpret_cast<const char*>(wave.data<float>()),
+                                                              static_cast<size_t>(wave.numel()) * sizeof(float)))},
+                      {"sample_rate", 16000}};
+      }
       entries.push_back(e);
     }
     const std::vector<int32_t> prompt = tokenizer->encode(k.ref.at("text").get<std::string>());
     const auto want_ids = k.ref.at("input_ids").get<std::vector<int32_t>>();
-    std::optional<MultimodalPrompt> media;
-    if (!k.video) {
-      media = model.prepare_multimodal_prompt(prompt, Json{{kMultiModalData, {{"image", entries}}}});
-    } else {
-      // The video budget of the reference differs from the checkpoint's default: encode it with the
-      // reference processor and assemble the prompt the way prepare_multimodal_prompt does.
-      MultimodalPrompt p;
-      const ProcessedVision pv = processor.video(k.inputs[0].frames);
-      const VisionRows rows = vision.encoder().encode(pv.patches, std::vector<VisionGrid>{pv.grid});
-      VisionSegment seg{pv.grid[0], pv.grid[1], pv.grid[2], 2, 2.0 / k.inputs[0].fps * ids.position_id_per_seconds};
-      p.token_ids = expand_placeholders(prompt, ids.video_token, std::vector<int64_t>{seg.rows()}, "video");
-      p.rows = placeholder_rows(p.token_ids, ids.video_token);
-      p.values.assign(rows.rows.data<float>(), rows.rows.data<float>() + rows.rows.numel());
-      for (const auto& d : rows.deepstack) p.deepstack.emplace_back(d.data<float>(), d.data<float>() + d.numel());
-      const VisionSegment segs[1] = {seg};
-      const ThinkerPositions pos = thinker_positions(p.token_ids, ids, {}, segs);
-      p.mrope_positions = pos.streams;
-      p.rope_delta = pos.rope_delta;
-      media = p;
-    }
+    const Json info = {{kMultiModalData, {{k.video ? "video" : "image", entries}}},
+                       {kMmProcessorKwargs, reference_processor_kwargs(k.ref, k.video)}};
+    const std::optional<MultimodalPrompt> media = model.prepare_multimodal_prompt(prompt, info);
     ASSERT_TRUE(media.has_value());
     ASSERT_EQ(media->token_ids, want_ids);
     const tensor::Tensor want_positions = tensor::load_npy(k.dir / "position_ids.npy");  // [3, n]
     ASSERT_EQ(want_positions.numel(), static_cast<int64_t>(media->mrope_positions.size()));
-    EXPECT_TRUE(
-        std::equal(media->mrope_positions.begin(), media->mrope_positions.end(), want_positions.data<int32_t>()));
-    EXPECT_EQ(media->rope_delta, k.ref.at("rope_delta").get<int32_t>());
+    for (size_t i = 0; i < media->mrope_positions.size(); ++i) {
+      // int32 in the first references (whole positions), float32 since.
+      const double want = want_positions.dtype() == tensor::DType::kI32 ? want_positions.data<int32_t>()[i]
+                                                                         : want_positions.data<float>()[i];
+      ASSERT_NEAR(media->mrope_positions[i], want, 1e-4 * std::max(1.0, std::abs(want))) << "stream entry " << i;
+    }
+    EXPECT_NEAR(media->rope_delta, k.ref.at("rope_delta").get<double>(), 1e-4);
 
     const int n = static_cast<int>(media->token_ids.size());
     const int blocks = (n + 32) / kKvBlockSize + 1;
@@ -271,7 +276,7 @@ TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTrans
       generated.push_back(next);
       if (i + 1 == continuation.size()) break;
       const int32_t index = n + static_cast<int32_t>(i);
-      const int32_t pos = index + media->rope_delta;
+      const float pos = static_cast<float>(index) + media->rope_delta;
       ForwardBatch decode{{next}, {index}, {SequenceSlice{0, 1, index, table, true}}, false};
       decode.mrope_positions = {pos, pos, pos};
       model.forward(decode, step);
@@ -294,30 +299,127 @@ TEST(ThinkerVisionPrompt, SmartResizeRoundsToTheFactorWithinThePixelBudget) {
   EXPECT_THROW(smart_resize(32, 32 * 201, 32, 1, 1 << 30), Error);
 }
 
+std::vector<float> stream_of(const ThinkerPositions& p, size_t n, int s) {
+  return std::vector<float>(p.streams.begin() + static_cast<int64_t>(s * n),
+                            p.streams.begin() + static_cast<int64_t>((s + 1) * n));
+}
+
 TEST(ThinkerVisionPrompt, ImageAndVideoSegmentsTakeGridPositionsAndTextResumesAfterTheLargest) {
   ThinkerTokenIds ids;
   ids.image_token = 9;
   ids.video_token = 8;
   ids.vision_start_token = 7;
+  ids.position_id_per_seconds = 13.0;
   // text, <vs>, a 1 x 4 x 6 image (2 x 3 blocks: 6 rows), <ve>, text
   std::vector<int32_t> prompt{1, 7, 9, 9, 9, 9, 9, 9, 6, 2};
-  const VisionSegment image[1] = {{1, 4, 6, 2, 13.0}};
+  const VisionSegment image[1] = {{1, 4, 6, 2, 1.0}};
   const ThinkerPositions p = thinker_positions(prompt, ids, image);
   const size_t n = prompt.size();
-  const std::vector<int32_t> t(p.streams.begin(), p.streams.begin() + n),
-      h(p.streams.begin() + n, p.streams.begin() + 2 * n), w(p.streams.begin() + 2 * n, p.streams.end());
-  EXPECT_EQ(t, (std::vector<int32_t>{0, 1, 2, 2, 2, 2, 2, 2, 5, 6}));
-  EXPECT_EQ(h, (std::vector<int32_t>{0, 1, 2, 2, 2, 3, 3, 3, 5, 6}));
-  EXPECT_EQ(w, (std::vector<int32_t>{0, 1, 2, 3, 4, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(stream_of(p, n, 0), (std::vector<float>{0, 1, 2, 2, 2, 2, 2, 2, 5, 6}));
+  EXPECT_EQ(stream_of(p, n, 1), (std::vector<float>{0, 1, 2, 2, 2, 3, 3, 3, 5, 6}));
+  EXPECT_EQ(stream_of(p, n, 2), (std::vector<float>{0, 1, 2, 3, 4, 2, 3, 4, 5, 6}));
   EXPECT_EQ(p.rope_delta, 7 - 10);
   // A video of 2 temporal patches 1 s apart at 13 positions per second: t = s, s + 13.
   std::vector<int32_t> video{7, 8, 8, 6};
-  const VisionSegment clip[1] = {{2, 2, 2, 2, 13.0}};
+  const VisionSegment clip[1] = {{2, 2, 2, 2, 1.0}};
   const ThinkerPositions v = thinker_positions(video, ids, {}, clip);
-  EXPECT_EQ(std::vector<int32_t>(v.streams.begin(), v.streams.begin() + 4), (std::vector<int32_t>{0, 1, 14, 15}));
+  EXPECT_EQ(stream_of(v, 4, 0), (std::vector<float>{0, 1, 14, 15}));
   EXPECT_EQ(v.rope_delta, 16 - 4);
   // A mismatch is refused.
   EXPECT_THROW(thinker_positions(prompt, ids), Error);
+}
+
+// At 1.5 frames per second a temporal patch spans 2 / 1.5 s: 17.33 positions at 13 per second.
+// transformers keeps them fractional (float32: k * float(2 / 1.5), times 13, plus the start), and
+// the text after the segment resumes at the largest + 1, fractional too.
+TEST(ThinkerVisionPrompt, AVideoAtOnePointFiveFpsTakesFractionalTemporalPositions) {
+  ThinkerTokenIds ids;
+  ids.video_token = 8;
+  ids.vision_start_token = 7;
+  ids.position_id_per_seconds = 13.0;
+  // <vs>, 3 temporal patches of 4 x 2 patches (2 x 1 blocks: 2 rows each), <ve>, text
+  const std::vector<int32_t> prompt{7, 8, 8, 8, 8, 8, 8, 6, 2};
+  const VisionSegment clip[1] = {{3, 4, 2, 2, 2.0 / 1.5}};
+  const ThinkerPositions p = thinker_positions(prompt, ids, {}, clip);
+  const auto spg = static_cast<float>(2.0 / 1.5);
+  const float t1 = 1.0f * spg * 13.0f + 1.0f, t2 = 2.0f * spg * 13.0f + 1.0f;
+  EXPECT_FLOAT_EQ(t1, 18.333334f);
+  const size_t n = prompt.size();
+  EXPECT_EQ(stream_of(p, n, 0), (std::vector<float>{0, 1, 1, t1, t1, t2, t2, t2 + 1, t2 + 2}));
+  EXPECT_EQ(stream_of(p, n, 1), (std::vector<float>{0, 1, 2, 1, 2, 1, 2, t2 + 1, t2 + 2}));
+  EXPECT_EQ(stream_of(p, n, 2), (std::vector<float>{0, 1, 1, 1, 1, 1, 1, t2 + 1, t2 + 2}));
+  EXPECT_FLOAT_EQ(p.rope_delta, t2 + 3 - 9);
+}
+
+// use_audio_in_video: the processor interleaves the video's rows (temporal patch k at k x 1 s x 13)
+// with its audio's rows (row a at a), video first on a tie; get_rope_index numbers the audio rows
+// on from the segment's start and ends the segment after the tail of whichever outlasts the other.
+TEST(ThinkerVisionPrompt, AVideoWithItsAudioInterleavesTheirRowsByTime) {
+  ThinkerTokenIds ids;
+  ids.video_token = 8;
+  ids.audio_token = 5;
+  ids.vision_start_token = 7;
+  ids.vision_end_token = 6;
+  ids.audio_start_token = 3;
+  ids.audio_end_token = 4;
+  ids.position_id_per_seconds = 13.0;
+  VisionSegment clip{3, 2, 2, 2, 1.0, 30};  // one row per temporal patch, 30 audio rows
+  const std::vector<bool> order = interleave_video_audio(clip, ids.position_id_per_seconds);
+  std::vector<bool> want(1, true);
+  want.insert(want.end(), 13, false);  // audio 0..12 come before time 13
+  want.push_back(true);                // the second patch (13 <= 13)
+  want.insert(want.end(), 13, false);  // audio 13..25
+  want.push_back(true);                // the third (26)
+  want.insert(want.end(), 4, false);   // audio 26..29, the tail
+  EXPECT_EQ(order, want);
+
+  const std::vector<int32_t> prompt{1, 7, 8, 6, 2};
+  const VisionSegment segs[1] = {clip};
+  const std::vector<int32_t> expanded = expand_vision_placeholders(prompt, ids, ids.video_token, segs, "video");
+  ASSERT_EQ(expanded.size(), 39u);  // 4 of the prompt, <as>, 3 + 30 rows, <ae>
+  EXPECT_EQ(expanded[2], ids.audio_start_token);
+  EXPECT_EQ(expanded[3], ids.video_token);
+  EXPECT_EQ(expanded[4], ids.audio_token);
+  EXPECT_EQ(expanded[expanded.size() - 3], ids.audio_end_token);
+  const ThinkerPositions p = thinker_positions(expanded, ids, {}, segs);
+  const size_t n = expanded.size();
+  const std::vector<float> t = stream_of(p, n, 0);
+  // text 0, <vs> 1, <as> 2; rows from s = 3: the first patch (3), audio 3..15, the second patch at
+  // 3 + 13 = 16, audio 16..28, the third at 29, audio 29..32; <ae> 33, <ve> 34, text 35.
+  EXPECT_EQ(t[0], 0);
+  EXPECT_EQ(t[1], 1);
+  EXPECT_EQ(t[2], 2);
+  EXPECT_EQ(t[3], 3);
+  EXPECT_EQ(t[4], 3);
+  EXPECT_EQ(t[16], 15);
+  EXPECT_EQ(t[17], 16);
+  EXPECT_EQ(t[18], 16);
+  EXPECT_EQ(t[31], 29);
+  EXPECT_EQ(t[32], 29);
+  EXPECT_EQ(t[35], 32);
+  EXPECT_EQ(t[36], 33);
+  EXPECT_EQ(t[37], 34);
+  EXPECT_EQ(t[38], 35);
+  EXPECT_EQ(p.rope_delta, 36 - 39);
+
+  // The video outlasting its audio (10 rows): the tail is the video's last two patches, whose
+  // largest position (the third patch at 3 + 26) ends the segment.
+  clip.audio_rows = 10;
+  const VisionSegment short_audio[1] = {clip};
+  const std::vector<int32_t> e2 = expand_vision_placeholders(prompt, ids, ids.video_token, short_audio, "video");
+  const ThinkerPositions q = thinker_positions(e2, ids, {}, short_audio);
+  const std::vector<float> t2 = stream_of(q, e2.size(), 0);
+  ASSERT_EQ(e2.size(), 19u);  // 4 of the prompt, <as>, 3 + 10 rows, <ae>
+  EXPECT_EQ(t2[14], 16);  // second patch
+  EXPECT_EQ(t2[15], 29);  // third patch
+  EXPECT_EQ(t2[16], 30);  // <ae>
+  EXPECT_EQ(t2[17], 31);  // <ve>
+
+  // Its placeholder must sit between <|vision_start|> and <|vision_end|>.
+  const std::vector<int32_t> bare{1, 8, 2};
+  EXPECT_THROW(expand_vision_placeholders(bare, ids, ids.video_token, segs, "video"), Error);
+  // Interleaved rows the segments do not describe are refused.
+  EXPECT_THROW(thinker_positions(expanded, ids, {}, short_audio), Error);
 }
 
 TEST(ImageResample, SameSizeIsUnchangedAndAFlatImageStaysFlat) {
