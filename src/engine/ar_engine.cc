@@ -446,8 +446,16 @@ std::vector<RequestOutput> ArEngine::launch_and_overlap(const SchedulerOutput& p
   std::vector<RequestOutput> outputs;
   if (in_flight_) outputs = finish_in_flight();
   // The placeholders this step read are real tokens now, so its full blocks can be registered in the
-  // prefix cache; a later step that reads them runs after this one on the device.
-  scheduler_.complete(plan);
+  // prefix cache; a later step that reads them runs after this one on the device. A request that the
+  // step in flight finished is forgotten and its sequences freed, so they leave the plan first (no
+  // request is added in between, so no new sequence can sit at a freed one's address).
+  if (outputs.empty()) {
+    scheduler_.complete(plan);
+  } else {
+    SchedulerOutput live = plan;
+    std::erase_if(live.scheduled, [&](const ScheduledSequence& s) { return !completions_.contains(s.seq); });
+    scheduler_.complete(live);
+  }
   in_flight_rows_ = std::move(launched_rows_);
   launched_rows_.clear();
   in_flight_ = true;

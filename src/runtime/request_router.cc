@@ -385,7 +385,7 @@ void RequestRouter::end_all(const Error& error) {
 }
 
 // Forgets a request that has delivered its last event: unconsumed payloads go, edges free up.
-void RequestRouter::close_request(const std::string& id) {
+void RequestRouter::close_request(std::string id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   Request& request = it->second;

@@ -145,7 +145,8 @@ class RequestRouter {
   void pump_waiting(int stage_id);
   void submit_to_stage(Request& request, int stage_id, std::vector<int32_t> prompt, std::vector<PayloadRef> inputs,
                        bool input_open = false);
-  void close_request(const std::string& id);
+  // By value: callers pass the request's own id (request.id), which the request's erasure frees.
+  void close_request(std::string id);
   void deliver_to_client(Request& request, ResponseEvent event);
   bool send_to(Replica& replica, StageMessage message);
   std::vector<PayloadRef> for_replica(const Replica& replica, std::vector<PayloadRef> refs);

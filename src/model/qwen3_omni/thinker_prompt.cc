@@ -1,6 +1,7 @@
 #include "model/qwen3_omni/thinker_prompt.h"
 
 #include <algorithm>
+#include <string>
 
 #include "base/error.h"
 
@@ -24,8 +25,6 @@ ThinkerTokenIds parse_thinker_token_ids(const Json& config, const std::string& s
   read("image_token_id", ids.image_token);
   read("video_token_id", ids.video_token);
   read("vision_start_token_id", ids.vision_start_token);
-  read("vision_end_token_id", ids.vision_end_token);
-  read("audio_end_token_id", ids.audio_end_token);
   if (auto it = thinker->find("position_id_per_seconds"); it != thinker->end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() <= 0) {
       throw_error(ErrorCode::kLoadFailed,
@@ -34,6 +33,28 @@ ThinkerTokenIds parse_thinker_token_ids(const Json& config, const std::string& s
     ids.position_id_per_seconds = it->get<double>();
   }
   return ids;
+}
+
+void read_end_token_ids(const std::filesystem::path& dir, ThinkerTokenIds& ids) {
+  const std::filesystem::path path = dir / "tokenizer_config.json";
+  if (!std::filesystem::exists(path)) return;
+  const Json config = read_json_file(path);
+  auto added = config.find("added_tokens_decoder");
+  if (added == config.end() || !added->is_object()) return;
+  for (const auto& [id, token] : added->items()) {
+    if (!token.is_object() || !token.contains("content") || !token["content"].is_string()) continue;
+    const std::string& content = token["content"].get_ref<const std::string&>();
+    int32_t* slot = content == "<|vision_end|>" ? &ids.vision_end_token
+                    : content == "<|audio_end|>" ? &ids.audio_end_token
+                                                 : nullptr;
+    if (slot == nullptr) continue;
+    try {
+      *slot = static_cast<int32_t>(std::stol(id));
+    } catch (const std::exception&) {
+      throw_error(ErrorCode::kLoadFailed, "{}: added_tokens_decoder key '{}' of {} is not a token id", path.string(),
+                  id, content);
+    }
+  }
 }
 
 std::vector<int32_t> expand_placeholders(std::span<const int32_t> prompt, int32_t audio_token,

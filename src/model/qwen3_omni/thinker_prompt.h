@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,11 @@ struct ThinkerTokenIds {
 // thinker_config's ids of a Qwen3-Omni config.json (the class defaults where a field is absent).
 // kLoadFailed naming the field when it is not an integer.
 ThinkerTokenIds parse_thinker_token_ids(const Json& config, const std::string& source);
+// <|vision_end|> and <|audio_end|> have no config field (transformers' processor takes them from its
+// tokenizer): the ids that the checkpoint's tokenizer_config.json (`dir`) lists for them in
+// added_tokens_decoder, else the released vocabulary's (the defaults above). kLoadFailed when a key
+// there is not an id.
+void read_end_token_ids(const std::filesystem::path& dir, ThinkerTokenIds& ids);
 
 // `prompt` with its k-th placeholder `token` repeated counts[k] times; `kind` names the media in
 // errors. Throws omni::Error(kInvalidArgument) when the prompt holds another number of
