@@ -128,8 +128,8 @@ namespace websocket = beast::websocket;
 // One upgraded connection; its state is touched only on the socket's strand.
 class WebSocketSession final : public WebSocket, public std::enable_shared_from_this<WebSocketSession> {
  public:
-  WebSocketSession(net::any_io_executor strand, size_t max_message_bytes)
-      : strand_(std::move(strand)), max_message_bytes_(max_message_bytes) {}
+  WebSocketSession(std::shared_ptr<const void> server, net::any_io_executor strand, size_t max_message_bytes)
+      : server_(std::move(server)), strand_(std::move(strand)), max_message_bytes_(max_message_bytes) {}
 
   void start(tcp::socket socket, http::request<http::string_body> upgrade, WebSocketCallbacks callbacks) {
     callbacks_ = std::move(callbacks);
@@ -213,6 +213,9 @@ class WebSocketSession final : public WebSocket, public std::enable_shared_from_
     if (on_closed) on_closed();
   }
 
+  // The server (its io_context), kept until the socket and the strand are gone: a backend thread
+  // may release the last reference after the server is destroyed.
+  std::shared_ptr<const void> server_;
   net::any_io_executor strand_;
   const size_t max_message_bytes_;
   std::optional<websocket::stream<tcp::socket>> ws_;
@@ -225,7 +228,7 @@ class WebSocketSession final : public WebSocket, public std::enable_shared_from_
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<HttpServer::Impl> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {}
+      : server_(std::move(server)), stream_(std::move(socket)) {}
   ~Session() {
     if (!closed_) server_->session_closed(this);
   }
@@ -458,7 +461,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Hands the connection to a WebSocketSession when the handler accepts it; a refusal is answered
   // as an ordinary response.
   void upgrade(http::request<http::string_body> message, HttpRequest& request) {
-    auto socket = std::make_shared<WebSocketSession>(stream_.get_executor(), limits().max_body_bytes);
+    auto socket = std::make_shared<WebSocketSession>(server_, stream_.get_executor(), limits().max_body_bytes);
     std::variant<WebSocketCallbacks, HttpResponse> outcome;
     try {
       outcome = server_->websocket_handler(request, socket);
@@ -566,8 +569,10 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  beast::tcp_stream stream_;
+  // Declared before the stream, so destroyed after it: the stream's executor lives in the server's
+  // io_context, and the last Session may be released by a backend thread after the server is gone.
   std::shared_ptr<HttpServer::Impl> server_;
+  beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 
