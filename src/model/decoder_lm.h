@@ -233,6 +233,8 @@ class DecoderLm : public CausalLm {
   DecoderVariant variant_;
   bool has_embedding_and_head_ = true;
   bool has_moe_ = false;
+  // A mixture-of-experts layer routes on the host (model/moe_mlp.h's fallback): its steps read back.
+  bool moe_reads_back_ = false;
   tensor::Device device_;
   tensor::DType dtype_;  // of weights, activations and the KV cache
   CausalLmInfo info_;
