@@ -3,13 +3,13 @@
 # both; issue 18, the Qwen3-Omni thinker's MoE on the device): the MoE GPU tests (the CUDA layer
 # against the CPU's, the tiny thinker's graphs / eager / async tokens) and the rest of
 # model_gpu_test, the thinker reference tests' CUDA cases (model_test), compute-sanitizer memcheck
-# on the MoE kernels' tests, then `bench latency` of the released Qwen3-Omni-30B-A3B thinker shape
+# on the MoE kernels' tests, then `bench latency` (bench/latency_bench: the same command alone) of the released Qwen3-Omni-30B-A3B thinker shape
 # (bench/shapes/qwen3-omni-30b-a3b-thinker, random weights made on the GPU: --load-format dummy)
 # at batch 1, 8 and 64 (prompt 128: the prefill is one step of batch x 128 tokens), with CUDA graphs,
 # with --enforce-eager and with --async-scheduling. Each part has a time limit; logs go to $OUT (or
 # ./out)/moe, packed into moe_results.tgz after every part.
 #
-#   scripts/gpu/bundle.sh omnistage tests/model_gpu_test tests/model_test
+#   scripts/gpu/bundle.sh bench/latency_bench tests/model_gpu_test tests/model_test
 #   run tool: carry [".devrun/gpu"], command
 #     `OMNI_BUILD_SOURCE_DIR=<checkout path where it was built> bash .devrun/gpu/go.sh run_moe_on_gpu.sh [--parts LIST]`
 #     --parts: comma-separated of tests, memcheck, bench, eager, async (default: all)
@@ -32,7 +32,7 @@ done
 source "$here/gpu_env.sh"
 logs="$out/moe"
 mkdir -p "$logs"
-omni="$here/omnistage"
+bench="$here/latency_bench"  # `omnistage bench latency` without the media libraries
 shape="$root/bench/shapes/qwen3-omni-30b-a3b-thinker"
 status=0
 want() { [[ ",$parts," == *",$1,"* ]]; }
@@ -70,7 +70,7 @@ run_latency() {  # label limit [flags...]
   local label="$1" limit="$2"
   shift 2
   section "bench latency $label"
-  timeout "$limit" "$omni" bench latency --model "$shape" --load-format dummy --device cuda --input-len 128 \
+  timeout "$limit" "$bench" latency --model "$shape" --load-format dummy --device cuda --input-len 128 \
       --output-len "$output_len" --batch-size "$1" --num-iters-warmup 1 --num-iters 2 \
       --output-json "$logs/latency_$label.json" "${@:2}" > "$logs/latency_$label.log" 2>&1 || status=1
   grep -v "^\[" "$logs/latency_$label.log" | tail -8

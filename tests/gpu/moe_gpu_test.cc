@@ -202,7 +202,7 @@ struct MoeFixture {
 // weights, the gate/up outputs, SiLU-and-multiply, the experts' outputs and the sum. Each output is
 // a sum of terms of either sign whose magnitudes can exceed it, so the bound is 2^-5 relative plus
 // 2^-6 of the output's RMS; a wrong expert or a wrong row is off by the output's whole scale. The mean
-// error must also stay under 2^-8 of the RMS (rounding does not add up one way).
+// error must also stay under 2^-7 of the RMS (what the roundings give on average, with room).
 void expect_cuda_matches_cpu(const MoeCase& c, DType dtype, const std::vector<int>& token_counts) {
   testing::TempDir dir;
   MoeFixture fixture(c, dir.path(), 17 + c.experts);
@@ -244,7 +244,7 @@ void expect_cuda_matches_cpu(const MoeCase& c, DType dtype, const std::vector<in
       ASSERT_LE(err, atol + rtol * std::abs(want[i])) << "element " << i << " (token " << i / c.hidden << ")";
     }
     mean /= want.size();
-    EXPECT_LE(mean, (bf16 ? 1.0 / 256 : 1e-6) * rms);
+    EXPECT_LE(mean, (bf16 ? 1.0 / 128 : 2e-6) * rms);
     std::printf("  %s E=%d k=%d H=%d I=%d T=%d: worst %.2f of the bound, mean error %.2e of the rms\n",
                 bf16 ? "bf16" : "f32", c.experts, c.k, c.hidden, c.inter, tokens, worst, mean / rms);
     // Run again: the same bits (the rows' order inside an expert does not reach the result).
