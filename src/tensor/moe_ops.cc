@@ -49,8 +49,7 @@ void moe_route(const Tensor& logits, int top_k, bool norm_topk_prob, Tensor& exp
                 logits.dim(1));
   }
   const Shape chosen{logits.dim(0), top_k};
-  expect(experts.dtype() == DType::kI32 && experts.shape() == chosen, op, "experts must be [T, top_k] int32",
-         experts);
+  expect(experts.dtype() == DType::kI32 && experts.shape() == chosen, op, "experts must be [T, top_k] int32", experts);
   expect(weights.dtype() == logits.dtype() && weights.shape() == chosen, op,
          "weights must be [T, top_k] in logits' dtype", weights);
 #ifdef OMNI_HAVE_CUDA

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <tuple>
-#include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -93,8 +93,8 @@ TEST_F(MoeGpuTest, RouteChoosesTheHostRoutersExperts) {
 // the pair's; experts without pairs get empty ranges.
 TEST_F(MoeGpuTest, GroupPlacesEveryPairInItsExpertsRange) {
   std::mt19937 rng(9);
-  for (const auto& [tokens, experts, k] : std::vector<std::tuple<int, int, int>>{
-           {1, 128, 8}, {3, 8, 2}, {300, 16, 4}, {1000, 4096, 1}, {2049, 128, 8}}) {
+  for (const auto& [tokens, experts, k] :
+       std::vector<std::tuple<int, int, int>>{{1, 128, 8}, {3, 8, 2}, {300, 16, 4}, {1000, 4096, 1}, {2049, 128, 8}}) {
     SCOPED_TRACE(std::to_string(tokens) + " tokens, " + std::to_string(experts) + " experts");
     Tensor chosen = Tensor::empty({tokens, k}, DType::kI32);
     std::vector<int> counts(static_cast<size_t>(experts), 0);
@@ -273,9 +273,7 @@ TEST_F(MoeGpuTest, HundredTwentyEightExpertsTopEightMatchTheCpu) {
 }
 
 // 4 experts of 2 with tile-sized matrices: tiles with partial rows at the end of every expert.
-TEST_F(MoeGpuTest, TiledProductsMatchTheCpu) {
-  expect_cuda_matches_cpu({4, 2, 128, 64, 0}, DType::kBF16, {130, 300});
-}
+TEST_F(MoeGpuTest, TiledProductsMatchTheCpu) { expect_cuda_matches_cpu({4, 2, 128, 64, 0}, DType::kBF16, {130, 300}); }
 
 // The grouped products against one linear per expert, with rows gathered and not.
 TEST_F(MoeGpuTest, GroupedLinearEqualsOneLinearPerExpert) {

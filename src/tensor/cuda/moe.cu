@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(kGroupThreads)
   int32_t* cursor = counts + num_experts;
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) atomicAdd(&counts[clamp_expert(experts[i], num_experts)], 1);
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
+    atomicAdd(&counts[clamp_expert(experts[i], num_experts)], 1);
   __syncthreads();
   if (threadIdx.x == 0) {
     int32_t run = 0;

@@ -1,6 +1,5 @@
-#include "tensor/cuda/uniform_fill.h"
-
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/uniform_fill.h"
 #include "tensor/uniform_fill.h"
 
 namespace omni::tensor::cuda {
@@ -21,8 +20,8 @@ void fill_uniform(void* dst, DType dtype, size_t count, uint64_t seed, uint64_t 
   const unsigned blocks = blocks_for(static_cast<int64_t>(count), kThreads);
   with_float_type(dtype, [&](auto tag) {
     using T = decltype(tag);
-    fill_uniform_kernel<T><<<blocks, kThreads, 0, stream_for(index)>>>(static_cast<T*>(dst), count, seed, first_index,
-                                                                       lo, hi);
+    fill_uniform_kernel<T>
+        <<<blocks, kThreads, 0, stream_for(index)>>>(static_cast<T*>(dst), count, seed, first_index, lo, hi);
   });
   check(cudaGetLastError(), "fill_uniform_kernel", index);
 }
