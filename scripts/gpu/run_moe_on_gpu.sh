@@ -49,7 +49,7 @@ fi
 
 if want tests; then
   section "model_gpu_test"
-  OMNI_TINY_QWEN_DIR="$here/tiny_qwen" timeout 200 "$here/model_gpu_test" > "$logs/model_gpu_test.log" 2>&1 || status=1
+  OMNI_TINY_QWEN_DIR="$here/tiny_qwen" timeout 150 "$here/model_gpu_test" > "$logs/model_gpu_test.log" 2>&1 || status=1
   grep -E "^  (bf16|f32) " "$logs/model_gpu_test.log" | tail -40
   grep -E "^\[  (FAILED|PASSED) |^\[ +OK \] (Moe|CudaMoe)" "$logs/model_gpu_test.log" | tail -30
   section "model_test CUDA cases"
@@ -60,7 +60,7 @@ fi
 if want memcheck; then
   section "compute-sanitizer memcheck: MoE tests"
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  timeout 150 "$sanitizer" --tool memcheck --error-exitcode 3 "$here/model_gpu_test" \
+  timeout 90 "$sanitizer" --tool memcheck --error-exitcode 3 "$here/model_gpu_test" \
       --gtest_filter='MoeGpuTest.GroupPlaces*:MoeGpuTest.EightExperts*:MoeGpuTest.TiledProducts*:MoeGpuTest.Route*:MoeGpuTest.GroupedLinear*' \
       > "$logs/memcheck_moe.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck_moe.log" | tail -5
@@ -76,9 +76,9 @@ run_latency() {  # label limit [flags...]
   grep -v "^\[" "$logs/latency_$label.log" | tail -8
   grep -E "loaded|error|Error" "$logs/latency_$label.log" | head -3
 }
-want bench && run_latency qwen3-omni-30b-a3b-graphs 200 "$batches"
-want eager && run_latency qwen3-omni-30b-a3b-eager 150 "1,8" --enforce-eager
-want async && run_latency qwen3-omni-30b-a3b-async 150 "1,8" --async-scheduling
+want bench && run_latency qwen3-omni-30b-a3b-graphs 180 "$batches"
+want eager && run_latency qwen3-omni-30b-a3b-eager 90 "1,8" --enforce-eager
+want async && run_latency qwen3-omni-30b-a3b-async 90 "1,8" --async-scheduling
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$logs/environment.log" 2>&1
 section "done, status $status"
 exit $status
