@@ -14,17 +14,20 @@
 #     `OMNI_BUILD_SOURCE_DIR=<checkout path where it was built> bash .devrun/gpu/go.sh run_moe_on_gpu.sh [--parts LIST]`
 #     --parts: comma-separated of tests, memcheck, bench, eager, async (default: all)
 #     --batches: bench latency batch sizes (default 1,8,64); --output-len (default 64)
+#     --variants LIST: more bench binaries in the bundle (comma-separated names, e.g. builds with
+#       another constant), each run like the graphs bench, filed as "...-graphs-NAME"
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$PWD"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
-parts="tests,memcheck,bench,eager,async" batches="1,8,64" output_len=64
+parts="tests,memcheck,bench,eager,async" batches="1,8,64" output_len=64 variants=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --parts) parts="$2"; shift ;;
     --batches) batches="$2"; shift ;;
     --output-len) output_len="$2"; shift ;;
+    --variants) variants="$2"; shift ;;
     *) echo "run_moe_on_gpu.sh: unknown argument '$1' (--parts LIST, --batches LIST, --output-len N)" >&2; exit 2 ;;
   esac
   shift
@@ -33,7 +36,7 @@ source "$here/gpu_env.sh"
 logs="$out/moe"
 mkdir -p "$logs"
 bench="$here/latency_bench"  # `omnistage bench latency` without the media libraries
-shape="$root/bench/shapes/qwen3-omni-30b-a3b-thinker"
+shape="${MOE_SHAPE_DIR:-$root/bench/shapes/qwen3-omni-30b-a3b-thinker}"
 status=0
 want() { [[ ",$parts," == *",$1,"* ]]; }
 section() {
@@ -77,6 +80,9 @@ run_latency() {  # label limit [flags...]
   grep -E "loaded|error|Error" "$logs/latency_$label.log" | head -3
 }
 want bench && run_latency qwen3-omni-30b-a3b-graphs 180 "$batches"
+for variant in ${variants//,/ }; do
+  bench="$here/$variant" run_latency "qwen3-omni-30b-a3b-graphs-$variant" 120 "$batches"
+done
 want eager && run_latency qwen3-omni-30b-a3b-eager 90 "1,8" --enforce-eager
 want async && run_latency qwen3-omni-30b-a3b-async 90 "1,8" --async-scheduling
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$logs/environment.log" 2>&1

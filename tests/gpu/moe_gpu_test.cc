@@ -196,13 +196,14 @@ struct MoeFixture {
 // float32: the same arithmetic in another order (float32 sums over at most a few hundred terms),
 // so 1e-5 relative to the output's scale.
 //
-// bfloat16: the GPU rounds to bfloat16 (8 significant bits, relative step 2^-8, rounding error at
-// most 2^-9) where the CPU keeps float32: the router logits (before the softmax, as Hugging Face
-// does, which moves a probability by up to 2^-9 * |logit|, about 1% for logits near 5), the routing
-// weights, the gate/up outputs, SiLU-and-multiply, the experts' outputs and the sum. Each output is
-// a sum of terms of either sign whose magnitudes can exceed it, so the bound is 2^-5 relative plus
-// 2^-6 of the output's RMS; a wrong expert or a wrong row is off by the output's whole scale. The mean
-// error must also stay under 2^-7 of the RMS (what the roundings give on average, with room).
+// bfloat16: the GPU rounds to bfloat16 (8 significant bits, rounding error at most 2^-9 relative)
+// where the CPU keeps float32: the router logits (before the softmax, as Hugging Face does, which
+// moves a probability by up to 2^-9 * |logit|, about 1% for logits near 5), the routing weights, the
+// gate/up outputs, SiLU-and-multiply, the experts' outputs and the sum. On the H200 the mean error
+// came out at 2.6-4.1e-3 of the output's RMS (about 2^-8: six roundings of terms about the RMS in
+// size) and the largest of ~40,000 elements at up to 4-5 times the mean. The bound is 2^-5 relative
+// plus 2^-5 of the RMS, and the mean error must stay under 2^-7 of the RMS; a wrong expert or a
+// wrong row is off by about the RMS itself, 30 times the bound.
 void expect_cuda_matches_cpu(const MoeCase& c, DType dtype, const std::vector<int>& token_counts) {
   testing::TempDir dir;
   MoeFixture fixture(c, dir.path(), 17 + c.experts);
@@ -235,7 +236,7 @@ void expect_cuda_matches_cpu(const MoeCase& c, DType dtype, const std::vector<in
     for (float v : want) rms += double(v) * v;
     rms = std::sqrt(rms / want.size());
     ASSERT_GT(rms, 1e-3);
-    const double rtol = bf16 ? 1.0 / 32 : 1e-5, atol = bf16 ? rms / 64 : 1e-5 * rms;
+    const double rtol = bf16 ? 1.0 / 32 : 1e-5, atol = bf16 ? rms / 32 : 1e-5 * rms;
     double worst = 0.0, mean = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
       const double err = std::abs(double(got[i]) - want[i]);

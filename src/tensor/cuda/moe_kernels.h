@@ -22,7 +22,7 @@ bool grouped_linear_supports(const Tensor& x, const Tensor& w);
 // with at least kGroupedTileMinRows rows per expert on average and tile-aligned shapes: the
 // tensor-core tile kernel; otherwise the kernel that streams each selected expert's weight once per
 // eight rows). Exposed for tests and benchmarks.
-inline constexpr int64_t kGroupedTileMinRows = 32;
+inline constexpr int64_t kGroupedTileMinRows = 8;
 bool grouped_linear_uses_tiles(const Tensor& x, const Tensor& w, int64_t pairs, int64_t num_experts);
 
 }  // namespace omni::tensor::cuda
