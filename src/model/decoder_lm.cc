@@ -68,7 +68,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
   const int64_t q_rows = shard_.heads * hd, q_begin = rank * q_rows;
   const int64_t kv_rows = shard_.kv_heads * hd, kv_begin = shard_.kv_head_begin * hd;
   const int64_t inter = shard_.intermediate, inter_begin = rank * inter;
-  const Checkpoint ckpt = Checkpoint::open(dir);
+  const Checkpoint ckpt = options.random_weights ? Checkpoint::random(dir, 0) : Checkpoint::open(dir);
 
   const tensor::Shape vocab_shape{config.vocab_size, hidden};
   if (weights.has_embedding_and_head) {
@@ -111,6 +111,7 @@ DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& co
     }
     if (config.moe.sparse(i)) {
       l.moe = std::make_unique<MoeMlp>(ckpt, p + "mlp.", config.moe, hidden, dtype_, device_);
+      moe_reads_back_ = moe_reads_back_ || !l.moe->runs_on_device();
       continue;
     }
     // Gate and up share one matrix so the MLP's first step is a single product.
@@ -618,7 +619,7 @@ void DecoderLm::forward_sample(const ForwardBatch& batch, std::span<const ops::S
 }
 
 bool DecoderLm::steps_run_async() const {
-  return device_.type == DeviceType::kCuda && shard_.size == 1 && has_embedding_and_head_ && !has_moe_;
+  return device_.type == DeviceType::kCuda && shard_.size == 1 && has_embedding_and_head_ && !moe_reads_back_;
 }
 
 void DecoderLm::launch_step(const ForwardBatch& batch, std::span<const ops::SamplingParams> params,
@@ -754,8 +755,8 @@ void DecoderLm::queue_decode_step(DecodeStep& step) {
 bool DecoderLm::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq, bool capture_graphs) {
   decode_steps_.clear();
   previous_ids_stale_ = true;
-  // A mixture-of-experts layer routes on the host: such a step cannot be recorded.
-  if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || has_moe_ ||
+  // A mixture-of-experts layer that routes on the host cannot be recorded; one on the device can.
+  if (device_.type != DeviceType::kCuda || shard_.size > 1 || !has_embedding_and_head_ || moe_reads_back_ ||
       batch_sizes.empty() || max_blocks_per_seq < 1 || layers_.empty() || !layers_[0].k_cache.defined()) {
     return false;
   }

@@ -3,7 +3,9 @@
 // RoPE over the paged KV cache, residual, RMSNorm, SwiGLU MLP, residual] -> RMSNorm -> lm_head.
 // What differs between families is a DecoderVariant, not a copy of this code. A config with
 // experts (TextModelConfig::moe) makes its sparse layers' MLP a mixture of experts
-// (model/moe_mlp.h); such a model runs on one rank, without the fixed-size decode path.
+// (model/moe_mlp.h); such a model runs on one rank. On CUDA its MoE layers run on the device
+// without a read-back, so it takes the fixed-size decode steps, CUDA graphs and asynchronous steps
+// as a dense model does (unless a layer falls back to the host router: MoeMlp::runs_on_device).
 //
 // On the CPU, weights, activations and the KV cache are float32 (bf16/f16 on disk are widened). On a
 // CUDA device they are in the load options' dtype (model/model_dtype.h: by default the
@@ -233,6 +235,8 @@ class DecoderLm : public CausalLm {
   DecoderVariant variant_;
   bool has_embedding_and_head_ = true;
   bool has_moe_ = false;
+  // A mixture-of-experts layer routes on the host (model/moe_mlp.h's fallback): its steps read back.
+  bool moe_reads_back_ = false;
   tensor::Device device_;
   tensor::DType dtype_;  // of weights, activations and the KV cache
   CausalLmInfo info_;

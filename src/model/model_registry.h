@@ -29,6 +29,11 @@ struct CausalLmLoadOptions {
   // Not owned, outlives the model. When set, the model is this rank's shard of a tensor-parallel
   // group (a family that cannot be split answers kUnsupported); the communicator works on `device`.
   tensor::Communicator* tensor_parallel = nullptr;
+  // vLLM's `--load-format dummy`: the weights are random, made on the device from config.json's
+  // shapes (model/safetensors.h's Checkpoint::random), and the folder needs no safetensors. For
+  // benchmarks of models too large to write to disk. Decoder LMs (model/decoder_lm.h) honour it;
+  // their audio and vision towers are then left out.
+  bool random_weights = false;
   // The stage's engine arguments, for a stage model's own settings (model/embedding_input_lm.h); a text
   // LM reads none of them.
   Json engine_args = Json::object();

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "model/safetensors.h"
 #include "tensor/convert.h"
+#include "tensor/moe_ops.h"
 #include "tensor/ops.h"
 
 namespace omni::model {
@@ -28,10 +29,19 @@ MoeMlp::MoeMlp(const Checkpoint& ckpt, const std::string& prefix, const MoeConfi
     gate_up_ =
         ckpt.load(fused_gate_up, {experts, 2 * inter, hidden}, dtype, device).reshape({experts * 2 * inter, hidden});
     down_ = ckpt.load(fused_down, {experts, hidden, inter}, dtype, device).reshape({experts * hidden, inter});
-    return;
+  } else {
+    load_per_expert(ckpt, prefix);
   }
-  gate_up_ = Tensor::empty({experts * 2 * inter, hidden}, dtype, device);
-  down_ = Tensor::empty({experts * hidden, inter}, dtype, device);
+  // The routing kernel takes up to 64 choices and the grouping 4096 experts; the grouped products
+  // read rows in 16-byte chunks (8 bfloat16/float16 values, 4 float32 ones).
+  on_device_ = device.type == DeviceType::kCuda && moe.num_experts_per_tok <= 64 && moe.num_experts <= 4096 &&
+               hidden % 8 == 0 && inter % 8 == 0;
+}
+
+void MoeMlp::load_per_expert(const Checkpoint& ckpt, const std::string& prefix) {
+  const int64_t experts = moe_.num_experts, inter = moe_.moe_intermediate_size, hidden = hidden_;
+  gate_up_ = Tensor::empty({experts * 2 * inter, hidden}, dtype_, device_);
+  down_ = Tensor::empty({experts * hidden, inter}, dtype_, device_);
   const size_t gate_up_block = static_cast<size_t>(2 * inter * hidden),
                down_block = static_cast<size_t>(hidden * inter);
   for (int64_t e = 0; e < experts; ++e) {
@@ -76,6 +86,37 @@ size_t MoeMlp::activation_bytes(int64_t tokens) const {
 }
 
 void MoeMlp::forward(const Tensor& x, Tensor& out) const {
+  if (on_device_) {
+    forward_on_device(x, out);
+  } else {
+    forward_on_host(x, out);
+  }
+}
+
+void MoeMlp::forward_on_device(const Tensor& x, Tensor& out) const {
+  const int64_t tokens = x.dim(0), experts = moe_.num_experts, k = moe_.num_experts_per_tok;
+  const int64_t inter = moe_.moe_intermediate_size, pairs = tokens * k;
+  if (tokens == 0) return;
+  Tensor logits = Tensor::empty({tokens, experts}, dtype_, device_);
+  ops::linear(x, router_, Tensor(), logits);
+  Tensor chosen = Tensor::empty({tokens, k}, DType::kI32, device_);
+  Tensor weights = Tensor::empty({tokens, k}, dtype_, device_);
+  ops::moe_route(logits, static_cast<int>(k), moe_.norm_topk_prob, chosen, weights);
+  Tensor offsets = Tensor::empty({experts + 1}, DType::kI32, device_);
+  Tensor rows = Tensor::empty({pairs}, DType::kI32, device_);
+  Tensor index = Tensor::empty({tokens, k}, DType::kI32, device_);
+  ops::moe_group(chosen, static_cast<int>(experts), offsets, rows, index);
+  // A token picks an expert at most once: no expert holds more rows than there are tokens.
+  Tensor gate_up = Tensor::empty({pairs, 2 * inter}, dtype_, device_);
+  ops::grouped_linear(x, rows, gate_up_, offsets, tokens, gate_up);
+  Tensor act = Tensor::empty({pairs, inter}, dtype_, device_);
+  ops::silu_and_mul(gate_up, act);
+  Tensor expert_out = Tensor::empty({pairs, hidden_}, dtype_, device_);
+  ops::grouped_linear(act, Tensor(), down_, offsets, tokens, expert_out);
+  ops::gather_weighted_sum(expert_out, index, weights, out);
+}
+
+void MoeMlp::forward_on_host(const Tensor& x, Tensor& out) const {
   const int64_t tokens = x.dim(0), experts = moe_.num_experts, k = moe_.num_experts_per_tok;
   const int64_t inter = moe_.moe_intermediate_size;
   Tensor logits = Tensor::empty({tokens, experts}, dtype_, device_);

@@ -9,9 +9,14 @@
 // tensors of transformers 5 (`experts.gate_up_proj` [E, 2I, H]: expert e's gate rows, then its up
 // rows; `experts.down_proj` [E, H, I]). Both become the same [E * 2I, H] and [E * H, I] matrices.
 //
-// The routing decision is made on the host: the router's logits are read back (a synchronisation
-// on a GPU), the tokens are grouped by expert, and each active expert runs as two products over
-// its tokens' rows. Not yet a device-side grouped GEMM.
+// On the CPU the routing decision is made on the host: the tokens are grouped by expert and each
+// active expert runs as two products over its tokens' rows. On CUDA everything stays on the device
+// (tensor/moe_ops.h): the router's top-k, the grouping by expert, one grouped product for gate/up
+// and one for down over the active experts only (a few-row kernel that reads each selected
+// expert's weights once for decode, tensor-core tiles for long prefills), SiLU-and-multiply and the
+// weighted sum back into token order. Nothing is read back, so the layer can be recorded into a
+// CUDA graph; shapes the grouped products cannot take (the expert's K not a multiple of 16 bytes)
+// fall back to the host router, and then runs_on_device() is false.
 #pragma once
 
 #include <string>
@@ -44,8 +49,17 @@ class MoeMlp {
   // Activation bytes forward() holds at once for `tokens` rows, for sizing.
   size_t activation_bytes(int64_t tokens) const;
 
+  // Whether forward() runs without a host synchronisation (CUDA with shapes the grouped products
+  // take): what lets a decoder record MoE layers into its decode steps.
+  bool runs_on_device() const { return on_device_; }
+
  private:
+  void load_per_expert(const Checkpoint& ckpt, const std::string& prefix);
+  void forward_on_host(const tensor::Tensor& x, tensor::Tensor& out) const;
+  void forward_on_device(const tensor::Tensor& x, tensor::Tensor& out) const;
+
   MoeConfig moe_;
+  bool on_device_ = false;
   int64_t hidden_ = 0;
   tensor::DType dtype_;
   tensor::Device device_;

@@ -9,7 +9,9 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/splitmix64.h"
 #include "tensor/convert.h"
+#include "tensor/uniform_fill.h"
 #include "tensor/upload.h"
 
 namespace omni::model {
@@ -155,7 +157,26 @@ Checkpoint Checkpoint::open(const std::filesystem::path& dir, const std::string&
   return c;
 }
 
-bool Checkpoint::contains(const std::string& name) const { return file_of_.count(name) != 0; }
+Checkpoint Checkpoint::random(const std::filesystem::path& dir, uint64_t seed) {
+  Checkpoint c;
+  c.dir_ = dir;
+  c.random_ = true;
+  c.seed_ = seed;
+  return c;
+}
+
+void Checkpoint::fill_random(const std::string& name, tensor::Tensor& dst, size_t offset, size_t count,
+                             uint64_t first) const {
+  // FNV-1a of the name, mixed with the seed: each tensor its own stream.
+  uint64_t key = 0xcbf29ce484222325ull;
+  for (const char ch : name) key = (key ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  const bool norm = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+  const float lo = norm ? 1.0f - kRandomWeightScale : -kRandomWeightScale;
+  const float hi = norm ? 1.0f + kRandomWeightScale : kRandomWeightScale;
+  tensor::fill_uniform(dst, offset, count, splitmix64_mix(key ^ seed_), first, lo, hi);
+}
+
+bool Checkpoint::contains(const std::string& name) const { return random_ || file_of_.count(name) != 0; }
 
 std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> names;
@@ -185,6 +206,11 @@ const SafetensorsEntry& Checkpoint::entry(const std::string& name, const tensor:
 }
 
 void Checkpoint::load_f32_into(const std::string& name, const tensor::Shape& expected, float* dst) const {
+  if (random_) {
+    tensor::Tensor view = tensor::Tensor::borrow(dst, expected, DType::kF32);
+    fill_random(name, view, 0, static_cast<size_t>(view.numel()), 0);
+    return;
+  }
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   tensor::convert_to_f32(e.dtype, e.data, dst, static_cast<size_t>(tensor::shape_numel(e.shape)));
@@ -197,6 +223,14 @@ void Checkpoint::load_f32_slice_into(const std::string& name, const tensor::Shap
 
 void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
                                  int64_t count, DType dtype, void* dst) const {
+  if (random_) {
+    check_load_dtype(name, dtype);
+    check_random_slice(name, expected, dim, begin, count);
+    const int64_t other = expected.size() == 2 ? expected[1 - dim] : 1;
+    tensor::Tensor view = tensor::Tensor::borrow(dst, {count * other}, dtype);
+    fill_random_slice(name, expected, dim, begin, count, view, 0);
+    return;
+  }
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   const int rank = static_cast<int>(e.shape.size());
@@ -228,6 +262,12 @@ tensor::Tensor Checkpoint::load_f32(const std::string& name, const tensor::Shape
 
 void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
                                  int64_t count, tensor::Tensor& dst, size_t dst_offset) const {
+  if (random_) {
+    check_load_dtype(name, dst.dtype());
+    check_random_slice(name, expected, dim, begin, count);
+    fill_random_slice(name, expected, dim, begin, count, dst, dst_offset);
+    return;
+  }
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   const int rank = static_cast<int>(e.shape.size());
@@ -255,12 +295,41 @@ void Checkpoint::load_slice_into(const std::string& name, const tensor::Shape& e
 
 tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected, DType dtype,
                                 tensor::Device device) const {
+  if (random_) {
+    check_load_dtype(name, dtype);
+    tensor::Tensor t = tensor::Tensor::empty(expected, dtype, device);
+    fill_random(name, t, 0, static_cast<size_t>(t.numel()), 0);
+    return t;
+  }
   const SafetensorsFile* file = nullptr;
   const SafetensorsEntry& e = entry(name, expected, &file);
   check_load_dtype(name, dtype);
   tensor::Tensor t = tensor::Tensor::empty(expected, dtype, device);
   tensor::copy_from_host(file->source(e.data), e.dtype, static_cast<size_t>(tensor::shape_numel(expected)), t, 0);
   return t;
+}
+
+void Checkpoint::check_random_slice(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                                    int64_t count) const {
+  const int rank = static_cast<int>(expected.size());
+  if (rank < 1 || rank > 2 || dim < 0 || dim >= rank || begin < 0 || count < 0 || begin + count > expected[dim]) {
+    throw_error(ErrorCode::kInvalidArgument, "checkpoint {}: tensor '{}' {} has no slice [{}, {}) of dimension {}",
+                dir_.string(), name, tensor::shape_to_string(expected), begin, begin + count, dim);
+  }
+}
+
+// The elements of the slice are those of the whole random tensor at the same places.
+void Checkpoint::fill_random_slice(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                                   int64_t count, tensor::Tensor& dst, size_t dst_offset) const {
+  const int64_t rows = expected[0], cols = expected.size() == 2 ? expected[1] : 1;
+  if (dim == 0) {
+    fill_random(name, dst, dst_offset, static_cast<size_t>(count * cols), static_cast<uint64_t>(begin * cols));
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    fill_random(name, dst, dst_offset + static_cast<size_t>(r * count), static_cast<size_t>(count),
+                static_cast<uint64_t>(r * cols + begin));
+  }
 }
 
 void Checkpoint::check_load_dtype(const std::string& name, DType dtype) const {

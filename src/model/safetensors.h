@@ -57,6 +57,17 @@ class Checkpoint {
   // weights "diffusion_pytorch_model".
   static Checkpoint open(const std::filesystem::path& dir, const std::string& stem);
 
+  // A checkpoint without files for `dir`'s config.json (vLLM's `--load-format dummy`): it holds
+  // every tensor a loader asks for, of the shape it asks for, with values made on the destination
+  // device by tensor/uniform_fill.h from (seed, the tensor's name, the element's index): uniform in
+  // [-kRandomWeightScale, kRandomWeightScale), norm weights (names ending in "norm.weight") in
+  // [1 - kRandomWeightScale, 1 + kRandomWeightScale). contains() answers true for every name, so a
+  // loader that can read two layouts takes the one it tries first. For benchmarks of shapes too
+  // large to write to disk; the numbers it computes mean nothing.
+  static constexpr float kRandomWeightScale = 0.05f;
+  static Checkpoint random(const std::filesystem::path& dir, uint64_t seed);
+  bool is_random() const { return random_; }
+
   const std::filesystem::path& dir() const { return dir_; }
   bool contains(const std::string& name) const;
   std::vector<std::string> tensor_names() const;
@@ -85,12 +96,22 @@ class Checkpoint {
                       tensor::Device device = tensor::Device::cpu()) const;
 
  private:
+  void check_random_slice(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin,
+                          int64_t count) const;
+  void fill_random_slice(const std::string& name, const tensor::Shape& expected, int dim, int64_t begin, int64_t count,
+                         tensor::Tensor& dst, size_t dst_offset) const;
   // kInternal unless `dtype` is one the loaders convert to.
   void check_load_dtype(const std::string& name, tensor::DType dtype) const;
   const SafetensorsEntry& entry(const std::string& name, const tensor::Shape& expected,
                                 const SafetensorsFile** file) const;
 
+  // Fills elements [offset, offset + count) of dst with the random tensor `name`'s elements from
+  // `first` on.
+  void fill_random(const std::string& name, tensor::Tensor& dst, size_t offset, size_t count, uint64_t first) const;
+
   std::filesystem::path dir_;
+  bool random_ = false;
+  uint64_t seed_ = 0;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> file_of_;  // tensor name -> index into files_
 };

@@ -459,6 +459,34 @@ TEST_P(CudaModelTest, AsyncSchedulingGivesTheSynchronousTokens) {
   }
 }
 
+// The tiny Qwen3-Omni thinker (MoE layers, routed on the device): its decode steps are recorded
+// into CUDA graphs like a dense model's, and graphs, --enforce-eager and async scheduling give the
+// same tokens.
+TEST(CudaMoeDecodeTest, ThinkerDecodesThroughGraphsAndAsyncStepsWithTheEagerTokens) {
+  if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  const fs::path dir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni/fused";
+  auto model = builtin_model_registry().create_causal_lm(dir, {tensor::Device::cuda(0)});
+  const std::vector<StaggeredRequest> requests = staggered_requests(model->info().vocab_size, 20, 5);
+  const EngineRunResult graphs = run_staggered(*model, false, requests);
+  EXPECT_TRUE(graphs.config.cuda_graphs);
+  EXPECT_EQ(graphs.config.decode_batch_sizes, (std::vector<int>{1, 2, 4, 8, 16, 24}));
+  auto* decoder = dynamic_cast<DecoderLm*>(model.get());
+  ASSERT_NE(decoder, nullptr);
+  const int64_t overlapped_before = decoder->overlapped_launches();
+  const EngineRunResult async = run_staggered(*model, false, requests, true);
+  EXPECT_GT(decoder->overlapped_launches(), overlapped_before);
+  const EngineRunResult eager = run_staggered(*model, true, requests);
+  EXPECT_FALSE(eager.config.cuda_graphs);
+  ASSERT_EQ(graphs.tokens.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::string id = "r" + std::to_string(i);
+    SCOPED_TRACE(id);
+    EXPECT_EQ(graphs.tokens.at(id).size(), static_cast<size_t>(requests[i].max_tokens));
+    EXPECT_EQ(graphs.tokens.at(id), eager.tokens.at(id));
+    EXPECT_EQ(async.tokens.at(id), eager.tokens.at(id));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyQwen, CudaModelTest, ::testing::ValuesIn(model_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

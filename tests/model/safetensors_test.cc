@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,50 @@ TEST_F(SafetensorsTest, RealShardedReferenceCheckpointOpens) {
   EXPECT_TRUE(c.contains("model.embed_tokens.weight"));
   EXPECT_FALSE(c.contains("lm_head.weight"));
   EXPECT_EQ(c.tensor_names().size(), 2u + 2u * 11u);
+}
+
+// Checkpoint::random (--load-format dummy): every name is there, in the shape asked for, with
+// values in the documented ranges that depend on the seed and the name only; slices are the whole
+// tensor's elements at the same places, in any dtype; impossible slices are still errors.
+TEST(RandomCheckpointTest, HoldsEveryTensorWithReproducibleValues) {
+  const Checkpoint a = Checkpoint::random("/no/such/dir", 1), b = Checkpoint::random("/no/such/dir", 1);
+  const Checkpoint other_seed = Checkpoint::random("/no/such/dir", 2);
+  EXPECT_TRUE(a.is_random());
+  EXPECT_TRUE(a.contains("anything.at.all"));
+  const tensor::Tensor w = a.load_f32("layers.3.mlp.gate.weight", {24, 10});
+  const float* v = w.data<float>();
+  const float scale = Checkpoint::kRandomWeightScale;
+  float lo = 1.0f, hi = -1.0f;
+  for (int i = 0; i < 240; ++i) {
+    lo = std::min(lo, v[i]);
+    hi = std::max(hi, v[i]);
+  }
+  EXPECT_GE(lo, -scale);
+  EXPECT_LT(hi, scale);
+  EXPECT_LT(lo, -0.8f * scale) << "spread over the range";
+  EXPECT_GT(hi, 0.8f * scale);
+  const tensor::Tensor same = b.load_f32("layers.3.mlp.gate.weight", {24, 10});
+  EXPECT_EQ(std::memcmp(same.raw(), w.raw(), w.nbytes()), 0);
+  const tensor::Tensor seeded = other_seed.load_f32("layers.3.mlp.gate.weight", {24, 10});
+  EXPECT_NE(std::memcmp(seeded.raw(), w.raw(), w.nbytes()), 0);
+  const tensor::Tensor renamed = a.load_f32("layers.4.mlp.gate.weight", {24, 10});
+  EXPECT_NE(std::memcmp(renamed.raw(), w.raw(), w.nbytes()), 0);
+  const tensor::Tensor norm = a.load_f32("layers.3.input_layernorm.weight", {64});
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_GE(norm.data<float>()[i], 1.0f - scale);
+    EXPECT_LT(norm.data<float>()[i], 1.0f + scale);
+  }
+  std::vector<float> rows(3 * 10), cols(24 * 4);
+  a.load_f32_slice_into("layers.3.mlp.gate.weight", {24, 10}, 0, 5, 3, rows.data());
+  a.load_f32_slice_into("layers.3.mlp.gate.weight", {24, 10}, 1, 6, 4, cols.data());
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(rows[i], v[50 + i]);
+  for (int r = 0; r < 24; ++r)
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(cols[r * 4 + c], v[r * 10 + 6 + c]);
+  const tensor::Tensor bf16 = a.load("layers.3.mlp.gate.weight", {24, 10}, DType::kBF16);
+  for (int i = 0; i < 240; ++i) {
+    EXPECT_EQ(static_cast<const uint16_t*>(bf16.raw())[i], tensor::f32_to_bf16(v[i]));
+  }
+  EXPECT_THROW(a.load_f32_slice_into("layers.3.mlp.gate.weight", {24, 10}, 0, 22, 3, rows.data()), Error);
 }
 
 }  // namespace

@@ -40,6 +40,11 @@ void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
   app.add_flag("--enforce-eager", flags.enforce_eager, "No CUDA graphs: launch the ops of each decode step one by one");
   app.add_flag("--async-scheduling", flags.async_scheduling,
                "Schedule the next step while the current one runs on the device (same output)");
+  app.add_option("--load-format", flags.load_format,
+                 "auto (the folder's safetensors) or dummy (random weights made on the device from config.json, "
+                 "for shapes too large to store)")
+      ->check(CLI::IsMember({"auto", "dummy"}))
+      ->capture_default_str();
   app.add_option("--seed", flags.seed, "Seed of the random prompts")->capture_default_str();
 }
 
@@ -49,7 +54,8 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
   out.device = tensor::resolve_device(flags.device, "--device");
   const std::optional<tensor::DType> dtype = model::parse_model_dtype(flags.dtype, "--dtype");
   const auto start = std::chrono::steady_clock::now();
-  out.model = model::builtin_model_registry().create_causal_lm(flags.model, {.device = out.device, .dtype = dtype});
+  out.model = model::builtin_model_registry().create_causal_lm(
+      flags.model, {.device = out.device, .dtype = dtype, .random_weights = flags.load_format == "dummy"});
   out.load_seconds = seconds_since(start);
   spdlog::info("loaded {} on {} in {:.2f} s", flags.model, tensor::device_name(out.device), out.load_seconds);
   engine::EngineConfig config;

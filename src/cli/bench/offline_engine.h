@@ -30,11 +30,12 @@ struct OfflineEngineFlags {
   bool enable_prefix_caching = false;
   bool enforce_eager = false;
   bool async_scheduling = false;
+  std::string load_format = "auto";
   uint64_t seed = 0;
 };
 
 // Declares --model, --device, --dtype, --gpu-memory-utilization, --num-gpu-blocks-override,
-// --max-model-len, --max-num-batched-tokens, --enable-prefix-caching, --enforce-eager, --async-scheduling and --seed on
+// --max-model-len, --max-num-batched-tokens, --enable-prefix-caching, --enforce-eager, --async-scheduling, --load-format and --seed on
 // `app`.
 void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags);
 

@@ -153,6 +153,8 @@ Thinker::Thinker(const std::filesystem::path& dir, const Json& config, const Cau
                 DecoderVariant{.qk_norm = true, .qkv_bias = false}, thinker_weights(), options),
       ids_(parse_thinker_token_ids(config, (dir / "config.json").string())) {
   read_end_token_ids(dir, ids_);
+  // Random weights (a benchmark of the text model) come without the towers.
+  if (options.random_weights) return;
   if (has_audio_input(dir)) audio_ = std::make_unique<ThinkerAudio>(dir, config);
   if (has_vision_input(dir)) vision_ = std::make_unique<ThinkerVision>(dir, config);
 }

@@ -148,8 +148,8 @@ TEST_P(ThinkerReferenceTest, DistinctMropeStreamsRotateByTheirOwnPositions) {
   }
 }
 
-// The same model on a CUDA device in float32: the MoE routing read back, the experts' products
-// and the combine (ops::gather_weighted_sum) on the device.
+// The same model on a CUDA device in float32: the MoE layers entirely on the device (routing,
+// grouping by expert, the grouped products and the combine; model/moe_mlp.h).
 TEST_P(ThinkerReferenceTest, Float32OnCudaMatchesTransformers) {
   if (tensor::compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no CUDA backend";
   if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible to this process";
