@@ -41,7 +41,10 @@ MmProcessorKwargs parse_mm_processor_kwargs(const Json* value, const ChatMediaOp
     throw_invalid_field("mm_processor_kwargs", "'mm_processor_kwargs' must be an object, got {}", value->dump());
   }
   const std::vector<std::string> allowed = allowed_keys(options);
-  for (const auto& [key, v] : value->items()) {
+  for (const auto& item : value->items()) {
+    // Named, not structured bindings: clang 14 (the fuzz build) cannot capture those in a lambda.
+    const std::string& key = item.key();
+    const Json& v = item.value();
     const std::string field = "mm_processor_kwargs." + key;
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       if (allowed.empty()) {
