@@ -43,7 +43,7 @@ class Fields {
 
  private:
   const Json& json_;
-  const std::string& source_;
+  const std::string source_;  // a copy: callers pass temporaries (source + ": rope_parameters")
 };
 
 // rope_parameters (v5) or rope_theta + rope_scaling (v4) -> RopeConfig.
