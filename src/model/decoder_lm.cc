@@ -179,10 +179,13 @@ void DecoderLm::init_kv_cache(int num_blocks) {
     l.k_cache = Tensor();
     l.v_cache = Tensor();
   }
+  // Written once here, so the cache's memory is committed at start, as a GPU reservation is: on
+  // the CPU, untouched pages would otherwise be faulted in one by one as prefix caching hands out
+  // never-used blocks before cached ones, and the process would grow for as long as that lasts.
   for (Layer& l : layers_) {
     const tensor::Shape shape{num_blocks, kKvBlockSize, shard_.kv_heads, config_.head_dim};
-    l.k_cache = Tensor::empty(shape, dtype_, device_);
-    l.v_cache = Tensor::empty(shape, dtype_, device_);
+    l.k_cache = Tensor::zeros(shape, dtype_, device_);
+    l.v_cache = Tensor::zeros(shape, dtype_, device_);
   }
   num_blocks_ = num_blocks;
 }

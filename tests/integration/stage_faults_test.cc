@@ -55,6 +55,11 @@ const char* fault_name(Fault fault) {
 
 // A memory cgroup of its own for one process, limited so that its next allocations bring the
 // kernel's OOM killer (cgroup v2, or v1's memory controller). Absent where no cgroup is writable.
+// Neither version moves the memory a process already has into the group it joins: only pages it
+// faults in afterwards count. A stage holds its memory from the start (weights, the KV cache
+// written at init), but under load it still faults in and gives back a few hundred KiB a second
+// (the heap trimmed and grown again, stacks, socket buffers), so a 64 KiB limit is crossed within
+// a second, where 1 MiB was not always crossed in a whole test.
 class MemoryCgroup {
  public:
   static std::unique_ptr<MemoryCgroup> create(const std::string& name) {
@@ -77,8 +82,8 @@ class MemoryCgroup {
     fs::path dir = *parent / name;
     if (!fs::create_directory(dir, ec) || ec) return nullptr;
     auto group = std::unique_ptr<MemoryCgroup>(new MemoryCgroup(dir, v1));
-    if (!group->write(v1 ? "memory.limit_in_bytes" : "memory.max", "1048576")) return nullptr;
-    group->write(v1 ? "memory.memsw.limit_in_bytes" : "memory.swap.max", v1 ? "1048576" : "0");
+    if (!group->write(v1 ? "memory.limit_in_bytes" : "memory.max", "65536")) return nullptr;
+    group->write(v1 ? "memory.memsw.limit_in_bytes" : "memory.swap.max", v1 ? "65536" : "0");
     return group;
   }
   MemoryCgroup(const MemoryCgroup&) = delete;
@@ -185,7 +190,6 @@ TEST_P(StageFaultTest, EveryStreamEndsWithinTheHeartbeatTimeoutAndNothingIsLeftB
 
   const std::string path = c.arch == kQwen3Tts ? "/v1/audio/speech" : "/v1/chat/completions";
   std::vector<Stream> streams(kStreams);
-  std::atomic<int> with_output{0};
   std::vector<std::thread> clients;
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back([&, i] {
