@@ -5,7 +5,7 @@
 # then times 1024x1024 images at 8 steps without CFG (Z-Image-Turbo's settings) on the GPU in bf16
 # (per-image stage durations; the first image is the warm-up; peak memory sampled by nvidia-smi,
 # the whole process) and, when the carried diffusers source tree is
-# there (.devrun/peer/diffusers.tar.xz: the repository's src/diffusers), diffusers' ZImagePipeline on
+# there (.devrun/peer/diffusers.tar.xz, or $Z_IMAGE_PEER: the repository's src/diffusers), diffusers' ZImagePipeline on
 # the same checkpoint in the same run (scripts/reference/z_image_bench.py); after the single images
 # both run one batched round per size of BATCHES (default "4,8": that many requests together,
 # images per second). Logs go to $OUT.
@@ -38,9 +38,10 @@ print(json.dumps({"engine": "omnistage", "write_checkpoint_s": r.get("write_chec
                   "last": r["images"][-1], "batched": r.get("batched"), "peak_gpu_mib": max(mem) if mem else None}))
 PY
 
-if [[ -f .devrun/peer/diffusers.tar.xz ]]; then
-  mkdir -p /tmp/peer && tar xJf .devrun/peer/diffusers.tar.xz -C /tmp/peer
-  PYTHONUNBUFFERED=1 timeout 300 python3 scripts/reference/z_image_bench.py --diffusers /tmp/peer/src --model "$ckpt" --runs 3 --batches "$batches" \
+peer="${Z_IMAGE_PEER:-.devrun/peer/diffusers.tar.xz}"  # the diffusers tree's archive
+if [[ -f "$peer" ]]; then
+  mkdir -p /tmp/peer && tar xJf "$peer" -C /tmp/peer
+  PYTHONUNBUFFERED=1 timeout 300 python3 "$here/z_image_bench.py" --diffusers /tmp/peer/src --model "$ckpt" --runs 3 --batches "$batches" \
       > "$out/diffusers_bench.json" 2> "$out/diffusers_bench.err" || { status=1; tail -8 "$out/diffusers_bench.err"; }
   cat "$out/diffusers_bench.json"
 fi
