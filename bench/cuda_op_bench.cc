@@ -6,14 +6,13 @@
 //   cuda_op_bench [iterations [section]]
 //
 // section: one of elementwise, linear, gemv, decode_attention, prefill_attention, dense_attention,
-// sample, z_image (default: all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up
-// calls, so they include the host's launch overhead whenever that is longer than the kernel (no
-// CUDA graphs), except the gemv section's, which replays calls recorded in a DeviceGraph as the
-// decode step does, so that they show the kernels of products that take a few microseconds.
-// Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936; the gemv
-// section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B, dense_attention Z-Image's); inputs are random, and
-// working sets of the bandwidth cases exceed the 50 MB L2 where the case is large enough to be
-// bandwidth-bound at all.
+// sample, z_image (default: all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5
+// warm-up calls, so they include the host's launch overhead whenever that is longer than the kernel (no CUDA graphs),
+// except the gemv section's, which replays calls recorded in a DeviceGraph as the decode step does, so that they show
+// the kernels of products that take a few microseconds. Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads,
+// head_dim 128, vocab 151936; the gemv section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B,
+// dense_attention Z-Image's); inputs are random, and working sets of the bandwidth cases exceed the 50 MB L2 where the
+// case is large enough to be bandwidth-bound at all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -301,18 +300,21 @@ void bench_z_image(std::mt19937& rng) {
   const auto cuda0 = Device::cuda(0);
   Tensor x = random_bf16({tokens, dim}, rng), y = random_bf16({tokens, dim}, rng);
   Tensor w = random_bf16({dim}, rng), vec = random_bf16({dim}, rng);
-  Tensor out = Tensor::empty({tokens, dim}, DType::kBF16, cuda0), tmp = Tensor::empty({tokens, dim}, DType::kBF16, cuda0);
+  Tensor out = Tensor::empty({tokens, dim}, DType::kBF16, cuda0),
+         tmp = Tensor::empty({tokens, dim}, DType::kBF16, cuda0);
   const double pass = 2.0 * tokens * dim;
   report("z_image adaLN norm unfused (rms_norm, mul_columns)", seconds_per_call([&] {
            ops::rms_norm(x, w, 1e-6f, out);
            ops::mul_columns(out, vec, out);
-         }), 4 * pass);
+         }),
+         4 * pass);
   report("z_image adaLN norm fused (modulated_rms_norm)",
          seconds_per_call([&] { ops::modulated_rms_norm(x, w, vec, 1e-6f, out); }), 2 * pass);
   report("z_image gated residual unfused (rms_norm, add_scaled)", seconds_per_call([&] {
            ops::rms_norm(y, w, 1e-6f, tmp);
            ops::add_scaled(x, tmp, vec, x);
-         }), 5 * pass);
+         }),
+         5 * pass);
   report("z_image gated residual fused (gated_rms_norm_add)",
          seconds_per_call([&] { ops::gated_rms_norm_add(x, y, w, vec, 1e-6f); }), 3 * pass);
   Tensor qkv = random_bf16({tokens, 3 * dim}, rng);
@@ -320,7 +322,8 @@ void bench_z_image(std::mt19937& rng) {
   Tensor k = Tensor::empty({tokens, heads, hd}, DType::kBF16, cuda0);
   Tensor v = Tensor::empty({tokens, heads, hd}, DType::kBF16, cuda0);
   Tensor qn = random_bf16({hd}, rng), kn = random_bf16({hd}, rng);
-  Tensor cos = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0), sin = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0);
+  Tensor cos = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0),
+         sin = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0);
   cudaMemset(cos.raw(), 0, cos.nbytes());
   cudaMemset(sin.raw(), 0, sin.nbytes());
   report("z_image q/k norm + rotation unfused (rms_norm x2, rotate_pairs x2)", seconds_per_call([&] {
@@ -328,7 +331,8 @@ void bench_z_image(std::mt19937& rng) {
            ops::rms_norm(k, kn, 1e-5f, k);
            ops::rotate_pairs(q, cos, sin);
            ops::rotate_pairs(k, cos, sin);
-         }), 8 * pass);
+         }),
+         8 * pass);
   report("z_image q/k/v split + norm + rotation fused (qkv_norm_rotate)",
          seconds_per_call([&] { ops::qkv_norm_rotate(qkv, qn, kn, 1e-5f, cos, sin, q, k, v); }), 6 * pass);
   Tensor gate_up = random_bf16({tokens, 2 * ffn}, rng), act = Tensor::empty({tokens, ffn}, DType::kBF16, cuda0);
@@ -345,7 +349,8 @@ void bench_z_image(std::mt19937& rng) {
   Tensor q_flat = q.reshape({tokens, dim});
   report("z_image product q/k/v as three [4128,3840]x[3840,3840]", seconds_per_call([&] {
            for (int i = 0; i < 3; ++i) ops::linear(x, w_qkv.slice_rows(i * dim, (i + 1) * dim), Tensor(), q_flat);
-         }), 2.0 * (3 * x.numel() + w_qkv.numel() + 3 * q_flat.numel()), 2.0 * tokens * dim * 3 * dim);
+         }),
+         2.0 * (3 * x.numel() + w_qkv.numel() + 3 * q_flat.numel()), 2.0 * tokens * dim * 3 * dim);
   product("z_image product out [4128,3840]x[3840,3840]", x, w_o, out);
   product("z_image product w13 [4128,3840]x[20480,3840]", x, w13, gate_up);
   product("z_image product w2 [4128,10240]x[3840,10240]", act, w2, out);

@@ -1,6 +1,8 @@
 // The fused diffusion-transformer ops of tensor/dit_ops.h on the CPU: each gives the bits of the
 // unfused sequence of ops.h it stands for (a CPU float32 forward is the same arithmetic fused or
 // not), and bad arguments are kInvalidArgument naming the op and the argument.
+#include "tensor/dit_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "tensor/dit_ops.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -48,8 +49,9 @@ TEST(DitOpsTest, ModulatedRmsNormIsRmsNormThenMulColumns) {
   ops::rms_norm(x, w, 1e-6f, want);
   ops::mul_columns(want, scale, want);
   expect_same_bits(fused, want, "modulated_rms_norm");
-  EXPECT_NE(message_of([&] { ops::modulated_rms_norm(x, w, random({39}, 4), 1e-6f, fused); }).find("scale must be [40]"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of([&] { ops::modulated_rms_norm(x, w, random({39}, 4), 1e-6f, fused); }).find("scale must be [40]"),
+      std::string::npos);
 }
 
 TEST(DitOpsTest, GatedRmsNormAddIsRmsNormThenAddScaled) {

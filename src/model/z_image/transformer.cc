@@ -57,7 +57,8 @@ Transformer::Transformer(const std::filesystem::path& dir, const TransformerConf
     noise_refiner_.push_back(load_block(ckpt, "noise_refiner." + std::to_string(i) + ".", true));
     context_refiner_.push_back(load_block(ckpt, "context_refiner." + std::to_string(i) + ".", false));
   }
-  for (int i = 0; i < config.n_layers; ++i) layers_.push_back(load_block(ckpt, "layers." + std::to_string(i) + ".", true));
+  for (int i = 0; i < config.n_layers; ++i)
+    layers_.push_back(load_block(ckpt, "layers." + std::to_string(i) + ".", true));
   // Each axis's frequencies theta^(-2k/d), in float64 as diffusers precomputes them.
   for (int a = 0; a < 3; ++a) {
     const int d = config.axes_dims[a];
@@ -218,8 +219,9 @@ Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& captio
   const int64_t c = config_.in_channels, p = config_.patch_size, dim = config_.dim;
   if (latents.rank() != 3 || latents.dim(0) != c || latents.dim(1) % p != 0 || latents.dim(2) % p != 0 ||
       latents.dim(1) == 0 || latents.dim(2) == 0) {
-    throw_error(ErrorCode::kInvalidArgument, "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}",
-                c, p, tensor::shape_to_string(latents.shape()));
+    throw_error(ErrorCode::kInvalidArgument,
+                "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}", c, p,
+                tensor::shape_to_string(latents.shape()));
   }
   if (caption.rank() != 2 || caption.dim(1) != config_.cap_feat_dim || caption.dim(0) == 0) {
     throw_error(ErrorCode::kInvalidArgument, "z_image transformer: caption features must be [L >= 1, {}], got {}",

@@ -74,7 +74,8 @@ class Transformer {
   // rotation(positions) for the stream of (h_tokens, w_tokens, padded caption length), which
   // determines the positions: computed once per shape (264K cosines and sines on the host, several
   // milliseconds the device would wait for at every step) and kept for the next steps and images.
-  Rotation cached_rotation(const std::array<int64_t, 3>& key, const std::vector<std::array<int32_t, 3>>& positions) const;
+  Rotation cached_rotation(const std::array<int64_t, 3>& key,
+                           const std::vector<std::array<int32_t, 3>>& positions) const;
   tensor::Tensor timestep_embedding(float t) const;
   // An activation of `shape` on the placement.
   tensor::Tensor activation(tensor::Shape shape) const;

@@ -85,8 +85,8 @@ void launch_dit_norm(const Tensor& x, const Tensor& weight, const Tensor& vec, T
     if (vector) {
       const int64_t chunks = d / kVec;
       const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (chunks + 31) / 32 * 32)));
-      dit_norm_kernel<T, kVec, kAdd><<<rows, threads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(weight), ptr<T>(vec),
-                                                                           ptr<T>(out), eps, d);
+      dit_norm_kernel<T, kVec, kAdd>
+          <<<rows, threads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(weight), ptr<T>(vec), ptr<T>(out), eps, d);
     } else {
       dit_norm_kernel<T, 1, kAdd>
           <<<rows, kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(weight), ptr<T>(vec), ptr<T>(out), eps, d);
@@ -163,8 +163,9 @@ void qkv_norm_rotate(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_no
     const T* qn = q_norm.defined() ? ptr<T>(q_norm) : nullptr;
     const T* kn = k_norm.defined() ? ptr<T>(k_norm) : nullptr;
     if (cos.dtype() == DType::kF32) {
-      qkv_norm_rotate_kernel<T, float><<<blocks, kThreads, 0, stream_of(q)>>>(
-          ptr<T>(qkv), qn, kn, eps, ptr<float>(cos), ptr<float>(sin), ptr<T>(q), ptr<T>(k), ptr<T>(v), tokens, heads, d);
+      qkv_norm_rotate_kernel<T, float><<<blocks, kThreads, 0, stream_of(q)>>>(ptr<T>(qkv), qn, kn, eps, ptr<float>(cos),
+                                                                              ptr<float>(sin), ptr<T>(q), ptr<T>(k),
+                                                                              ptr<T>(v), tokens, heads, d);
     } else {
       qkv_norm_rotate_kernel<T, T><<<blocks, kThreads, 0, stream_of(q)>>>(
           ptr<T>(qkv), qn, kn, eps, ptr<T>(cos), ptr<T>(sin), ptr<T>(q), ptr<T>(k), ptr<T>(v), tokens, heads, d);

@@ -127,7 +127,8 @@ __global__ void group_stats_kernel(const double2* partial, float2* stats, int64_
 template <typename T, typename I>
 __global__ void group_normalise_kernel(const T* x, const float2* stats, const T* weight, const T* bias, T* out, I n,
                                        int channels, int per) {
-  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const int c = static_cast<int>(i % channels);
     const float2 s = stats[c / per];
     out[i] = from_float<T>((to_float(x[i]) - s.x) * s.y * to_float(weight[c]) + to_float(bias[c]));
@@ -152,7 +153,8 @@ __global__ void tanh_kernel(const T* x, T* out, int64_t n) {
 template <typename T, typename I>
 __global__ void upsample2x_kernel(const T* x, T* out, I n, int w, int c) {
   const I out_row = I{2} * w * c;
-  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const I oy = i / out_row;
     const I rem = i - oy * out_row;
     const I ox = rem / c, ch = rem - ox * c;
@@ -217,11 +219,13 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
                                         static_cast<int>(in_w), static_cast<int>(c_in), static_cast<int>(k), padding,
                                         static_cast<int>(out_w));
       if (vector) {
-        std::apply([&](auto... a) { unfold2d_kernel<T, kVec><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
-                   args);
+        std::apply(
+            [&](auto... a) { unfold2d_kernel<T, kVec><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
+            args);
       } else {
-        std::apply([&](auto... a) { unfold2d_kernel<T, 1><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
-                   args);
+        std::apply(
+            [&](auto... a) { unfold2d_kernel<T, 1><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
+            args);
       }
     });
     check_launch("unfold2d_kernel", out);
@@ -295,8 +299,8 @@ void upsample_nearest2x(const Tensor& x, Tensor& out) {
       upsample2x_kernel<T, int32_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
           ptr<T>(x), ptr<T>(out), static_cast<int32_t>(out.numel()), w, c);
     } else {
-      upsample2x_kernel<T, int64_t>
-          <<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(ptr<T>(x), ptr<T>(out), out.numel(), w, c);
+      upsample2x_kernel<T, int64_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
+          ptr<T>(x), ptr<T>(out), out.numel(), w, c);
     }
   });
   check_launch("upsample2x_kernel", out);
