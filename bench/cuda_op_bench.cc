@@ -6,14 +6,13 @@
 //   cuda_op_bench [iterations [section]]
 //
 // section: one of elementwise, linear, gemv, decode_attention, prefill_attention, dense_attention,
-// sample (default: all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5 warm-up
-// calls, so they include the host's launch overhead whenever that is longer than the kernel (no
-// CUDA graphs), except the gemv section's, which replays calls recorded in a DeviceGraph as the
-// decode step does, so that they show the kernels of products that take a few microseconds.
-// Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads, head_dim 128, vocab 151936; the gemv
-// section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B, dense_attention Z-Image's); inputs are random, and
-// working sets of the bandwidth cases exceed the 50 MB L2 where the case is large enough to be
-// bandwidth-bound at all.
+// sample, z_image (default: all of them). Times are CUDA-event times over `iterations` back-to-back calls after 5
+// warm-up calls, so they include the host's launch overhead whenever that is longer than the kernel (no CUDA graphs),
+// except the gemv section's, which replays calls recorded in a DeviceGraph as the decode step does, so that they show
+// the kernels of products that take a few microseconds. Shapes are Qwen3-8B's (hidden 4096, 32 query / 8 kv heads,
+// head_dim 128, vocab 151936; the gemv section adds Qwen3-TTS's talker and code predictor and Qwen3-0.6B,
+// dense_attention Z-Image's); inputs are random, and working sets of the bandwidth cases exceed the 50 MB L2 where the
+// case is large enough to be bandwidth-bound at all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include "tensor/cuda/image_kernels.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/device_graph.h"
+#include "tensor/dit_ops.h"
 #include "tensor/ops.h"
 
 namespace {
@@ -292,6 +292,95 @@ void bench_dense_attention(std::mt19937& rng) {
   }
 }
 
+// One Z-Image joint block's steps at 1024x1024 (4128 tokens, dim 3840, 30 heads of 128, ffn 10240):
+// each elementwise step unfused (the ops of ops.h in sequence) and fused (tensor/dit_ops.h), the
+// block's products, and the FLUX.1 VAE decoder's heaviest 3x3 convolutions.
+void bench_z_image(std::mt19937& rng) {
+  const int64_t tokens = 4128, dim = 3840, heads = 30, hd = 128, ffn = 10240;
+  const auto cuda0 = Device::cuda(0);
+  Tensor x = random_bf16({tokens, dim}, rng), y = random_bf16({tokens, dim}, rng);
+  Tensor w = random_bf16({dim}, rng), vec = random_bf16({dim}, rng);
+  Tensor out = Tensor::empty({tokens, dim}, DType::kBF16, cuda0),
+         tmp = Tensor::empty({tokens, dim}, DType::kBF16, cuda0);
+  const double pass = 2.0 * tokens * dim;
+  report("z_image adaLN norm unfused (rms_norm, mul_columns)", seconds_per_call([&] {
+           ops::rms_norm(x, w, 1e-6f, out);
+           ops::mul_columns(out, vec, out);
+         }),
+         4 * pass);
+  report("z_image adaLN norm fused (modulated_rms_norm)",
+         seconds_per_call([&] { ops::modulated_rms_norm(x, w, vec, 1e-6f, out); }), 2 * pass);
+  report("z_image gated residual unfused (rms_norm, add_scaled)", seconds_per_call([&] {
+           ops::rms_norm(y, w, 1e-6f, tmp);
+           ops::add_scaled(x, tmp, vec, x);
+         }),
+         5 * pass);
+  report("z_image gated residual fused (gated_rms_norm_add)",
+         seconds_per_call([&] { ops::gated_rms_norm_add(x, y, w, vec, 1e-6f); }), 3 * pass);
+  Tensor qkv = random_bf16({tokens, 3 * dim}, rng);
+  Tensor q = Tensor::empty({tokens, heads, hd}, DType::kBF16, cuda0);
+  Tensor k = Tensor::empty({tokens, heads, hd}, DType::kBF16, cuda0);
+  Tensor v = Tensor::empty({tokens, heads, hd}, DType::kBF16, cuda0);
+  Tensor qn = random_bf16({hd}, rng), kn = random_bf16({hd}, rng);
+  Tensor cos = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0),
+         sin = Tensor::empty({tokens, hd / 2}, DType::kF32, cuda0);
+  cudaMemset(cos.raw(), 0, cos.nbytes());
+  cudaMemset(sin.raw(), 0, sin.nbytes());
+  report("z_image q/k norm + rotation unfused (rms_norm x2, rotate_pairs x2)", seconds_per_call([&] {
+           ops::rms_norm(q, qn, 1e-5f, q);
+           ops::rms_norm(k, kn, 1e-5f, k);
+           ops::rotate_pairs(q, cos, sin);
+           ops::rotate_pairs(k, cos, sin);
+         }),
+         8 * pass);
+  report("z_image q/k/v split + norm + rotation fused (qkv_norm_rotate)",
+         seconds_per_call([&] { ops::qkv_norm_rotate(qkv, qn, kn, 1e-5f, cos, sin, q, k, v); }), 6 * pass);
+  Tensor gate_up = random_bf16({tokens, 2 * ffn}, rng), act = Tensor::empty({tokens, ffn}, DType::kBF16, cuda0);
+  report("z_image silu_and_mul [4128, 2x10240]", seconds_per_call([&] { ops::silu_and_mul(gate_up, act); }),
+         2.0 * tokens * ffn * 3);
+  Tensor w_qkv = random_bf16({3 * dim, dim}, rng, 0.02f), w_o = random_bf16({dim, dim}, rng, 0.02f);
+  Tensor w13 = random_bf16({2 * ffn, dim}, rng, 0.02f), w2 = random_bf16({dim, ffn}, rng, 0.02f);
+  const auto product = [&](const char* name, const Tensor& in, const Tensor& weight, Tensor& dst) {
+    const double flops = 2.0 * in.dim(0) * in.dim(1) * weight.dim(0);
+    report(name, seconds_per_call([&] { ops::linear(in, weight, Tensor(), dst); }),
+           2.0 * (in.numel() + weight.numel() + dst.numel()), flops);
+  };
+  product("z_image product q/k/v fused [4128,3840]x[11520,3840]", x, w_qkv, qkv);
+  Tensor q_flat = q.reshape({tokens, dim});
+  report("z_image product q/k/v as three [4128,3840]x[3840,3840]", seconds_per_call([&] {
+           for (int i = 0; i < 3; ++i) ops::linear(x, w_qkv.slice_rows(i * dim, (i + 1) * dim), Tensor(), q_flat);
+         }),
+         2.0 * (3 * x.numel() + w_qkv.numel() + 3 * q_flat.numel()), 2.0 * tokens * dim * 3 * dim);
+  product("z_image product out [4128,3840]x[3840,3840]", x, w_o, out);
+  product("z_image product w13 [4128,3840]x[20480,3840]", x, w13, gate_up);
+  product("z_image product w2 [4128,10240]x[3840,10240]", act, w2, out);
+  // The VAE decoder's 3x3 convolutions of most work (channels-last, padding 1).
+  struct Conv {
+    int64_t side, cin, cout;
+  };
+  const int saved = g_iterations;
+  g_iterations = std::max(1, saved / 10);
+  for (const Conv c : {Conv{1024, 128, 128}, Conv{1024, 256, 128}, Conv{1024, 256, 256}, Conv{512, 256, 256},
+                       Conv{512, 512, 512}, Conv{256, 512, 512}}) {
+    Tensor img = random_bf16({c.side, c.side, c.cin}, rng);
+    Tensor cw = random_bf16({c.cout, c.cin, 3, 3}, rng, 0.05f), cb = random_bf16({c.cout}, rng);
+    Tensor co = Tensor::empty({c.side, c.side, c.cout}, DType::kBF16, cuda0);
+    const double flops = 2.0 * c.side * c.side * c.cin * c.cout * 9;
+    report("vae conv2d 3x3 " + std::to_string(c.side) + "^2 " + std::to_string(c.cin) + "->" + std::to_string(c.cout),
+           seconds_per_call([&] { ops::conv2d(img, cw, cb, 1, co); }), 2.0 * (img.numel() + co.numel()), flops);
+    Tensor flat = img.reshape({c.side * c.side, c.cin});
+    Tensor nw = random_bf16({c.cin}, rng), nb = random_bf16({c.cin}, rng);
+    Tensor no = Tensor::empty({c.side * c.side, c.cin}, DType::kBF16, cuda0);
+    report("vae group_norm 32 + silu " + std::to_string(c.side) + "^2 x " + std::to_string(c.cin),
+           seconds_per_call([&] {
+             ops::group_norm(flat, 32, nw, nb, 1e-6f, no);
+             ops::silu(no, no);
+           }),
+           2.0 * 5 * flat.numel());
+  }
+  g_iterations = saved;
+}
+
 void bench_sample(std::mt19937& rng) {
   const int vocab = 151936;
   for (int rows : {1, 32, 256}) {
@@ -331,12 +420,13 @@ int main(int argc, char** argv) {
       {"prefill_attention", bench_prefill_attention},
       {"dense_attention", bench_dense_attention},
       {"sample", bench_sample},
+      {"z_image", bench_z_image},
   };
   if (!only.empty() &&
       std::none_of(std::begin(sections), std::end(sections), [&](const auto& s) { return only == s.first; })) {
     std::fprintf(stderr,
                  "cuda_op_bench: unknown section '%s' (elementwise, linear, gemv, decode_attention, "
-                 "prefill_attention, dense_attention, sample)\n",
+                 "prefill_attention, dense_attention, sample, z_image)\n",
                  only.c_str());
     return 2;
   }

@@ -3,15 +3,20 @@
 // it onto --device in --dtype and generates --images images of --size x --size at --steps steps
 // without CFG (Z-Image-Turbo's settings), prompt to 8-bit RGB, each from fresh seeded noise. The
 // first image is the warm-up (cuBLASLt plans, the caching allocator's first blocks). Prints one JSON
-// object: the load time and, per image, the text encoder, denoise and VAE decode seconds.
+// object: the load time and, per image, the text encoder, denoise and VAE decode seconds. With
+// --batches "4,8", then one round per size of that many requests batched as the diffusion engine
+// batches them (all started, stepped together one denoising step at a time, each decoded): the
+// round's seconds and images per second.
 //
 //   z_image_bench --model DIR --tokenizer-from QWEN3_TOKENIZER_DIR [--device cuda] [--dtype bfloat16]
-//       [--size 1024] [--steps 8] [--images 4] [--guidance 0]
+//       [--size 1024] [--steps 8] [--images 4] [--guidance 0] [--batches 4,8]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 #include "model/model_dtype.h"
@@ -32,6 +37,7 @@ int main(int argc, char** argv) {
   std::string model_dir, tokenizer_dir, device_name = "cuda", dtype_name = "bfloat16";
   int size = 1024, steps = 8, images = 4;
   float guidance = 0.0f;
+  std::vector<int> batches;
   app.add_option("--model", model_dir, "Checkpoint folder (written with the released shapes when empty)")->required();
   app.add_option("--tokenizer-from", tokenizer_dir, "Qwen3 tokenizer.json + tokenizer_config.json, for writing");
   app.add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
@@ -40,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "Denoising steps")->capture_default_str();
   app.add_option("--images", images, "Images, the first a warm-up")->capture_default_str();
   app.add_option("--guidance", guidance, "guidance_scale (> 0 runs CFG)")->capture_default_str();
+  app.add_option("--batches", batches, "Batched rounds after the images: requests per round")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   try {
     namespace fs = std::filesystem;
@@ -85,6 +92,28 @@ int main(int argc, char** argv) {
                            {"pixels", image.pixels.size()}});
     }
     report["images"] = per_image;
+    omni::Json rounds = omni::Json::array();
+    for (const int n : batches) {
+      t0 = std::chrono::steady_clock::now();
+      std::vector<std::unique_ptr<omni::model::DenoiseJob>> owned;
+      std::vector<omni::model::DenoiseJob*> jobs;
+      for (int i = 0; i < n; ++i) {
+        omni::model::ImageRequest request;
+        request.prompt = "a red fox in the snow";
+        request.height = size;
+        request.width = size;
+        request.num_inference_steps = steps;
+        request.guidance_scale = guidance;
+        request.seed = 100 + static_cast<uint64_t>(i);
+        owned.push_back(model.start(request));
+        jobs.push_back(owned.back().get());
+      }
+      while (!owned.back()->finished()) model.step(jobs);
+      for (const auto& job : owned) model.decode(*job);
+      const double round_s = seconds_since(t0);
+      rounds.push_back({{"batch", n}, {"seconds", round_s}, {"images_per_s", n / round_s}});
+    }
+    if (!batches.empty()) report["batched"] = rounds;
     std::printf("%s\n", report.dump().c_str());
     return 0;
   } catch (const std::exception& e) {

@@ -5,23 +5,26 @@
 # then times 1024x1024 images at 8 steps without CFG (Z-Image-Turbo's settings) on the GPU in bf16
 # (per-image stage durations; the first image is the warm-up; peak memory sampled by nvidia-smi,
 # the whole process) and, when the carried diffusers source tree is
-# there (.devrun/peer/diffusers.tar.xz: the repository's src/diffusers), diffusers' ZImagePipeline on
-# the same checkpoint in the same run (scripts/reference/z_image_bench.py). Logs go to $OUT.
+# there (.devrun/peer/diffusers.tar.xz, or $Z_IMAGE_PEER: the repository's src/diffusers), diffusers' ZImagePipeline on
+# the same checkpoint in the same run (scripts/reference/z_image_bench.py); after the single images
+# both run one batched round per size of BATCHES (default "4,8": that many requests together,
+# images per second). Logs go to $OUT.
 #
-#   bash .devrun/gpu/go.sh run_z_image_bench_on_gpu.sh [IMAGES]
+#   bash .devrun/gpu/go.sh run_z_image_bench_on_gpu.sh [IMAGES [BATCHES]]
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
 source "$here/gpu_env.sh"
 images="${1:-4}"
+batches="${2:-4,8}"
 ckpt=/tmp/z_image_released
 status=0
 
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$out/omnistage_gpu_memory.csv" &
 sampler=$!
-timeout 300 "$here/z_image_bench" --model "$ckpt" --tokenizer-from "$here/tokenizer" --device cuda --dtype bfloat16 \
-    --size 1024 --steps 8 --images "$images" > "$out/omnistage_bench.json" 2> "$out/omnistage_bench.err" \
+timeout 400 "$here/z_image_bench" --model "$ckpt" --tokenizer-from "$here/tokenizer" --device cuda --dtype bfloat16 \
+    --size 1024 --steps 8 --images "$images" --batches "$batches" > "$out/omnistage_bench.json" 2> "$out/omnistage_bench.err" \
     || { status=1; tail -5 "$out/omnistage_bench.err"; }
 kill "$sampler"
 python3 - "$out/omnistage_bench.json" "$out/omnistage_gpu_memory.csv" << 'PY'
@@ -32,12 +35,13 @@ per = [i["total_s"] for i in r["images"]]
 steady = per[1:] or per
 print(json.dumps({"engine": "omnistage", "write_checkpoint_s": r.get("write_checkpoint_s"), "load_s": r["load_s"],
                   "per_image_s": per, "median_after_warmup_s": statistics.median(steady),
-                  "last": r["images"][-1], "peak_gpu_mib": max(mem) if mem else None}))
+                  "last": r["images"][-1], "batched": r.get("batched"), "peak_gpu_mib": max(mem) if mem else None}))
 PY
 
-if [[ -f .devrun/peer/diffusers.tar.xz ]]; then
-  mkdir -p /tmp/peer && tar xJf .devrun/peer/diffusers.tar.xz -C /tmp/peer
-  PYTHONUNBUFFERED=1 timeout 240 python3 scripts/reference/z_image_bench.py --diffusers /tmp/peer/src --model "$ckpt" --runs 3 \
+peer="${Z_IMAGE_PEER:-.devrun/peer/diffusers.tar.xz}"  # the diffusers tree's archive
+if [[ -f "$peer" ]]; then
+  mkdir -p /tmp/peer && tar xJf "$peer" -C /tmp/peer
+  PYTHONUNBUFFERED=1 timeout 300 python3 "$here/z_image_bench.py" --diffusers /tmp/peer/src --model "$ckpt" --runs 3 --batches "$batches" \
       > "$out/diffusers_bench.json" 2> "$out/diffusers_bench.err" || { status=1; tail -8 "$out/diffusers_bench.err"; }
   cat "$out/diffusers_bench.json"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from a folder made by bundle.sh (binaries: tests/tensor_test, tests/z_image_test
-# and, for the CLI check, omnistage), from the checkout's root: the image ops on CUDA against the CPU, Z-Image on
+# and, for the CLI check, omnistage), from the checkout's root: the image ops and the fused DiT ops on
+# CUDA against the CPU (with compute-sanitizer memcheck on their small cases), Z-Image on
 # CUDA against the diffusers reference of tests/data/tiny_z_image in float32 and bfloat16, and
 # `omnistage generate --device cuda` from the reference's saved latents (each case's worst 8-bit
 # channel difference against the reference image). Logs go to $OUT (or ./out).
@@ -15,9 +16,16 @@ data="$(pwd)/tests/data/tiny_z_image"
 export OMNI_TINY_Z_IMAGE_DIR="$data"
 status=0
 
-"$here/tensor_test" --gtest_filter='*ImageOps*' > "$out/image_ops.log" 2>&1 || status=1
+"$here/tensor_test" --gtest_filter='*ImageOps*:*DitOps*' > "$out/image_ops.log" 2>&1 || status=1
 tail -3 "$out/image_ops.log"
-grep -E "FAILED|Failure|max diff" "$out/image_ops.log" | head -20
+grep -E "FAILED|Failure|max diff|^\[dit_ops" "$out/image_ops.log" | head -40
+# compute-sanitizer memcheck on the fused DiT kernels and the convolution's unfolding (small shapes).
+if command -v compute-sanitizer > /dev/null; then
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$here/tensor_test" \
+      --gtest_filter='*DitOpsCuda*:*ImageOpsCuda*Conv2d*:*ImageOpsCuda*GroupNorm*:*ImageOpsCuda*Elementwise*' \
+      > "$out/memcheck.log" 2>&1 || status=1
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -3
+fi
 "$here/z_image_test" --gtest_filter='*ZImageCuda*' > "$out/z_image_cuda.log" 2>&1 || status=1
 grep -E "^\[z_image|FAILED|OK \]" "$out/z_image_cuda.log"
 tail -2 "$out/z_image_cuda.log"

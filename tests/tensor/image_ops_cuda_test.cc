@@ -84,7 +84,9 @@ TEST_P(ImageOpsCudaTest, Conv2dMatchesTheCpu) {
   struct Shape4 {
     int64_t h, w, cin, cout, k, pad;
   };
-  for (const Shape4 c : {Shape4{9, 11, 24, 16, 3, 1}, Shape4{6, 5, 40, 8, 1, 0}, Shape4{7, 7, 3, 5, 3, 0}}) {
+  // 64 channels: the unfolding's 16-byte path; 3: its element path.
+  for (const Shape4 c : {Shape4{9, 11, 24, 16, 3, 1}, Shape4{6, 5, 40, 8, 1, 0}, Shape4{7, 7, 3, 5, 3, 0},
+                         Shape4{12, 10, 64, 24, 3, 1}}) {
     const Tensor x = random_host({c.h, c.w, c.cin}, 1, dtype());
     const Tensor w = random_host({c.cout, c.cin, c.k, c.k}, 2, dtype(), 0.2f);
     const Tensor b = random_host({c.cout}, 3, dtype());

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "model/safetensors.h"
+#include "tensor/dit_ops.h"
 #include "tensor/ops.h"
 
 namespace omni::model::z_image {
@@ -56,7 +57,8 @@ Transformer::Transformer(const std::filesystem::path& dir, const TransformerConf
     noise_refiner_.push_back(load_block(ckpt, "noise_refiner." + std::to_string(i) + ".", true));
     context_refiner_.push_back(load_block(ckpt, "context_refiner." + std::to_string(i) + ".", false));
   }
-  for (int i = 0; i < config.n_layers; ++i) layers_.push_back(load_block(ckpt, "layers." + std::to_string(i) + ".", true));
+  for (int i = 0; i < config.n_layers; ++i)
+    layers_.push_back(load_block(ckpt, "layers." + std::to_string(i) + ".", true));
   // Each axis's frequencies theta^(-2k/d), in float64 as diffusers precomputes them.
   for (int a = 0; a < 3; ++a) {
     const int d = config.axes_dims[a];
@@ -150,6 +152,15 @@ Transformer::Rotation Transformer::rotation(const std::vector<std::array<int32_t
   return Rotation{place(r.cos, DType::kF32, placement_.device), place(r.sin, DType::kF32, placement_.device)};
 }
 
+Transformer::Rotation Transformer::cached_rotation(const std::array<int64_t, 3>& key,
+                                                   const std::vector<std::array<int32_t, 3>>& positions) const {
+  std::lock_guard lock(rotation_mutex_);
+  auto it = rotations_.find(key);
+  if (it != rotations_.end()) return it->second;
+  if (rotations_.size() >= kCachedRotations) rotations_.clear();
+  return rotations_.emplace(key, rotation(positions)).first->second;
+}
+
 void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, const Tensor& adaln) const {
   const int64_t tokens = x.dim(0), dim = config_.dim, heads = config_.n_heads, hd = config_.head_dim();
   const int64_t ffn = config_.ffn_dim();
@@ -173,45 +184,44 @@ void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, cons
   }
   const float eps = config_.norm_eps;
   Tensor normed = activation({tokens, dim});
-  ops::rms_norm(x, b.attention_norm1, eps, normed);
-  if (modulated) ops::mul_columns(normed, scale_msa, normed);
+  if (modulated) {
+    ops::modulated_rms_norm(x, b.attention_norm1, scale_msa, eps, normed);
+  } else {
+    ops::rms_norm(x, b.attention_norm1, eps, normed);
+  }
+  // One product for q, k and v (the weights stacked at load), then the q/k norms and the rotation
+  // in one pass that also splits the heads out.
+  Tensor qkv = activation({tokens, 3 * dim});
+  ops::linear(normed, b.qkv, Tensor(), qkv);
   Tensor q = activation({tokens, heads, hd}), k = activation({tokens, heads, hd}), v = activation({tokens, heads, hd});
-  Tensor* qkv[] = {&q, &k, &v};
-  for (int i = 0; i < 3; ++i) {
-    Tensor flat = qkv[i]->reshape({tokens, dim});
-    ops::linear(normed, b.qkv.slice_rows(i * dim, (i + 1) * dim), Tensor(), flat);
-  }
-  if (b.norm_q.defined()) {
-    constexpr float kQkNormEps = 1e-5f;  // diffusers' Attention(qk_norm="rms_norm", eps=1e-5)
-    ops::rms_norm(q, b.norm_q, kQkNormEps, q);
-    ops::rms_norm(k, b.norm_k, kQkNormEps, k);
-  }
-  ops::rotate_pairs(q, rot.cos, rot.sin);
-  ops::rotate_pairs(k, rot.cos, rot.sin);
+  constexpr float kQkNormEps = 1e-5f;  // diffusers' Attention(qk_norm="rms_norm", eps=1e-5)
+  ops::qkv_norm_rotate(qkv, b.norm_q, b.norm_k, kQkNormEps, rot.cos, rot.sin, q, k, v);
   Tensor attn = activation({tokens, heads, hd});
   ops::attention(q, k, v, 1.0f / std::sqrt(static_cast<float>(hd)), attn);
   Tensor proj = activation({tokens, dim});
   ops::linear(attn.reshape({tokens, dim}), b.out, Tensor(), proj);
-  ops::rms_norm(proj, b.attention_norm2, eps, proj);
-  ops::add_scaled(x, proj, gate_msa, x);
+  ops::gated_rms_norm_add(x, proj, b.attention_norm2, gate_msa, eps);
 
-  ops::rms_norm(x, b.ffn_norm1, eps, normed);
-  if (modulated) ops::mul_columns(normed, scale_mlp, normed);
+  if (modulated) {
+    ops::modulated_rms_norm(x, b.ffn_norm1, scale_mlp, eps, normed);
+  } else {
+    ops::rms_norm(x, b.ffn_norm1, eps, normed);
+  }
   Tensor gate_up = activation({tokens, 2 * ffn});
   ops::linear(normed, b.w13, Tensor(), gate_up);
   Tensor act = activation({tokens, ffn});
   ops::silu_and_mul(gate_up, act);
   ops::linear(act, b.w2, Tensor(), proj);
-  ops::rms_norm(proj, b.ffn_norm2, eps, proj);
-  ops::add_scaled(x, proj, gate_mlp, x);
+  ops::gated_rms_norm_add(x, proj, b.ffn_norm2, gate_mlp, eps);
 }
 
 Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& caption) const {
   const int64_t c = config_.in_channels, p = config_.patch_size, dim = config_.dim;
   if (latents.rank() != 3 || latents.dim(0) != c || latents.dim(1) % p != 0 || latents.dim(2) % p != 0 ||
       latents.dim(1) == 0 || latents.dim(2) == 0) {
-    throw_error(ErrorCode::kInvalidArgument, "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}",
-                c, p, tensor::shape_to_string(latents.shape()));
+    throw_error(ErrorCode::kInvalidArgument,
+                "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}", c, p,
+                tensor::shape_to_string(latents.shape()));
   }
   if (caption.rank() != 2 || caption.dim(1) != config_.cap_feat_dim || caption.dim(0) == 0) {
     throw_error(ErrorCode::kInvalidArgument, "z_image transformer: caption features must be [L >= 1, {}], got {}",
@@ -265,7 +275,7 @@ Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& captio
       positions.push_back({static_cast<int32_t>(cap_padded + 1), static_cast<int32_t>(ht), static_cast<int32_t>(wt)});
   for (int64_t i = image_len; i < image_padded; ++i) positions.push_back({0, 0, 0});
   for (int64_t i = 0; i < cap_padded; ++i) positions.push_back({static_cast<int32_t>(1 + i), 0, 0});
-  const Rotation all = rotation(positions);
+  const Rotation all = cached_rotation({h_tokens, w_tokens, cap_padded}, positions);
   const Rotation image_rot{rows(all.cos, 0, image_padded), rows(all.sin, 0, image_padded)};
   const Rotation cap_rot{rows(all.cos, image_padded, image_padded + cap_padded),
                          rows(all.sin, image_padded, image_padded + cap_padded)};

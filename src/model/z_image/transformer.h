@@ -9,12 +9,18 @@
 // A batch of images is the same computation per image (diffusers batches them with an attention
 // mask, which makes each image see only its own tokens), so forward() takes one. The latents, the
 // caption features and the output are host float32 tensors (the pipeline's own arithmetic is
-// float32); the patches, the rotation tables (float32 on every device) and the caption go up once
-// per forward() and the output patches come back, so a step synchronises the device once. Immutable
-// after construction; forward() may be called from one thread at a time.
+// float32); the patches and the caption go up once per forward(), the rotation tables (float32 on
+// every device) once per stream shape (kept for later steps and images), and the output patches
+// come back, so a step synchronises the device once. On CUDA each block's elementwise steps are
+// the fused kernels of tensor/dit_ops.h and its q/k/v one product. The weights are immutable after
+// construction (the rotation cache is guarded by a mutex); forward() may be called from one thread
+// at a time.
 #pragma once
 
+#include <array>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "model/z_image/config.h"
@@ -47,7 +53,7 @@ class Transformer {
 
  private:
   struct Block {
-    tensor::Tensor qkv;  // [3 * dim, dim]: to_q, to_k, to_v rows (each a product of its own)
+    tensor::Tensor qkv;  // [3 * dim, dim]: to_q, to_k, to_v rows (one product for the three)
     tensor::Tensor out;  // to_out.0 [dim, dim]
     tensor::Tensor norm_q, norm_k;
     tensor::Tensor attention_norm1, attention_norm2, ffn_norm1, ffn_norm2;
@@ -65,6 +71,11 @@ class Transformer {
   void run_block(const Block& b, tensor::Tensor& x, const Rotation& rot, const tensor::Tensor& adaln) const;
   // positions [T, 3] -> the rotation of every token.
   Rotation rotation(const std::vector<std::array<int32_t, 3>>& positions) const;
+  // rotation(positions) for the stream of (h_tokens, w_tokens, padded caption length), which
+  // determines the positions: computed once per shape (264K cosines and sines on the host, several
+  // milliseconds the device would wait for at every step) and kept for the next steps and images.
+  Rotation cached_rotation(const std::array<int64_t, 3>& key,
+                           const std::vector<std::array<int32_t, 3>>& positions) const;
   tensor::Tensor timestep_embedding(float t) const;
   // An activation of `shape` on the placement.
   tensor::Tensor activation(tensor::Shape shape) const;
@@ -80,6 +91,10 @@ class Transformer {
   tensor::Tensor final_mod_w_, final_mod_b_, final_w_, final_b_;
   tensor::Tensor ones_, zeros_;  // [dim]: the final layer's norm has no affine parameters; 1 + scale
   std::vector<Block> noise_refiner_, context_refiner_, layers_;
+  // Rotation tables by stream shape (cached_rotation); cleared when it holds kCachedRotations.
+  static constexpr size_t kCachedRotations = 8;
+  mutable std::mutex rotation_mutex_;
+  mutable std::map<std::array<int64_t, 3>, Rotation> rotations_;
 };
 
 }  // namespace omni::model::z_image

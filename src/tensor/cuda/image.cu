@@ -1,11 +1,13 @@
 // The image ops of image generators on CUDA (tensor/ops.h): conv2d, group_norm, silu, nearest 2x
 // upsampling, rotate_pairs, mul_columns and tanh, on channels-last images [H, W, C].
 //
-// conv2d: each tile of output pixels is one matrix product against the weight viewed as [C_out,
-// C_in * k * k] (its PyTorch layout, untouched), after an unfolding kernel wrote the tile's patches
-// in the weight's (c_in, ky, kx) order (zeros outside the image); tiles bound the scratch (a 3x3
-// layer of 128 channels over a 1024 x 1024 image would unfold into 1.2 G elements). A 1x1 kernel
-// without padding is the product itself.
+// conv2d: each tile of output pixels is one matrix product against the weight reordered, per call,
+// from its PyTorch layout [C_out, C_in, k, k] into [C_out, k, k, C_in] (a few MiB), after an unfolding
+// kernel wrote the tile's patches in that (ky, kx, c_in) order (zeros outside the image): each
+// patch row is then k * k runs of a pixel's C_in contiguous channels, copied 16 bytes at a time, so
+// both the reads of the image and the writes of the patches coalesce. Tiles bound the scratch (a
+// 3x3 layer of 128 channels over a 1024 x 1024 image would unfold into 1.2 G elements). A 1x1
+// kernel without padding is the product itself.
 //
 // group_norm: per-channel partial sums over chunks of rows (one thread per channel, so the reads of a
 // row coalesce), in float64 as the CPU sums; one block per group then adds the chunks' partials of
@@ -13,6 +15,8 @@
 // so a call gives the same bits every time.
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/image_kernels.h"
@@ -29,26 +33,46 @@ constexpr int64_t kNormChunkRows = 64;
 
 cudaStream_t stream_of(const Tensor& t) { return stream_for(t.device().index); }
 
-// cols[r, (c * k + ky) * k + kx] = x[oy + ky - pad, ox + kx - pad, c] (zero outside) for the output
-// pixels p = first + r, (oy, ox) = (p / out_w, p % out_w). Threads run along c, so reads coalesce.
-template <typename T>
-__global__ void unfold2d_kernel(const T* x, T* cols, int64_t first, int64_t rows, int in_h, int in_w, int c_in, int k,
+// cols[r, (ky * k + kx) * c_in + c] = x[oy + ky - pad, ox + kx - pad, c] (zero outside) for the
+// output pixels p = first + r, (oy, ox) = (p / out_w, p % out_w). One thread per V consecutive
+// channels of one tap of one row (V = 16 bytes of T where c_in allows, else 1); int32 indices (a
+// tile holds fewer than 2^31 elements).
+template <typename T, int V>
+__global__ void unfold2d_kernel(const T* x, T* cols, int64_t first, int rows, int in_h, int in_w, int c_in, int k,
                                 int pad, int out_w) {
-  const int64_t taps = int64_t{k} * k;
-  const int64_t per_row = int64_t{c_in} * taps;
-  const int64_t total = rows * per_row;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
-       idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = idx / per_row;
-    const int64_t rem = idx - r * per_row;
-    const int tap = static_cast<int>(rem / c_in), c = static_cast<int>(rem - int64_t{tap} * c_in);
+  using Chunk = std::conditional_t<V == 1, T, uint4>;
+  const int vectors = c_in / V, taps = k * k;
+  const int per_row = taps * vectors;
+  const int total = rows * per_row;
+  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
+    const int r = idx / per_row;
+    const int rem = idx - r * per_row;
+    const int tap = rem / vectors, v = rem - tap * vectors;
     const int ky = tap / k, kx = tap - ky * k;
     const int64_t p = first + r;
     const int oy = static_cast<int>(p / out_w), ox = static_cast<int>(p - int64_t{oy} * out_w);
     const int iy = oy + ky - pad, ix = ox + kx - pad;
-    const bool inside = iy >= 0 && iy < in_h && ix >= 0 && ix < in_w;
-    cols[r * per_row + int64_t{c} * taps + tap] =
-        inside ? x[(int64_t{iy} * in_w + ix) * c_in + c] : from_float<T>(0.0f);
+    Chunk value;
+    if (iy >= 0 && iy < in_h && ix >= 0 && ix < in_w) {
+      value = reinterpret_cast<const Chunk*>(x + (int64_t{iy} * in_w + ix) * c_in)[v];
+    } else if constexpr (V == 1) {
+      value = from_float<T>(0.0f);
+    } else {
+      value = make_uint4(0, 0, 0, 0);
+    }
+    reinterpret_cast<Chunk*>(cols + int64_t{r} * taps * c_in + int64_t{tap} * c_in)[v] = value;
+  }
+}
+
+// out[o, tap * c_in + c] = w[o, c * taps + tap]: the PyTorch conv weight in the unfolded patches' order.
+template <typename T>
+__global__ void reorder_conv_weight_kernel(const T* w, T* out, int64_t n, int c_in, int taps) {
+  const int64_t width = int64_t{c_in} * taps;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t o = i / width;
+    const int rem = static_cast<int>(i - o * width);
+    const int tap = rem / c_in, c = rem - tap * c_in;
+    out[i] = w[o * width + int64_t{c} * taps + tap];
   }
 }
 
@@ -99,10 +123,12 @@ __global__ void group_stats_kernel(const double2* partial, float2* stats, int64_
   }
 }
 
-template <typename T>
-__global__ void group_normalise_kernel(const T* x, const float2* stats, const T* weight, const T* bias, T* out,
-                                       int64_t n, int channels, int per) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+// I: the index type, int32_t where the tensor allows (64-bit division costs far more than the access).
+template <typename T, typename I>
+__global__ void group_normalise_kernel(const T* x, const float2* stats, const T* weight, const T* bias, T* out, I n,
+                                       int channels, int per) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
     const int c = static_cast<int>(i % channels);
     const float2 s = stats[c / per];
     out[i] = from_float<T>((to_float(x[i]) - s.x) * s.y * to_float(weight[c]) + to_float(bias[c]));
@@ -124,13 +150,14 @@ __global__ void tanh_kernel(const T* x, T* out, int64_t n) {
   }
 }
 
-template <typename T>
-__global__ void upsample2x_kernel(const T* x, T* out, int64_t n, int w, int c) {
-  const int64_t out_row = int64_t{2} * w * c;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t oy = i / out_row;
-    const int64_t rem = i - oy * out_row;
-    const int64_t ox = rem / c, ch = rem - ox * c;
+template <typename T, typename I>
+__global__ void upsample2x_kernel(const T* x, T* out, I n, int w, int c) {
+  const I out_row = I{2} * w * c;
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I oy = i / out_row;
+    const I rem = i - oy * out_row;
+    const I ox = rem / c, ch = rem - ox * c;
     out[i] = x[((oy / 2) * w + ox / 2) * c + ch];
   }
 }
@@ -169,21 +196,41 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
     linear(x.reshape({pixels, c_in}), flat_weight, bias, flat_out);
     return;
   }
+  // A tile is at most kScratchElements (far below 2^30), so the unfolding indexes it in int32.
   const int64_t tile = std::max<int64_t>(1, std::min(pixels, kScratchElements / width));
-  Tensor cols = Tensor::empty({tile, width}, x.dtype(), x.device());
   cudaStream_t stream = stream_of(out);
+  Tensor reordered = Tensor::empty({c_out, width}, weight.dtype(), weight.device());
+  with_float_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    reorder_conv_weight_kernel<T><<<blocks_for(reordered.numel(), kThreads), kThreads, 0, stream>>>(
+        ptr<T>(weight), ptr<T>(reordered), reordered.numel(), static_cast<int>(c_in), static_cast<int>(k * k));
+  });
+  check_launch("reorder_conv_weight_kernel", out);
+  Tensor cols = Tensor::empty({tile, width}, x.dtype(), x.device());
   for (int64_t first = 0; first < pixels; first += tile) {
     const int64_t n = std::min(tile, pixels - first);
     Tensor unfolded = cols.slice_rows(0, n);
     with_float_type(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      unfold2d_kernel<T><<<blocks_for(n * width, kThreads), kThreads, 0, stream>>>(
-          ptr<T>(x), ptr<T>(unfolded), first, n, static_cast<int>(in_h), static_cast<int>(in_w), static_cast<int>(c_in),
-          static_cast<int>(k), padding, static_cast<int>(out_w));
+      constexpr int kVec = 16 / sizeof(T);
+      const bool vector = c_in % kVec == 0 && aligned16(x.raw()) && aligned16(unfolded.raw());
+      const int64_t threads = n * k * k * (vector ? c_in / kVec : c_in);
+      const auto args = std::make_tuple(ptr<T>(x), ptr<T>(unfolded), first, static_cast<int>(n), static_cast<int>(in_h),
+                                        static_cast<int>(in_w), static_cast<int>(c_in), static_cast<int>(k), padding,
+                                        static_cast<int>(out_w));
+      if (vector) {
+        std::apply(
+            [&](auto... a) { unfold2d_kernel<T, kVec><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
+            args);
+      } else {
+        std::apply(
+            [&](auto... a) { unfold2d_kernel<T, 1><<<blocks_for(threads, kThreads), kThreads, 0, stream>>>(a...); },
+            args);
+      }
     });
     check_launch("unfold2d_kernel", out);
     Tensor dst = flat_out.slice_rows(first, first + n);
-    linear(unfolded, flat_weight, bias, dst);
+    linear(unfolded, reordered, bias, dst);
   }
 }
 
@@ -210,9 +257,15 @@ void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor&
   check_launch("group_stats_kernel", out);
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    group_normalise_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream>>>(
-        ptr<T>(x), stats, ptr<T>(weight), ptr<T>(bias), ptr<T>(out), out.numel(), static_cast<int>(channels),
-        static_cast<int>(per));
+    if (out.numel() < (int64_t{1} << 30)) {  // i + the grid stride stays below 2^31
+      group_normalise_kernel<T, int32_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream>>>(
+          ptr<T>(x), stats, ptr<T>(weight), ptr<T>(bias), ptr<T>(out), static_cast<int32_t>(out.numel()),
+          static_cast<int>(channels), static_cast<int>(per));
+    } else {
+      group_normalise_kernel<T, int64_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream>>>(
+          ptr<T>(x), stats, ptr<T>(weight), ptr<T>(bias), ptr<T>(out), out.numel(), static_cast<int>(channels),
+          static_cast<int>(per));
+    }
   });
   check_launch("group_normalise_kernel", out);
 }
@@ -241,8 +294,14 @@ void upsample_nearest2x(const Tensor& x, Tensor& out) {
   if (out.numel() == 0) return;
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    upsample2x_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
-        ptr<T>(x), ptr<T>(out), out.numel(), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)));
+    const int w = static_cast<int>(x.dim(1)), c = static_cast<int>(x.dim(2));
+    if (out.numel() < (int64_t{1} << 30)) {  // i + the grid stride stays below 2^31
+      upsample2x_kernel<T, int32_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
+          ptr<T>(x), ptr<T>(out), static_cast<int32_t>(out.numel()), w, c);
+    } else {
+      upsample2x_kernel<T, int64_t><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
+          ptr<T>(x), ptr<T>(out), out.numel(), w, c);
+    }
   });
   check_launch("upsample2x_kernel", out);
 }
