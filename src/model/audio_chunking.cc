@@ -1,6 +1,7 @@
 #include "model/audio_chunking.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "base/error.h"
@@ -30,7 +31,16 @@ AudioChunking read_audio_chunking(const Json& extra, const std::string& where) {
   chunking.first_chunk_frames =
       positive_count(extra, "initial_codec_chunk_frames", where).value_or(chunking.first_chunk_frames);
   chunking.chunk_frames = positive_count(extra, "codec_chunk_frames", where).value_or(chunking.chunk_frames);
-  positive_count(extra, "codec_left_context_frames", where);  // checked, not needed (see the header)
+  const std::optional<int> left_context = positive_count(extra, "codec_left_context_frames", where);
+  // vLLM-Omni: int(ref_code_context_frames or codec_left_context_frames), negative rejected.
+  chunking.reference_context_frames = left_context.value_or(chunking.reference_context_frames);
+  if (auto it = extra.find("ref_code_context_frames"); it != extra.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000) {
+      throw_error(ErrorCode::kInvalidConfig, "{}: ref_code_context_frames must be a number of frames >= 0, got {}",
+                  where, it->dump());
+    }
+    if (it->get<int>() > 0) chunking.reference_context_frames = it->get<int>();
+  }
   const std::optional<int> max_batch = positive_count(extra, "decode_batch_max_size", where, "requests");
   if (auto buckets = extra.find("decode_cudagraph_batch_sizes"); buckets != extra.end() && !buckets->is_null()) {
     if (!buckets->is_array() || buckets->empty()) {
@@ -58,6 +68,12 @@ std::optional<int> read_first_chunk_frames(const Json& additional_information, c
   } catch (const Error& e) {
     throw Error(ErrorCode::kInvalidArgument, e.what());
   }
+}
+
+std::vector<int32_t> last_context_frames(std::vector<int32_t> context, int frames, int codes_per_frame) {
+  const size_t keep = static_cast<size_t>(frames) * static_cast<size_t>(codes_per_frame);
+  if (context.size() > keep) context.erase(context.begin(), context.end() - static_cast<std::ptrdiff_t>(keep));
+  return context;
 }
 
 }  // namespace omni::model

@@ -35,7 +35,10 @@ class GenerationStageRunner final : public StageRunner {
         fmt::format("stage {} request {} additional_information", stage_id_, request.request_id));
     // Payloads are read before the request is queued, so a bad payload fails the request here.
     std::vector<int32_t> codes = codes_of(request.inputs);
-    const std::vector<int32_t> context = model_->context_codes(request.additional_information);
+    // A voice clone's reference: its last ref_code_context_frames frames are the left context.
+    const std::vector<int32_t> context =
+        model::last_context_frames(model_->context_codes(request.additional_information),
+                                   engine_->chunking().reference_context_frames, model_->decoder().codes_per_frame());
     engine_->add_request(request.request_id, first_chunk, context);
     try {
       engine_->add_frames(request.request_id, codes, /*last=*/!request.input_open);

@@ -7,8 +7,9 @@
 // marked `last`; a full-payload request (input_open false) brings all of them in
 // StageRequest::inputs. Each payload becomes codes through the stage model's payload_codes().
 // prompt_token_ids are ignored (the orchestrator's placeholder). The stage model's
-// context_codes() of the request's additional_information are decoded first as left context, and
-// their audio is not output.
+// context_codes() of the request's additional_information (a voice clone's reference codes), of
+// which the last ref_code_context_frames frames are kept (model/audio_chunking.h), are decoded
+// first as left context, and their audio is not output.
 // Output: StageOutput::audio (at the decoder's sample rate) per decoded chunk; finish_reason
 // "stop" on the output after the last input chunk is decoded.
 //

@@ -73,6 +73,14 @@ void SpeakerEmbedder::submit_reference_with_codes(std::string reference, std::st
   wake_.notify_one();
 }
 
+void SpeakerEmbedder::submit_bytes_with_codes(std::string bytes, std::string field, ReferenceDone done) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back({std::move(bytes), false, std::move(field), nullptr, std::move(done)});
+  }
+  wake_.notify_one();
+}
+
 size_t SpeakerEmbedder::cache_size() const {
   std::lock_guard lock(cache_mutex_);
   return embeddings_.entries.size();
@@ -200,18 +208,35 @@ std::vector<float> SpeakerEmbedder::embed_samples(std::span<const float> samples
 }
 
 void restore_uploaded_voices(VoiceStore& voices, SpeakerEmbedder& embedder) {
+  const VoiceEncoder& encoder = embedder.encoder();
   for (const UploadedVoice& voice : voices.list()) {
-    if (voice.embedding.size() == embedder.encoder().embedding_size) continue;
+    const bool embedding_fits = voice.embedding.size() == encoder.embedding_size;
+    const bool codes_fit = !encoder.reference_codes || !voice.has_audio ||
+                           (!voice.ref_code.empty() && voice.ref_code.size() % encoder.codes_per_frame == 0);
+    if (embedding_fits && codes_fit) continue;
     std::optional<std::string> audio = voices.audio(voice.name);
     if (!audio) {
-      spdlog::warn(
-          "voices: '{}' has a speaker embedding of {} values, this model takes {}, and no audio to encode "
-          "again; requests naming it will fail",
-          voice.name, voice.embedding.size(), embedder.encoder().embedding_size);
+      if (!embedding_fits) {
+        spdlog::warn(
+            "voices: '{}' has a speaker embedding of {} values, this model takes {}, and no audio to encode "
+            "again; requests naming it will fail",
+            voice.name, voice.embedding.size(), encoder.embedding_size);
+      } else {
+        spdlog::warn("voices: '{}' has no reference codes and its audio file is missing; it clones from its "
+                     "speaker embedding only",
+                     voice.name);
+      }
       continue;
     }
     try {
-      voices.update_embedding(voice.name, embedder.embed_now(*audio, "audio_sample"));
+      if (encoder.reference_codes) {
+        // A voice encoded again for another model needs that model's codes too.
+        ReferenceVoice reference = embedder.reference_now(*audio, "audio_sample");
+        voices.update_embedding(voice.name, std::move(reference.embedding));
+        voices.update_ref_code(voice.name, std::move(reference.codes));
+      } else {
+        voices.update_embedding(voice.name, embedder.embed_now(*audio, "audio_sample"));
+      }
     } catch (const std::exception& e) {
       spdlog::warn("voices: cannot encode '{}' again: {}", voice.name, e.what());
     }

@@ -85,6 +85,9 @@ class SpeakerEmbedder {
   // The embedding and the codec frames of a media reference (in-context cloning; needs
   // encoder().reference_codes).
   void submit_reference_with_codes(std::string reference, std::string field, ReferenceDone done);
+  // The embedding and the codec frames of `bytes`, an audio file's bytes (voice uploads on a
+  // checkpoint that clones in context; needs encoder().reference_codes).
+  void submit_bytes_with_codes(std::string bytes, std::string field, ReferenceDone done);
   // The embedding of `bytes` on the calling thread (voices restored at start-up).
   std::vector<float> embed_now(const std::string& bytes, const std::string& field);
   // The embedding and codes of `bytes` on the calling thread.
@@ -157,6 +160,8 @@ class VoiceStore;
 
 // At start-up: voices whose stored embedding does not fit the encoder (uploaded for another
 // model) are encoded again from their stored audio, or skipped with a warning when they have none.
+// On a checkpoint with a speech-tokenizer encoder, a voice with audio whose stored reference codes
+// are missing or do not fit (stored before, or for another model) gets them computed again.
 void restore_uploaded_voices(VoiceStore& voices, SpeakerEmbedder& embedder);
 
 }  // namespace omni::server

@@ -47,6 +47,48 @@ void refuse_unsupported(const FieldReader& fields) {
   }
 }
 
+// An uploaded voice used by name, as vLLM-Omni resolves it: x_vector_only_mode true clones from its
+// speaker embedding alone; false clones in context with the request's ref_text, else the one stored
+// with the voice; left out, the voice clones in context when it was stored with a ref_text and the
+// request brings none, and from its embedding alone otherwise (a request's own ref_text takes
+// effect only with x_vector_only_mode false). In context, the voice's stored reference codes
+// (computed from its audio at upload or start-up) go to the stages as ref_code. A voice without
+// codes (uploaded as an embedding, or on a checkpoint without a speech-tokenizer encoder) clones
+// from its embedding; asked explicitly to clone in context, it is a 400.
+void read_uploaded_voice(const UploadedVoice& voice, const std::optional<std::string>& ref_text,
+                         std::optional<bool> x_vector_only, const SpeechOptions& options, Json& info) {
+  info["speaker_embedding"] = voice.embedding;
+  std::string transcript;
+  const bool explicit_in_context = x_vector_only == false;
+  if (explicit_in_context) {
+    transcript = ref_text && !blank(*ref_text) ? *ref_text : voice.ref_text;
+    if (blank(transcript)) {
+      throw_invalid_field("ref_text",
+                          "in-context cloning with voice '{}' needs 'ref_text': the voice was uploaded without a "
+                          "transcript of its audio",
+                          voice.name);
+    }
+  } else if (!x_vector_only && !ref_text && !blank(voice.ref_text)) {
+    transcript = voice.ref_text;
+  }
+  if (transcript.empty()) return;
+  const size_t width = options.embedder ? options.embedder->encoder().codes_per_frame : 0;
+  const bool has_codes = width > 0 && options.embedder->encoder().reference_codes && !voice.ref_code.empty() &&
+                         voice.ref_code.size() % width == 0;
+  if (!has_codes) {
+    if (explicit_in_context) {
+      throw_invalid_field("x_vector_only_mode",
+                          "voice '{}' cannot clone in context: {}; set 'x_vector_only_mode': true or leave it out",
+                          voice.name,
+                          voice.has_audio ? "this checkpoint has no speech-tokenizer encoder"
+                                          : "it was uploaded as a speaker embedding, without audio");
+    }
+    return;
+  }
+  info["ref_text"] = transcript;
+  info["ref_code"] = voice.ref_code;
+}
+
 // Base: the speaker comes from exactly one of ref_audio (x-vector only), speaker_embedding and an
 // uploaded voice.
 void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, const std::string& task,
@@ -96,10 +138,6 @@ void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, 
     info.erase("voice");
     return;
   }
-  if (x_vector_only || ref_text) {
-    throw_invalid_field(x_vector_only ? "x_vector_only_mode" : "ref_text", "'{}' needs 'ref_audio'",
-                        x_vector_only ? "x_vector_only_mode" : "ref_text");
-  }
   if (voice && !has_embedding) {
     std::optional<UploadedVoice> uploaded;
     if (options.uploaded_voices) uploaded = options.uploaded_voices->find(*voice);
@@ -111,9 +149,13 @@ void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, 
       throw_invalid_field("voice", "unknown voice '{}'; the uploaded voices (POST /v1/audio/voices): {}", *voice,
                           names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
     }
-    info["speaker_embedding"] = uploaded->embedding;
+    read_uploaded_voice(*uploaded, ref_text, x_vector_only, options, info);
     info.erase("voice");
     return;
+  }
+  if (x_vector_only || ref_text) {
+    throw_invalid_field(x_vector_only ? "x_vector_only_mode" : "ref_text", "'{}' needs 'ref_audio' or an uploaded 'voice'",
+                        x_vector_only ? "x_vector_only_mode" : "ref_text");
   }
   if (!has_embedding) {
     throw_invalid_field("ref_audio",

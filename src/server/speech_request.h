@@ -59,7 +59,8 @@ struct SpeechRequest {
   Json talker_sampling = Json::object();  // seed, max_tokens (max_new_tokens), ignore_eos
   // Base with ref_audio: the media reference whose speaker embedding the route computes
   // (SpeakerEmbedder) and puts into additional_information.speaker_embedding before the request
-  // starts. An uploaded voice's embedding is put there by the parser.
+  // starts. An uploaded voice's embedding is put there by the parser, and when the voice clones in
+  // context (its stored ref_text, or x_vector_only_mode false) its stored ref_code and the ref_text.
   std::optional<std::string> ref_audio;
   // In-context cloning (ref_audio with ref_text, x_vector_only_mode false): the route also puts the
   // reference's codec frames into additional_information.ref_code; ref_text is already there.
@@ -75,7 +76,9 @@ struct SpeechRequest {
 // voice, ref_audio without x_vector_only_mode and without a non-blank ref_text (in-context cloning
 // needs the transcript; named: ref_text), in-context cloning on a server whose checkpoint has no
 // speech-tokenizer encoder, ref_audio on a server without a speaker encoder, an unknown uploaded
-// voice; ref_audio, ref_text or
+// voice, x_vector_only_mode false with an uploaded voice that has no transcript (named: ref_text)
+// or no reference codes (named: x_vector_only_mode), ref_text or x_vector_only_mode with neither
+// ref_audio nor an uploaded voice; ref_audio, ref_text or
 // x_vector_only_mode for another task; word_timestamps (not supported yet); a field of the wrong type.
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options);
 

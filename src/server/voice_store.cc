@@ -40,6 +40,7 @@ Json voice_json(const UploadedVoice& v) {
           {"speaker_description", v.speaker_description},
           {"created_at", v.created_at},
           {"embedding", v.embedding},
+          {"ref_code", v.ref_code},
           {"has_audio", v.has_audio}};
 }
 
@@ -76,6 +77,8 @@ VoiceStore::VoiceStore(std::filesystem::path dir) : dir_(std::move(dir)) {
       v.created_at = j.value("created_at", int64_t{0});
       v.embedding = j.at("embedding").get<std::vector<float>>();
       v.has_audio = j.value("has_audio", false);
+      // Voices stored before in-context cloning by name have no codes; start-up computes them.
+      if (auto codes = j.find("ref_code"); codes != j.end()) v.ref_code = codes->get<std::vector<int32_t>>();
       if (entry.path().stem() != lower(v.name)) {
         throw_error(ErrorCode::kLoadFailed, "it names voice '{}'", v.name);
       }
@@ -137,6 +140,16 @@ void VoiceStore::update_embedding(std::string_view name, std::vector<float> embe
   for (auto& [k, v] : voices_) {
     if (k != key) continue;
     v.embedding = std::move(embedding);
+    write_voice(k, v);
+  }
+}
+
+void VoiceStore::update_ref_code(std::string_view name, std::vector<int32_t> ref_code) {
+  const std::string key = lower(name);
+  std::lock_guard lock(mutex_);
+  for (auto& [k, v] : voices_) {
+    if (k != key) continue;
+    v.ref_code = std::move(ref_code);
     write_voice(k, v);
   }
 }

@@ -1,7 +1,8 @@
 // Voices uploaded through POST /v1/audio/voices, kept in a folder so that they survive a restart
 // (serve --voices-dir; by default under the model's folder): per voice `<name>.json` (its name,
-// consent, ref_text, speaker_description, creation time and speaker embedding) and, when it was
-// uploaded as audio, `<name>.audio` (the file as sent). Files are written to a temporary name and
+// consent, ref_text, speaker_description, creation time, speaker embedding and, for in-context
+// cloning, the reference codec frames of its audio) and, when it was uploaded as audio,
+// `<name>.audio` (the file as sent). Files are written to a temporary name and
 // renamed, so a crash never leaves half a voice. Names are matched ignoring ASCII case, like the
 // built-in speakers.
 //
@@ -26,6 +27,10 @@ struct UploadedVoice {
   std::string speaker_description;
   int64_t created_at = 0;  // Unix seconds
   std::vector<float> embedding;
+  // The speech-tokenizer encoder's codec frames of the uploaded audio (frame-major), which
+  // in-context cloning by name sends as the request's ref_code; empty for a voice uploaded as an
+  // embedding or on a checkpoint without that encoder.
+  std::vector<int32_t> ref_code;
   bool has_audio = false;
 };
 
@@ -49,6 +54,8 @@ class VoiceStore {
   std::optional<std::string> audio(std::string_view name) const;
   // Replaces the embedding of an existing voice (re-encoded at start-up for another model).
   void update_embedding(std::string_view name, std::vector<float> embedding);
+  // Replaces the reference codes of an existing voice (computed again at start-up).
+  void update_ref_code(std::string_view name, std::vector<int32_t> ref_code);
   // false when there is no such voice.
   bool remove(std::string_view name);
 

@@ -4,8 +4,9 @@
 //   GET    -> {"voices": [every name, built-in then uploaded], "uploaded_voices": [{name, consent,
 //             ref_text, speaker_description, embedding_source, embedding_dim, created_at}]}
 //   POST   multipart/form-data: name, consent, and audio_sample (an audio file, encoded by the
-//          speaker encoder) xor speaker_embedding (a JSON list of floats); optional ref_text,
-//          speaker_description -> {"success": true, "voice": {…}}
+//          speaker encoder and, where the checkpoint has one, the speech-tokenizer encoder for
+//          in-context cloning by name) xor speaker_embedding (a JSON list of floats); optional
+//          ref_text, speaker_description -> {"success": true, "voice": {…}}
 //   DELETE -> {"success": true, "name": …}; built-in voices cannot be deleted (400), unknown ones 404.
 // Uploads and deletions exist only where the checkpoint can clone (SpeechOptions::embedder).
 #include <chrono>
@@ -145,21 +146,37 @@ void upload_voice(const SpeechOptions& options, HttpRequest& http, const std::sh
     return store(std::move(voice), nullptr);
   }
   auto bytes = std::make_shared<std::string>(audio->data);
-  options.embedder->submit_bytes(*bytes, "audio_sample",
-                                 [responder, bytes, voice = std::move(voice), store](std::vector<float> embedding,
-                                                                                     std::exception_ptr error) mutable {
-                                   responder->run([responder, bytes, voice = std::move(voice), store,
-                                                   embedding = std::move(embedding), error]() mutable {
-                                     if (error) return responder->respond(error_response(error));
-                                     voice.embedding = std::move(embedding);
-                                     // Nothing may escape onto the embedder's thread: it would end the process.
-                                     try {
-                                       store(std::move(voice), bytes.get());
-                                     } catch (...) {
-                                       responder->respond(error_response(std::current_exception()));
-                                     }
-                                   });
-                                 });
+  auto finish = [responder, bytes, store](UploadedVoice voice, std::exception_ptr error) {
+    if (error) return responder->respond(error_response(error));
+    // Nothing may escape onto the embedder's thread: it would end the process.
+    try {
+      store(std::move(voice), bytes.get());
+    } catch (...) {
+      responder->respond(error_response(std::current_exception()));
+    }
+  };
+  if (options.embedder->encoder().reference_codes) {
+    // The reference codes too, so that using the voice by name clones in context without running
+    // the speech-tokenizer encoder again (vLLM-Omni caches them per voice the same way).
+    options.embedder->submit_bytes_with_codes(
+        *bytes, "audio_sample",
+        [responder, voice = std::move(voice), finish](ReferenceVoice reference, std::exception_ptr error) mutable {
+          responder->run([voice = std::move(voice), finish, reference = std::move(reference), error]() mutable {
+            voice.embedding = std::move(reference.embedding);
+            voice.ref_code = std::move(reference.codes);
+            finish(std::move(voice), error);
+          });
+        });
+    return;
+  }
+  options.embedder->submit_bytes(
+      *bytes, "audio_sample",
+      [responder, voice = std::move(voice), finish](std::vector<float> embedding, std::exception_ptr error) mutable {
+        responder->run([voice = std::move(voice), finish, embedding = std::move(embedding), error]() mutable {
+          voice.embedding = std::move(embedding);
+          finish(std::move(voice), error);
+        });
+      });
 }
 
 void delete_voice(const SpeechOptions& options, HttpRequest& http, const std::shared_ptr<Responder>& responder) {

@@ -3,7 +3,8 @@
 // x-vector voice cloning from inline, local-file and bad reference audio (400 naming ref_audio),
 // in-context cloning with ref_text (no reference audio in the reply; 400 naming ref_text without
 // it), the speaker-embedding and reference-code caches in /metrics, the voices API (upload as audio or as an embedding,
-// use by name, list, delete, names validated) and its persistence across a restart, the batch route with one bad item,
+// use by name in context and x-vector only, list, delete, names validated) and its persistence across a restart
+// (reference codes read back, or computed again when missing), the batch route with one bad item,
 // and the speech WebSocket driven by the `ws` npm client (speech_stream_client.cjs).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -234,12 +235,55 @@ TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveAR
                           "audio_sample=@" + sample.string()});
   ASSERT_EQ(up.status, 200) << up.body;
   EXPECT_EQ(Json::parse(up.body)["voice"]["embedding_source"], "audio");
-  // Using it by name is cloning from its audio.
-  HttpResult by_name = speech({{"input", "Hello from a cloned voice."}, {"voice", "narrator"}, {"seed", 7}});
+  // Used by name, a voice stored with a ref_text clones in context from the codes computed at upload
+  // (no encoder runs for the request): the same greedy audio as the inline in-context request with
+  // the same audio and transcript.
+  const Json narrator = {{"input", "Hello from a cloned voice."}, {"voice", "narrator"}, {"seed", 7}};
+  const double code_misses = metric("omnistage:reference_codes_cache_misses_total");
+  const double code_hits = metric("omnistage:reference_codes_cache_hits_total");
+  HttpResult by_name = speech(narrator);
   ASSERT_EQ(by_name.status, 200) << by_name.body;
-  HttpResult inline_clone = speech(clone_body(data_url(wav)));
-  ASSERT_EQ(inline_clone.status, 200);
-  EXPECT_TRUE(by_name.body == inline_clone.body);
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_misses_total"), code_misses);
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_hits_total"), code_hits);
+  const Json inline_icl = {
+      {"input", "Hello from a cloned voice."}, {"ref_audio", data_url(wav)}, {"ref_text", "hello"}, {"seed", 7}};
+  HttpResult inline_clone = speech(inline_icl);
+  ASSERT_EQ(inline_clone.status, 200) << inline_clone.body;
+  EXPECT_TRUE(by_name.body == inline_clone.body) << "by name and inline in-context clones differ";
+  // x_vector_only_mode true: the x-vector clone of the same audio, which is other audio.
+  Json xvector_by_name = narrator;
+  xvector_by_name["x_vector_only_mode"] = true;
+  HttpResult xvector = speech(xvector_by_name);
+  ASSERT_EQ(xvector.status, 200) << xvector.body;
+  HttpResult inline_xvector = speech(clone_body(data_url(wav)));
+  ASSERT_EQ(inline_xvector.status, 200);
+  EXPECT_TRUE(xvector.body == inline_xvector.body);
+  EXPECT_FALSE(xvector.body == by_name.body);
+  // A request's own ref_text replaces the stored one with x_vector_only_mode false; without it
+  // (as vLLM-Omni) the voice clones from its x-vector.
+  Json other_text = narrator;
+  other_text["ref_text"] = "Two tones and a little noise.";
+  HttpResult own_text_alone = speech(other_text);
+  ASSERT_EQ(own_text_alone.status, 200) << own_text_alone.body;
+  EXPECT_TRUE(own_text_alone.body == xvector.body);
+  other_text["x_vector_only_mode"] = false;
+  HttpResult own_text = speech(other_text);
+  ASSERT_EQ(own_text.status, 200) << own_text.body;
+  Json inline_other = inline_icl;
+  inline_other["ref_text"] = other_text["ref_text"];
+  HttpResult inline_own = speech(inline_other);
+  ASSERT_EQ(inline_own.status, 200);
+  EXPECT_TRUE(own_text.body == inline_own.body);
+  // A voice uploaded without ref_text clones from its x-vector, and in context only with one.
+  HttpResult plain_up = upload({"name=plain", "consent=yes", "audio_sample=@" + sample.string()});
+  ASSERT_EQ(plain_up.status, 200) << plain_up.body;
+  HttpResult plain = speech({{"input", "Hello from a cloned voice."}, {"voice", "plain"}, {"seed", 7}});
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_TRUE(plain.body == inline_xvector.body);
+  HttpResult plain_icl = speech({{"input", "Hi"}, {"voice", "plain"}, {"x_vector_only_mode", false}});
+  EXPECT_EQ(plain_icl.status, 400) << plain_icl.body;
+  EXPECT_EQ(param_of(plain_icl), "ref_text") << plain_icl.body;
+  EXPECT_EQ(curl(*server_, "/v1/audio/voices/plain", std::nullopt, {"-X", "DELETE"}).status, 200);
 
   // Names are validated; duplicates and built-in clashes refused; exactly one source.
   EXPECT_EQ(param_of(upload({"name=../evil", "consent=yes", "audio_sample=@" + sample.string()})), "name");
@@ -252,6 +296,10 @@ TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveAR
   HttpResult vec = upload({"name=vec", "consent=yes", "speaker_embedding=" + vector.dump()});
   ASSERT_EQ(vec.status, 200) << vec.body;
   EXPECT_EQ(speech({{"input", "Hi"}, {"voice", "vec"}}).status, 200);
+  // It has no audio to clone in context from.
+  HttpResult vec_icl = speech({{"input", "Hi"}, {"voice", "vec"}, {"ref_text", "hello"}, {"x_vector_only_mode", false}});
+  EXPECT_EQ(vec_icl.status, 400) << vec_icl.body;
+  EXPECT_EQ(param_of(vec_icl), "x_vector_only_mode") << vec_icl.body;
 
   Json listed = Json::parse(curl(*server_, "/v1/audio/voices", std::nullopt).body);
   EXPECT_EQ(listed["voices"], Json({"Narrator", "vec"}));
@@ -259,7 +307,8 @@ TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveAR
   EXPECT_EQ(listed["uploaded_voices"][0]["ref_text"], "hello");
   EXPECT_EQ(listed["uploaded_voices"][0]["embedding_dim"], 64);
 
-  // Restarted with the same --voices-dir, the voices are back.
+  // Restarted with the same --voices-dir, the voices are back, with the reference codes read back
+  // from the folder (no encoder runs at start-up or for the request).
   start();
   ASSERT_GT(server_->port(), 0);
   listed = Json::parse(curl(*server_, "/v1/audio/voices", std::nullopt).body);
@@ -267,6 +316,22 @@ TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveAR
   HttpResult after = speech({{"input", "Hello from a cloned voice."}, {"voice", "Narrator"}, {"seed", 7}});
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_TRUE(after.body == by_name.body);
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_misses_total"), 0);
+  // A voice stored without codes (as before in-context cloning by name) gets them at start-up.
+  const fs::path stored = dir_->path() / "voices" / "narrator.json";
+  Json record = Json::parse(file_bytes(stored));
+  ASSERT_TRUE(record.contains("ref_code")) << record.dump().substr(0, 300);
+  EXPECT_EQ(record["ref_code"].size() % 16, 0u);
+  EXPECT_GT(record["ref_code"].size(), 0u);
+  record.erase("ref_code");
+  std::ofstream(stored, std::ios::binary | std::ios::trunc) << record.dump();
+  start();
+  ASSERT_GT(server_->port(), 0);
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_misses_total"), 1);
+  after = speech({{"input", "Hello from a cloned voice."}, {"voice", "Narrator"}, {"seed", 7}});
+  ASSERT_EQ(after.status, 200) << after.body;
+  EXPECT_TRUE(after.body == by_name.body);
+  EXPECT_TRUE(Json::parse(file_bytes(stored)).contains("ref_code"));
 
   // Deleted, gone (and gone after another restart).
   HttpResult del = curl(*server_, "/v1/audio/voices/narrator", std::nullopt, {"-X", "DELETE"});

@@ -193,6 +193,63 @@ TEST_F(GenerationRunnerTest, FullPayloadRequestsAndBadInputFailOnlyThatRequest) 
   EXPECT_THROW(runner->add_request(bad_option), Error);
 }
 
+// A voice clone's reference codes (additional_information.ref_code) are decoded as left context:
+// the last ref_code_context_frames of them (0 or absent: codec_left_context_frames, else 25), whose
+// audio is dropped, so the output is the one-shot decode of those frames and the generated ones
+// without the context's samples.
+TEST_F(GenerationRunnerTest, KeepsTheLastRefCodeContextFramesOfTheReferenceAsLeftContext) {
+  const std::vector<int32_t> reference = frames(30), codes = frames(3);
+  auto decode = [&](const Json& extra) {
+    auto runner = make_runner(extra);
+    StageRequest request;
+    request.request_id = "clone";
+    request.additional_information = {{"ref_code", reference}};
+    request.inputs = {payload(codes)};
+    runner->add_request(request);
+    std::vector<float> audio;
+    while (runner->can_step()) {
+      for (StageOutput& out : runner->step()) {
+        EXPECT_FALSE(out.error) << out.error->what();
+        audio.insert(audio.end(), out.audio.begin(), out.audio.end());
+      }
+    }
+    return audio;
+  };
+  // The output after the last `context` reference frames.
+  auto want = [&](int context) {
+    std::vector<int32_t> all(reference.end() - static_cast<std::ptrdiff_t>(context) * 16, reference.end());
+    all.insert(all.end(), codes.begin(), codes.end());
+    std::vector<float> audio = one_shot(all);
+    audio.erase(audio.begin(), audio.begin() + static_cast<std::ptrdiff_t>(context) * kSamplesPerFrame);
+    return audio;
+  };
+  const std::vector<float> with4 = decode({{"ref_code_context_frames", 4}});
+  ASSERT_EQ(with4.size(), codes.size() / 16 * kSamplesPerFrame);
+  EXPECT_EQ(with4, want(4));
+  EXPECT_EQ(decode({{"ref_code_context_frames", 4}, {"codec_left_context_frames", 72}}), with4);
+  // Defaults: codec_left_context_frames (here 6), else 25; 0 is the default too; more than the
+  // reference has keeps all of it.
+  const std::vector<float> with6 = decode({{"codec_left_context_frames", 6}});
+  EXPECT_EQ(with6, want(6));
+  EXPECT_EQ(decode({{"codec_left_context_frames", 6}, {"ref_code_context_frames", 0}}), with6);
+  EXPECT_EQ(decode(Json::object()), want(25));
+  EXPECT_EQ(decode({{"ref_code_context_frames", 72}}), want(30));
+  // The context changes the audio: the bound is not a no-op.
+  EXPECT_NE(with4, with6);
+  for (const Json& bad : {Json(-1), Json("4"), Json(2.5)}) {
+    try {
+      make_runner({{"ref_code_context_frames", bad}});
+      FAIL() << "no error for " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+      EXPECT_NE(std::string(e.what()).find("stage 1 engine_args.connector_extra: ref_code_context_frames must be a "
+                                           "number of frames >= 0, got " + bad.dump()),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(GenerationRunnerTest, BadConnectorOptionsNameTheStageAndTheOption) {
   try {
     make_runner({{"codec_chunk_frames", "many"}});
