@@ -31,7 +31,10 @@ def fmt(x, digits=1):
 
 def row(label, path):
     value, metric = read_log(path)
-    c = int(re.search(r"bench_c(\d+)\.log$", path).group(1))
+    m = re.search(r"bench_(?:(\w+)_)?c(\d+)\.log$", path)
+    c = int(m.group(2))
+    if m.group(1) and m.group(1) != "main":  # a voice-clone run: cache or nocache
+        label = f"{label} ({m.group(1)})"
     triple = lambda name, d: " / ".join(fmt(value(f"{k} {name}"), d) for k in ("Mean", "Median", "P99"))
     http = [metric('omnistage:http_request_preprocess_seconds{model_name="tts"}'),
             metric('omnistage:http_response_postprocess_seconds{model_name="tts"}')]
@@ -45,7 +48,7 @@ def row(label, path):
         fmt(metric('omnistage:stage_hop_seconds{stage="1"}')),
         fmt(sum(http), 2) if None not in http else "-",
     ]
-    return c, "| " + " | ".join(cells) + " |"
+    return (label, c), "| " + " | ".join(cells) + " |"
 
 
 def main():
@@ -54,7 +57,7 @@ def main():
     print("|" + "---|" * 12)
     for folder in sys.argv[1:]:
         label = os.path.basename(os.path.normpath(folder)).removeprefix("tts_")
-        rows = [row(label, p) for p in glob.glob(os.path.join(folder, "bench_c*.log"))]
+        rows = [row(label, p) for p in glob.glob(os.path.join(folder, "bench_*.log"))]
         for _, line in sorted(rows):
             print(line)
 

@@ -46,6 +46,8 @@ struct BenchServeFlags {
   std::string extra_request_body;
   double request_timeout = 600;
   std::string voice;
+  std::vector<std::string> ref_audio;
+  std::vector<std::string> ref_text;
   std::string speech_stream_format = "audio";
 };
 
@@ -132,6 +134,20 @@ int run_bench_serve(const BenchServeFlags& flags) {
   if (!speech && !flags.voice.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "--voice is for --endpoint /v1/audio/speech");
   }
+  if (!speech && !flags.ref_audio.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--ref-audio is for --endpoint /v1/audio/speech");
+  }
+  if (flags.ref_audio.empty() && !flags.ref_text.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--ref-text is the transcript of a --ref-audio; give --ref-audio too");
+  }
+  if (flags.ref_text.size() > 1 && flags.ref_text.size() != flags.ref_audio.size()) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "{} --ref-text for {} --ref-audio: give one transcript for all, or one per --ref-audio",
+                flags.ref_text.size(), flags.ref_audio.size());
+  }
+  if (!flags.ref_audio.empty() && !flags.voice.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "give either --voice or --ref-audio, not both");
+  }
   if (flags.num_prompts < 1) throw_error(ErrorCode::kInvalidArgument, "--num-prompts must be at least 1");
   if (flags.max_concurrency && *flags.max_concurrency < 1) {
     throw_error(ErrorCode::kInvalidArgument, "--max-concurrency must be at least 1");
@@ -189,6 +205,11 @@ int run_bench_serve(const BenchServeFlags& flags) {
   shape.stream = load.stream;
   shape.ignore_eos = flags.ignore_eos;
   shape.voice = flags.voice;
+  for (size_t i = 0; i < flags.ref_audio.size(); ++i) {
+    const std::string text =
+        flags.ref_text.empty() ? std::string() : flags.ref_text[flags.ref_text.size() == 1 ? 0 : i];
+    shape.clones.push_back(bench::voice_clone_fields(flags.ref_audio[i], text));
+  }
   if (!flags.extra_request_body.empty()) {
     shape.extra_body = parse_json(flags.extra_request_body, "--extra-request-body");
     if (!shape.extra_body.is_object()) {
@@ -196,7 +217,7 @@ int run_bench_serve(const BenchServeFlags& flags) {
     }
   }
   std::vector<bench::BenchRequest> requests;
-  for (const auto& entry : entries) requests.push_back(bench::make_request(entry, shape));
+  for (size_t i = 0; i < entries.size(); ++i) requests.push_back(bench::make_request(entries[i], shape, i));
 
   // One request first, as vllm bench serve does: a misconfigured run fails in a second with the
   // server's own error rather than after num_prompts failures.
@@ -303,6 +324,16 @@ Command bench_command() {
             serve->add_option("--request-timeout", flags->request_timeout, "Seconds a read or write may take")
                 ->capture_default_str();
             serve->add_option("--voice", flags->voice, "Speech: the voice of every request (default: the server's)");
+            serve
+                ->add_option("--ref-audio", flags->ref_audio,
+                             "Speech: clone the voice of this audio file (task_type Base, sent inline); repeat "
+                             "for several voices, request i taking the i-th modulo their number")
+                ->allow_extra_args(false);
+            serve
+                ->add_option("--ref-text", flags->ref_text,
+                             "Speech: the transcript of --ref-audio, for in-context cloning (one for all, or one "
+                             "per --ref-audio); without it the clones are x_vector_only_mode")
+                ->allow_extra_args(false);
             serve
                 ->add_option("--speech-stream-format", flags->speech_stream_format,
                              "Speech: audio (a chunked WAV body) or sse (speech.audio.delta events)")

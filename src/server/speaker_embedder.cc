@@ -2,11 +2,34 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "media/audio_decoder.h"
 #include "server/openai_error.h"
 #include "server/voice_store.h"
 
 namespace omni::server {
+namespace {
+
+MetricFamily<Histogram>& encode_seconds(MetricsRegistry& metrics) {
+  static const std::vector<double> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                               0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+  return metrics.histogram("omnistage:voice_clone_encode_seconds",
+                           "Time of a voice-clone reference's work on a cache miss: decode (decoding, checking and "
+                           "resampling), speaker_encoder, speech_tokenizer_encoder.",
+                           {"part"}, kBuckets);
+}
+
+// Runs `work` and observes its seconds in `histogram`.
+template <typename Work>
+auto timed(Histogram& histogram, Work&& work) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = work();
+  histogram.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return result;
+}
+
+}  // namespace
 
 SpeakerEmbedder::SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, ReferenceAudioLimits limits,
                                  size_t cache_entries, MetricsRegistry& metrics)
@@ -14,6 +37,9 @@ SpeakerEmbedder::SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, 
       fetch_(std::move(fetch)),
       limits_(limits),
       capacity_(cache_entries),
+      decode_seconds_(encode_seconds(metrics).with({"decode"})),
+      speaker_encoder_seconds_(encode_seconds(metrics).with({"speaker_encoder"})),
+      speech_tokenizer_encoder_seconds_(encode_seconds(metrics).with({"speech_tokenizer_encoder"})),
       cache_entries_(metrics
                          .gauge("omnistage:speaker_embedding_cache_entries",
                                 "Speaker embeddings of reference audio held in the cache.", {})
@@ -161,7 +187,7 @@ ReferenceVoice SpeakerEmbedder::reference_now(const std::string& bytes, const st
   if (!embedding) embedding = embed_samples(samples);
   if (!codes) {
     std::lock_guard lock(encode_mutex_);
-    codes = encoder_.reference_codes(samples);
+    codes = timed(speech_tokenizer_encoder_seconds_, [&] { return encoder_.reference_codes(samples); });
   }
   if (encoder_.codes_per_frame == 0 || codes->empty() || codes->size() % encoder_.codes_per_frame != 0) {
     throw_error(ErrorCode::kInternal, "the speech-tokenizer encoder gave {} codes, not whole frames of {}",
@@ -176,6 +202,10 @@ ReferenceVoice SpeakerEmbedder::reference_now(const std::string& bytes, const st
 }
 
 std::vector<float> SpeakerEmbedder::reference_samples(const std::string& bytes, const std::string& field) {
+  return timed(decode_seconds_, [&] { return decode_reference(bytes, field); });
+}
+
+std::vector<float> SpeakerEmbedder::decode_reference(const std::string& bytes, const std::string& field) const {
   media::DecodedAudio audio;
   media::AudioDecodeLimits decode_limits;
   decode_limits.max_bytes = fetch_.max_bytes;
@@ -199,7 +229,7 @@ std::vector<float> SpeakerEmbedder::reference_samples(const std::string& bytes, 
 
 std::vector<float> SpeakerEmbedder::embed_samples(std::span<const float> samples) {
   std::lock_guard lock(encode_mutex_);
-  std::vector<float> embedding = encoder_.embed(samples);
+  std::vector<float> embedding = timed(speaker_encoder_seconds_, [&] { return encoder_.embed(samples); });
   if (embedding.size() != encoder_.embedding_size) {
     throw_error(ErrorCode::kInternal, "the speaker encoder gave {} values, expected {}", embedding.size(),
                 encoder_.embedding_size);
@@ -222,9 +252,10 @@ void restore_uploaded_voices(VoiceStore& voices, SpeakerEmbedder& embedder) {
             "again; requests naming it will fail",
             voice.name, voice.embedding.size(), encoder.embedding_size);
       } else {
-        spdlog::warn("voices: '{}' has no reference codes and its audio file is missing; it clones from its "
-                     "speaker embedding only",
-                     voice.name);
+        spdlog::warn(
+            "voices: '{}' has no reference codes and its audio file is missing; it clones from its "
+            "speaker embedding only",
+            voice.name);
       }
       continue;
     }

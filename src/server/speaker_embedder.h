@@ -16,7 +16,9 @@
 // Metrics (in the registry given): omnistage:speaker_embedding_cache_entries (gauge),
 // omnistage:speaker_embedding_cache_hits_total, omnistage:speaker_embedding_cache_misses_total, and
 // for the reference codes omnistage:reference_codes_cache_entries (gauge),
-// omnistage:reference_codes_cache_hits_total, omnistage:reference_codes_cache_misses_total.
+// omnistage:reference_codes_cache_hits_total, omnistage:reference_codes_cache_misses_total, and the
+// time of each cache miss's work, omnistage:voice_clone_encode_seconds{part="decode"|"speaker_encoder"|
+// "speech_tokenizer_encoder"} (decode: decoding, checking and resampling the reference).
 // Errors reach `done` as an exception: InvalidField (400) naming the field for bad, too short or
 // too long audio; what the encoder throws otherwise.
 // Threads: submit() from any thread; `done` runs on the embedder's thread. The destructor finishes
@@ -130,12 +132,16 @@ class SpeakerEmbedder {
   static Key key_of(const std::string& bytes);
   // The decoded, checked and resampled samples of `bytes`.
   std::vector<float> reference_samples(const std::string& bytes, const std::string& field);
+  std::vector<float> decode_reference(const std::string& bytes, const std::string& field) const;
   std::vector<float> embed_samples(std::span<const float> samples);
 
   const VoiceEncoder encoder_;
   const MediaFetchOptions fetch_;
   const ReferenceAudioLimits limits_;
   const size_t capacity_;
+  Histogram& decode_seconds_;
+  Histogram& speaker_encoder_seconds_;
+  Histogram& speech_tokenizer_encoder_seconds_;
   Gauge& cache_entries_;
   Counter& hits_;
   Counter& misses_;

@@ -193,6 +193,84 @@ TEST_F(VoiceCloneServeTest, ClonesInContextWithNoReferenceAudioInTheReply) {
   EXPECT_TRUE(pcm == first.body) << pcm.size() << " streamed bytes vs " << first.body.size();
 }
 
+// `omnistage bench serve --ref-audio A --ref-audio B --ref-text T` (the voice-clone benchmark): every
+// request clones in context, request i from reference i mod 2, so one at a time the first use of
+// each reference runs the encoders and every later one hits the caches.
+TEST_F(VoiceCloneServeTest, BenchServeClonesFromEachReferenceInTurn) {
+  const fs::path tone = dir_->path() / "tone.wav";
+  std::ofstream(tone, std::ios::binary) << tone_wav(2.5);
+  const fs::path result_file = dir_->path() / "bench_clone.json";
+  const double code_misses = metric("omnistage:reference_codes_cache_misses_total");
+  const double code_hits = metric("omnistage:reference_codes_cache_hits_total");
+  const double embedding_misses = metric("omnistage:speaker_embedding_cache_misses_total");
+  constexpr int kRequests = 4;
+  ProcessResult run = run_process({OMNISTAGE_BINARY,
+                                   "bench",
+                                   "serve",
+                                   "--base-url",
+                                   server_->url(""),
+                                   "--api-key",
+                                   kApiKey,
+                                   "--endpoint",
+                                   "/v1/audio/speech",
+                                   "--ref-audio",
+                                   kReference.string(),
+                                   "--ref-audio",
+                                   tone.string(),
+                                   "--ref-text",
+                                   "Two tones and a little noise.",
+                                   "--num-prompts",
+                                   std::to_string(kRequests),
+                                   "--max-concurrency",
+                                   "1",
+                                   "--random-input-len",
+                                   "4",
+                                   "--random-output-len",
+                                   std::to_string(kMaxFrames),
+                                   "--ignore-eos",
+                                   "--seed",
+                                   "3",
+                                   "--result-file",
+                                   result_file.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  const Json report = Json::parse(read_file(result_file));
+  EXPECT_EQ(report["completed"], kRequests);
+  EXPECT_EQ(report["failed"], 0) << report["errors"].dump();
+  for (size_t i = 0; i < kRequests; ++i) {
+    EXPECT_NEAR(report["audio_durations"][i].get<double>(), kMaxFrames * 0.08, 1e-9) << i;
+  }
+  // The probe request (reference A, the checked-in file) and the run's A, B, A, B: two misses,
+  // then hits, or one miss when an earlier test cloned A in context already.
+  const double new_code_misses = metric("omnistage:reference_codes_cache_misses_total") - code_misses;
+  EXPECT_GE(new_code_misses, 1);
+  EXPECT_LE(new_code_misses, 2);
+  EXPECT_EQ(metric("omnistage:reference_codes_cache_hits_total") - code_hits, kRequests + 1 - new_code_misses);
+  EXPECT_LE(metric("omnistage:speaker_embedding_cache_misses_total") - embedding_misses, 2);
+  // In the measured run (after the probe) only the tone is new: one decode and one run of each
+  // encoder, timed in the server's histograms.
+  for (const char* part : {"decode", "speaker_encoder", "speech_tokenizer_encoder"}) {
+    const std::string series = fmt::format("omnistage:voice_clone_encode_seconds{{part=\"{}\"}}", part);
+    ASSERT_TRUE(report["server_time"].contains(series)) << series << " in " << report["server_time"].dump();
+    EXPECT_EQ(report["server_time"][series]["count"], 1) << series;
+    EXPECT_GT(report["server_time"][series]["mean_ms"].get<double>(), 0.0) << series;
+  }
+  // Bad flags are errors naming them, before any request.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--ref-audio", (dir_->path() / "missing.wav").string()},
+        std::vector<std::string>{"--ref-text", "no audio"},
+        std::vector<std::string>{"--ref-audio", tone.string(), "--voice", "vivian"},
+        std::vector<std::string>{"--ref-audio", tone.string(), "--ref-text", "a", "--ref-text", "b", "--ref-text",
+                                 "c"}}) {
+    std::vector<std::string> argv = {OMNISTAGE_BINARY,   "bench",         "serve",   "--base-url", server_->url(""),
+                                     "--api-key",        kApiKey,         "--model", kModelName,   "--endpoint",
+                                     "/v1/audio/speech", "--num-prompts", "1"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    ProcessResult r = run_process(argv);
+    EXPECT_NE(r.exit_code, 0) << bad.front();
+    EXPECT_NE(r.err.find(bad.front()), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(VoiceCloneServeTest, BadReferenceAudioIsA400NamingTheField) {
   for (const std::string& bad :
        {data_url("this is not audio"), std::string("@@not base64@@"), data_url(tone_wav(0.3)), data_url(tone_wav(61.0)),
@@ -297,7 +375,8 @@ TEST_F(VoiceCloneServeTest, UploadedVoicesAreUsedByNameListedDeletedAndSurviveAR
   ASSERT_EQ(vec.status, 200) << vec.body;
   EXPECT_EQ(speech({{"input", "Hi"}, {"voice", "vec"}}).status, 200);
   // It has no audio to clone in context from.
-  HttpResult vec_icl = speech({{"input", "Hi"}, {"voice", "vec"}, {"ref_text", "hello"}, {"x_vector_only_mode", false}});
+  HttpResult vec_icl =
+      speech({{"input", "Hi"}, {"voice", "vec"}, {"ref_text", "hello"}, {"x_vector_only_mode", false}});
   EXPECT_EQ(vec_icl.status, 400) << vec_icl.body;
   EXPECT_EQ(param_of(vec_icl), "x_vector_only_mode") << vec_icl.body;
 

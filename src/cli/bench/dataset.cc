@@ -1,9 +1,12 @@
 #include "cli/bench/dataset.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <iterator>
 #include <random>
 
+#include "base/base64.h"
 #include "base/error.h"
 
 namespace omni::cli::bench {
@@ -99,7 +102,7 @@ std::vector<DatasetEntry> jsonl_dataset(const std::filesystem::path& path, int n
 
 namespace {
 
-Json speech_body(const DatasetEntry& entry, const RequestShape& shape) {
+Json speech_body(const DatasetEntry& entry, const RequestShape& shape, size_t index) {
   if (entry.is_chat_messages || !entry.prompt.is_string()) {
     throw_error(ErrorCode::kInvalidArgument,
                 "/v1/audio/speech needs text prompts (the text to speak); use --prompt-format text or a dataset of "
@@ -110,14 +113,40 @@ Json speech_body(const DatasetEntry& entry, const RequestShape& shape) {
                {"response_format", "wav"}, {"max_new_tokens", entry.output_len}};
   if (!shape.voice.empty()) body["voice"] = shape.voice;
   if (shape.ignore_eos) body["ignore_eos"] = true;
+  if (!shape.clones.empty()) body.update(shape.clones[index % shape.clones.size()]);
   return body;
+}
+
+std::string audio_mime_type(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".wav") return "audio/wav";
+  if (ext == ".mp3") return "audio/mpeg";
+  if (ext == ".flac") return "audio/flac";
+  if (ext == ".ogg" || ext == ".opus") return "audio/ogg";
+  return "application/octet-stream";
 }
 
 }  // namespace
 
-BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape) {
+Json voice_clone_fields(const std::filesystem::path& ref_audio, const std::string& ref_text) {
+  std::ifstream in(ref_audio, std::ios::binary);
+  if (!in) throw_error(ErrorCode::kInvalidArgument, "--ref-audio {}: cannot read the file", ref_audio.string());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  if (bytes.empty()) throw_error(ErrorCode::kInvalidArgument, "--ref-audio {}: the file is empty", ref_audio.string());
+  Json fields = {{"task_type", "Base"},
+                 {"ref_audio", "data:" + audio_mime_type(ref_audio) + ";base64," + base64_encode(bytes)}};
+  if (ref_text.empty()) {
+    fields["x_vector_only_mode"] = true;
+  } else {
+    fields["ref_text"] = ref_text;
+  }
+  return fields;
+}
+
+BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape, size_t index) {
   if (shape.stream == StreamKind::kSpeechAudio || shape.stream == StreamKind::kSpeechSse) {
-    Json body = speech_body(entry, shape);
+    Json body = speech_body(entry, shape, index);
     body.update(shape.extra_body);
     return {body.dump(), entry.prompt_len, entry.output_len};
   }

@@ -43,13 +43,24 @@ struct RequestShape {
   std::string model;
   StreamKind stream = StreamKind::kCompletions;  // the endpoint and, for speech, the stream format
   bool ignore_eos = false;
-  std::string voice;                 // speech: the voice; empty = the server's default
+  std::string voice;  // speech: the voice; empty = the server's default
+  // Speech: voice-clone fields (voice_clone_fields), request i taking clones[i % size]; empty =
+  // no cloning.
+  std::vector<Json> clones;
   Json extra_body = Json::object();  // merged over the generated fields
 };
 
+// The fields of a voice-clone request (task_type Base) for the reference audio file `ref_audio`:
+// its bytes inline as a data URL (audio/wav, audio/mpeg, audio/flac or audio/ogg by the file's
+// extension, else application/octet-stream: the server decodes any format by content), with
+// `ref_text` for in-context cloning, or x_vector_only_mode when `ref_text` is empty. Throws
+// Error(kInvalidArgument) naming the file when it cannot be read or is empty.
+Json voice_clone_fields(const std::filesystem::path& ref_audio, const std::string& ref_text);
+
 // The streaming request body for `entry`. Throws Error(kInvalidArgument) for a token-id prompt to
 // the chat or speech endpoint, or chat messages to another endpoint. Speech requests ask for
-// response_format "wav" (the benchmark reads the sample rate from its header).
-BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape);
+// response_format "wav" (the benchmark reads the sample rate from its header). `index` is the
+// request's place in the run (it picks the voice-clone reference).
+BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape, size_t index = 0);
 
 }  // namespace omni::cli::bench
