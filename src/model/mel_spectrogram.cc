@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "base/error.h"
+#include "tensor/cpu/thread_pool.h"
 
 namespace omni::model {
 
@@ -59,26 +60,29 @@ std::vector<float> stft_magnitude(std::span<const float> samples, int n_fft, int
   std::vector<double> window(n_fft);
   for (int i = 0; i < n_fft; ++i) window[i] = 0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * i / n_fft);
   std::vector<float> out(static_cast<size_t>(n_frames) * bins);
-  std::vector<std::complex<double>> buffer(n_fft);
-  for (int64_t f = 0; f < n_frames; ++f) {
-    const float* frame = samples.data() + f * hop;
-    for (int i = 0; i < n_fft; ++i) buffer[i] = {window[i] * frame[i], 0.0};
-    if (power_of_two(n_fft)) {
-      fft(buffer);
-    } else {
-      std::vector<std::complex<double>> input = buffer;
-      for (int k = 0; k < bins; ++k) {
-        std::complex<double> sum = 0.0;
-        for (int i = 0; i < n_fft; ++i) {
-          sum += input[i] * std::polar(1.0, -2.0 * std::numbers::pi * static_cast<double>(k) * i / n_fft);
+  // Frames are independent: each chunk of them on a CPU thread, with its own buffer.
+  tensor::cpu::parallel_for(n_frames, 8, [&](int64_t first_frame, int64_t end_frame) {
+    std::vector<std::complex<double>> buffer(n_fft);
+    for (int64_t f = first_frame; f < end_frame; ++f) {
+      const float* frame = samples.data() + f * hop;
+      for (int i = 0; i < n_fft; ++i) buffer[i] = {window[i] * frame[i], 0.0};
+      if (power_of_two(n_fft)) {
+        fft(buffer);
+      } else {
+        std::vector<std::complex<double>> input = buffer;
+        for (int k = 0; k < bins; ++k) {
+          std::complex<double> sum = 0.0;
+          for (int i = 0; i < n_fft; ++i) {
+            sum += input[i] * std::polar(1.0, -2.0 * std::numbers::pi * static_cast<double>(k) * i / n_fft);
+          }
+          buffer[k] = sum;
         }
-        buffer[k] = sum;
+      }
+      for (int k = 0; k < bins; ++k) {
+        out[f * bins + k] = static_cast<float>(std::sqrt(std::norm(buffer[k]) + magnitude_eps));
       }
     }
-    for (int k = 0; k < bins; ++k) {
-      out[f * bins + k] = static_cast<float>(std::sqrt(std::norm(buffer[k]) + magnitude_eps));
-    }
-  }
+  });
   *frames = n_frames;
   return out;
 }
@@ -114,15 +118,17 @@ std::vector<float> apply_filterbank(std::span<const float> spectrum, int64_t fra
                 spectrum.size(), frames, bins);
   }
   std::vector<float> out(static_cast<size_t>(frames) * n_mels);
-  for (int64_t f = 0; f < frames; ++f) {
-    const float* row = spectrum.data() + f * bins;
-    for (int m = 0; m < n_mels; ++m) {
-      const double* band = filterbank.data() + m * bins;
-      double sum = 0.0;
-      for (size_t k = 0; k < bins; ++k) sum += band[k] * row[k];
-      out[f * n_mels + m] = static_cast<float>(sum);
+  tensor::cpu::parallel_for(frames, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t f = begin; f < end; ++f) {
+      const float* row = spectrum.data() + f * bins;
+      for (int m = 0; m < n_mels; ++m) {
+        const double* band = filterbank.data() + m * bins;
+        double sum = 0.0;
+        for (size_t k = 0; k < bins; ++k) sum += band[k] * row[k];
+        out[f * n_mels + m] = static_cast<float>(sum);
+      }
     }
-  }
+  });
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "model/mel_spectrogram.h"
+#include "tensor/cpu/thread_pool.h"
 #include "tensor/ops.h"
 
 namespace omni::model::qwen3_tts {
@@ -26,8 +27,15 @@ struct Rows {
   Tensor tensor() { return Tensor::borrow(v.data(), {t, c}, DType::kF32); }
 };
 
+// The host loops run on the CPU backend's threads, each element, row or channel alone (the
+// result does not depend on the split).
+using tensor::cpu::parallel_for;
+constexpr int64_t kElementGrain = 1 << 15;
+
 void relu(Rows& x) {
-  for (float& v : x.v) v = std::max(v, 0.0f);
+  parallel_for(static_cast<int64_t>(x.v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x.v[i] = std::max(x.v[i], 0.0f);
+  });
 }
 
 }  // namespace
@@ -100,12 +108,14 @@ Rows conv_same(Rows& x, const Tensor& weight, const Tensor& bias, int dilation) 
                 x.t, k, dilation, std::max(left, right));
   }
   Rows padded(x.t + total, x.c);
-  for (int64_t i = 0; i < padded.t; ++i) {
-    int64_t src = i - left;
-    if (src < 0) src = -src;
-    if (src >= x.t) src = 2 * (x.t - 1) - src;
-    std::copy_n(x.row(src), x.c, padded.row(i));
-  }
+  parallel_for(padded.t, std::max<int64_t>(1, kElementGrain / x.c), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t src = i - left;
+      if (src < 0) src = -src;
+      if (src >= x.t) src = 2 * (x.t - 1) - src;
+      std::copy_n(x.row(src), x.c, padded.row(i));
+    }
+  });
   tensor::ops::conv1d(padded.tensor(), weight, bias, dilation, 1, out_t);
   return out;
 }
@@ -146,18 +156,22 @@ std::vector<float> SpeakerEncoder::embed_mel(std::span<const float> mel, int64_t
     h = tdnn(h, block.tdnn2);
     // Squeeze-excitation: the time mean through conv1 + ReLU and conv2 + sigmoid scales the channels.
     Rows mean(1, h.c);
-    for (int64_t ch = 0; ch < h.c; ++ch) {
-      double sum = 0;
-      for (int64_t t = 0; t < h.t; ++t) sum += h.row(t)[ch];
-      mean.v[ch] = static_cast<float>(sum / h.t);
-    }
+    parallel_for(h.c, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t ch = begin; ch < end; ++ch) {
+        double sum = 0;
+        for (int64_t t = 0; t < h.t; ++t) sum += h.row(t)[ch];
+        mean.v[ch] = static_cast<float>(sum / h.t);
+      }
+    });
     Rows s = tdnn(mean, block.se1);
     Rows gate = conv_same(s, block.se2.weight, block.se2.bias, 1);
-    for (int64_t t = 0; t < h.t; ++t) {
-      float* row = h.row(t);
-      const float* res = x.row(t);
-      for (int64_t ch = 0; ch < h.c; ++ch) row[ch] = row[ch] / (1.0f + std::exp(-gate.v[ch])) + res[ch];
-    }
+    parallel_for(h.t, std::max<int64_t>(1, kElementGrain / h.c), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        float* row = h.row(t);
+        const float* res = x.row(t);
+        for (int64_t ch = 0; ch < h.c; ++ch) row[ch] = row[ch] / (1.0f + std::exp(-gate.v[ch])) + res[ch];
+      }
+    });
     x = std::move(h);
     outputs.push_back(x);
   }
@@ -175,42 +189,50 @@ std::vector<float> SpeakerEncoder::embed_mel(std::span<const float> mel, int64_t
   // Attentive statistics pooling.
   const int64_t ch = x.c, T = x.t;
   std::vector<double> mean(ch, 0.0), stddev(ch, 0.0);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < ch; ++i) mean[i] += x.row(t)[i];
-  }
-  for (double& m : mean) m /= T;
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < ch; ++i) stddev[i] += (x.row(t)[i] - mean[i]) * (x.row(t)[i] - mean[i]) / T;
-  }
-  for (double& s : stddev) s = std::sqrt(std::max(s, 1e-12));
-  Rows stats(T, 3 * ch);
-  for (int64_t t = 0; t < T; ++t) {
-    float* dst = stats.row(t);
-    std::copy_n(x.row(t), ch, dst);
-    for (int64_t i = 0; i < ch; ++i) {
-      dst[ch + i] = static_cast<float>(mean[i]);
-      dst[2 * ch + i] = static_cast<float>(stddev[i]);
+  parallel_for(ch, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = begin; i < end; ++i) mean[i] += x.row(t)[i];
     }
-  }
+    for (int64_t i = begin; i < end; ++i) mean[i] /= T;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = begin; i < end; ++i) stddev[i] += (x.row(t)[i] - mean[i]) * (x.row(t)[i] - mean[i]) / T;
+    }
+    for (int64_t i = begin; i < end; ++i) stddev[i] = std::sqrt(std::max(stddev[i], 1e-12));
+  });
+  Rows stats(T, 3 * ch);
+  parallel_for(T, std::max<int64_t>(1, kElementGrain / (3 * ch)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* dst = stats.row(t);
+      std::copy_n(x.row(t), ch, dst);
+      for (int64_t i = 0; i < ch; ++i) {
+        dst[ch + i] = static_cast<float>(mean[i]);
+        dst[2 * ch + i] = static_cast<float>(stddev[i]);
+      }
+    }
+  });
   Rows attention = tdnn(stats, asp_tdnn_);
-  for (float& v : attention.v) v = std::tanh(v);
+  parallel_for(static_cast<int64_t>(attention.v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) attention.v[i] = std::tanh(attention.v[i]);
+  });
   Rows logits = conv_same(attention, asp_conv_.weight, asp_conv_.bias, 1);
   Rows pooled(1, 2 * ch);
-  for (int64_t i = 0; i < ch; ++i) {
-    double peak = -INFINITY;
-    for (int64_t t = 0; t < T; ++t) peak = std::max(peak, static_cast<double>(logits.row(t)[i]));
-    double z = 0, wmean = 0;
-    for (int64_t t = 0; t < T; ++t) z += std::exp(logits.row(t)[i] - peak);
-    std::vector<double> w(T);
-    for (int64_t t = 0; t < T; ++t) {
-      w[t] = std::exp(logits.row(t)[i] - peak) / z;
-      wmean += w[t] * x.row(t)[i];
+  parallel_for(ch, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double peak = -INFINITY;
+      for (int64_t t = 0; t < T; ++t) peak = std::max(peak, static_cast<double>(logits.row(t)[i]));
+      double z = 0, wmean = 0;
+      for (int64_t t = 0; t < T; ++t) z += std::exp(logits.row(t)[i] - peak);
+      std::vector<double> w(T);
+      for (int64_t t = 0; t < T; ++t) {
+        w[t] = std::exp(logits.row(t)[i] - peak) / z;
+        wmean += w[t] * x.row(t)[i];
+      }
+      double var = 0;
+      for (int64_t t = 0; t < T; ++t) var += w[t] * (x.row(t)[i] - wmean) * (x.row(t)[i] - wmean);
+      pooled.v[i] = static_cast<float>(wmean);
+      pooled.v[ch + i] = static_cast<float>(std::sqrt(std::max(var, 1e-12)));
     }
-    double var = 0;
-    for (int64_t t = 0; t < T; ++t) var += w[t] * (x.row(t)[i] - wmean) * (x.row(t)[i] - wmean);
-    pooled.v[i] = static_cast<float>(wmean);
-    pooled.v[ch + i] = static_cast<float>(std::sqrt(std::max(var, 1e-12)));
-  }
+  });
   Rows embedding = conv_same(pooled, fc_.weight, fc_.bias, 1);
   return embedding.v;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "tensor/cpu/thread_pool.h"
 #include "tensor/ops.h"
 
 namespace omni::model::qwen3_tts {
@@ -25,8 +26,22 @@ struct Rows {
   Tensor tensor() { return Tensor::borrow(v.data(), {t, c}, DType::kF32); }
 };
 
+// The host loops below run on the CPU backend's threads: each element or row is computed alone,
+// so the result does not depend on the split.
+using tensor::cpu::parallel_for;
+constexpr int64_t kElementGrain = 1 << 15;
+
 void elu(std::vector<float>& v) {
-  for (float& x : v) x = x > 0.0f ? x : std::expm1(x);
+  parallel_for(static_cast<int64_t>(v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) v[i] = v[i] > 0.0f ? v[i] : std::expm1(v[i]);
+  });
+}
+
+// x += scale (per column, when given) * y, elementwise; x and y [rows, width].
+void add_into(std::vector<float>& x, const float* y, const float* scale, int64_t width) {
+  parallel_for(static_cast<int64_t>(x.size()), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] += (scale ? scale[i % width] : 1.0f) * y[i];
+  });
 }
 
 // Output rows of one unfolded block: bounds the unfolded input's memory for long references.
@@ -179,13 +194,20 @@ Rows apply_conv(const ConvT& conv, const Rows& x) {
   std::vector<float> unfolded;
   for (int64_t t0 = 0; t0 < out_rows; t0 += kConvBlockRows) {
     const int64_t n = std::min(kConvBlockRows, out_rows - t0);
-    unfolded.assign(static_cast<size_t>(n * width), 0.0f);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int j = 0; j < conv.kernel; ++j) {
-        const float* s = source((t0 + t) * conv.stride + static_cast<int64_t>(j) * conv.dilation);
-        if (s) std::copy_n(s, conv.in, unfolded.data() + t * width + static_cast<int64_t>(j) * conv.in);
+    unfolded.resize(static_cast<size_t>(n * width));
+    parallel_for(n, std::max<int64_t>(1, kElementGrain / width), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        for (int j = 0; j < conv.kernel; ++j) {
+          const float* s = source((t0 + t) * conv.stride + static_cast<int64_t>(j) * conv.dilation);
+          float* d = unfolded.data() + t * width + static_cast<int64_t>(j) * conv.in;
+          if (s) {
+            std::copy_n(s, conv.in, d);
+          } else {
+            std::fill_n(d, conv.in, 0.0f);
+          }
+        }
       }
-    }
+    });
     const Tensor in = Tensor::borrow(unfolded.data(), {n, width}, DType::kF32);
     Tensor out = Tensor::borrow(y.row(t0), {n, conv.out}, DType::kF32);
     tensor::ops::linear(in, conv.weight, conv.bias, out);
@@ -193,28 +215,41 @@ Rows apply_conv(const ConvT& conv, const Rows& x) {
   return y;
 }
 
-// NeoX rotary embedding of `x` [steps, heads * head_dim] in place, positions 0..steps-1.
-void rotate(std::vector<float>& x, int64_t steps, int heads, int head_dim, double theta) {
-  const int half = head_dim / 2;
-  std::vector<float> cosines(static_cast<size_t>(steps * half)), sines(cosines.size());
-  for (int64_t t = 0; t < steps; ++t) {
-    for (int i = 0; i < half; ++i) {
-      const float inv_freq = static_cast<float>(std::pow(theta, -2.0 * i / head_dim));
-      const float angle = static_cast<float>(t) * inv_freq;
-      cosines[t * half + i] = std::cos(angle);
-      sines[t * half + i] = std::sin(angle);
-    }
-  }
-  for (int64_t t = 0; t < steps; ++t) {
-    for (int h = 0; h < heads; ++h) {
-      float* v = x.data() + (t * heads + h) * head_dim;
+// The NeoX rotary tables of positions 0..steps-1: cos and sin [steps, head_dim / 2].
+struct Rotation {
+  std::vector<float> cosines, sines;
+  Rotation(int64_t steps, int head_dim, double theta) {
+    const int half = head_dim / 2;
+    cosines.resize(static_cast<size_t>(steps * half));
+    sines.resize(cosines.size());
+    for (int64_t t = 0; t < steps; ++t) {
       for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half], c = cosines[t * half + i], s = sines[t * half + i];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
+        const float inv_freq = static_cast<float>(std::pow(theta, -2.0 * i / head_dim));
+        const float angle = static_cast<float>(t) * inv_freq;
+        cosines[t * half + i] = std::cos(angle);
+        sines[t * half + i] = std::sin(angle);
       }
     }
   }
+};
+
+// NeoX rotary embedding of `x` [steps, heads * head_dim] in place with `rotation`'s tables.
+void rotate(std::vector<float>& x, int64_t steps, int heads, int head_dim, const Rotation& rotation) {
+  const int half = head_dim / 2;
+  parallel_for(steps, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* cosines = rotation.cosines.data() + t * half;
+      const float* sines = rotation.sines.data() + t * half;
+      for (int h = 0; h < heads; ++h) {
+        float* v = x.data() + (t * heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half], c = cosines[i], s = sines[i];
+          v[i] = a * c - b * s;
+          v[i + half] = b * c + a * s;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -227,7 +262,8 @@ std::vector<float> SpeechEncoder::transformer(std::vector<float> x, int64_t step
   Tensor xt = Tensor::borrow(x.data(), {steps, h}, DType::kF32);
   Tensor normed = Tensor::empty({steps, h}, DType::kF32);
   std::vector<float> q(static_cast<size_t>(steps * nh * hd)), k(static_cast<size_t>(steps * nkv * hd)), v(k.size()),
-      attended(q.size()), scores(static_cast<size_t>(steps));
+      attended(q.size());
+  const Rotation rotation(steps, static_cast<int>(hd), c.rope_theta);
   Tensor qt = Tensor::borrow(q.data(), {steps, nh * hd}, DType::kF32);
   Tensor kt = Tensor::borrow(k.data(), {steps, nkv * hd}, DType::kF32);
   Tensor vt = Tensor::borrow(v.data(), {steps, nkv * hd}, DType::kF32);
@@ -239,12 +275,15 @@ std::vector<float> SpeechEncoder::transformer(std::vector<float> x, int64_t step
     tensor::ops::linear(normed, l.q, Tensor(), qt);
     tensor::ops::linear(normed, l.k, Tensor(), kt);
     tensor::ops::linear(normed, l.v, Tensor(), vt);
-    rotate(q, steps, static_cast<int>(nh), static_cast<int>(hd), c.rope_theta);
-    rotate(k, steps, static_cast<int>(nkv), static_cast<int>(hd), c.rope_theta);
-    // Causal attention over the current step and the sliding_window - 1 before it.
-    for (int64_t head = 0; head < nh; ++head) {
-      const int64_t kv_head = head / group;
-      for (int64_t i = 0; i < steps; ++i) {
+    rotate(q, steps, static_cast<int>(nh), static_cast<int>(hd), rotation);
+    rotate(k, steps, static_cast<int>(nkv), static_cast<int>(hd), rotation);
+    // Causal attention over the current step and the sliding_window - 1 before it, each (head,
+    // step) on its own.
+    parallel_for(nh * steps, 16, [&](int64_t begin, int64_t end) {
+      std::vector<float> scores(static_cast<size_t>(steps));
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t head = item / steps, i = item % steps;
+        const int64_t kv_head = head / group;
         const int64_t first = std::max<int64_t>(0, i - c.sliding_window + 1);
         const float* qi = q.data() + (i * nh + head) * hd;
         float peak = -INFINITY;
@@ -268,19 +307,15 @@ std::vector<float> SpeechEncoder::transformer(std::vector<float> x, int64_t step
           for (int64_t d = 0; d < hd; ++d) out[d] += p * vj[d];
         }
       }
-    }
+    });
     tensor::ops::linear(at, l.o, Tensor(), branch);
     const float* b = branch.data<float>();
-    for (int64_t t = 0; t < steps; ++t) {
-      for (int64_t d = 0; d < h; ++d) x[t * h + d] += l.attn_scale.data<float>()[d] * b[t * h + d];
-    }
+    add_into(x, b, l.attn_scale.data<float>(), h);
     tensor::ops::layer_norm(xt, l.norm2_w, l.norm2_b, c.norm_eps, normed);
     tensor::ops::linear(normed, l.fc1, Tensor(), hidden);
     tensor::ops::gelu(hidden, tensor::ops::GeluApproximation::kNone, hidden);
     tensor::ops::linear(hidden, l.fc2, Tensor(), branch);
-    for (int64_t t = 0; t < steps; ++t) {
-      for (int64_t d = 0; d < h; ++d) x[t * h + d] += l.mlp_scale.data<float>()[d] * b[t * h + d];
-    }
+    add_into(x, b, l.mlp_scale.data<float>(), h);
   }
   return x;
 }
@@ -302,38 +337,40 @@ void SpeechEncoder::quantize(const Quantizer& quantizer, const std::vector<float
     const Tensor& table = quantizer.codebooks[l];
     const std::vector<double>& norms = quantizer.norms[l];
     tensor::ops::linear(rt, table, Tensor(), dots);
-    for (int64_t f = 0; f < frames; ++f) {
-      float* r = residual.data() + f * dim;
-      // |r - e|^2 - |r|^2 = |e|^2 - 2 r.e from the product; entries within rounding of the best are
-      // measured again exactly, so that the choice does not hang on the product's rounding.
-      const float* row = dots.data<float>() + f * entries;
-      double best = INFINITY, magnitude = 0;
-      for (int64_t d = 0; d < dim; ++d) magnitude += static_cast<double>(r[d]) * r[d];
+    parallel_for(frames, 4, [&](int64_t first_frame, int64_t end_frame) {
       std::vector<double> approx(static_cast<size_t>(entries));
-      for (int64_t n = 0; n < entries; ++n) {
-        approx[n] = norms[n] - 2.0 * row[n];
-        best = std::min(best, approx[n]);
-      }
-      const double tolerance = 1e-4 * (magnitude + std::abs(best) + 1.0);
-      int64_t chosen = -1;
-      double chosen_distance = INFINITY;
-      for (int64_t n = 0; n < entries; ++n) {
-        if (approx[n] > best + tolerance) continue;
-        const float* e = table.data<float>() + n * dim;
-        double distance = 0;
-        for (int64_t d = 0; d < dim; ++d) {
-          const double diff = static_cast<double>(r[d]) - e[d];
-          distance += diff * diff;
+      for (int64_t f = first_frame; f < end_frame; ++f) {
+        float* r = residual.data() + f * dim;
+        // |r - e|^2 - |r|^2 = |e|^2 - 2 r.e from the product; entries within rounding of the best are
+        // measured again exactly, so that the choice does not hang on the product's rounding.
+        const float* row = dots.data<float>() + f * entries;
+        double best = INFINITY, magnitude = 0;
+        for (int64_t d = 0; d < dim; ++d) magnitude += static_cast<double>(r[d]) * r[d];
+        for (int64_t n = 0; n < entries; ++n) {
+          approx[n] = norms[n] - 2.0 * row[n];
+          best = std::min(best, approx[n]);
         }
-        if (distance < chosen_distance) {
-          chosen_distance = distance;
-          chosen = n;
+        const double tolerance = 1e-4 * (magnitude + std::abs(best) + 1.0);
+        int64_t chosen = -1;
+        double chosen_distance = INFINITY;
+        for (int64_t n = 0; n < entries; ++n) {
+          if (approx[n] > best + tolerance) continue;
+          const float* e = table.data<float>() + n * dim;
+          double distance = 0;
+          for (int64_t d = 0; d < dim; ++d) {
+            const double diff = static_cast<double>(r[d]) - e[d];
+            distance += diff * diff;
+          }
+          if (distance < chosen_distance) {
+            chosen_distance = distance;
+            chosen = n;
+          }
         }
+        codes[f * c.valid_quantizers + first + l] = static_cast<int32_t>(chosen);
+        const float* e = table.data<float>() + chosen * dim;
+        for (int64_t d = 0; d < dim; ++d) r[d] -= e[d];
       }
-      codes[f * c.valid_quantizers + first + l] = static_cast<int32_t>(chosen);
-      const float* e = table.data<float>() + chosen * dim;
-      for (int64_t d = 0; d < dim; ++d) r[d] -= e[d];
-    }
+    });
   }
 }
 
@@ -349,7 +386,7 @@ std::vector<int32_t> SpeechEncoder::encode(std::span<const float> samples, Activ
       h = apply_conv(block.first, h);
       elu(h.v);
       h = apply_conv(block.second, h);
-      for (size_t i = 0; i < x.v.size(); ++i) x.v[i] += h.v[i];
+      add_into(x.v, h.v.data(), nullptr, x.c);
     }
     elu(x.v);
     x = apply_conv(stage.down, x);
