@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "tensor/cpu/thread_pool.h"
@@ -15,10 +18,32 @@ using tensor::Tensor;
 
 namespace {
 
-// Activations [t, c], time-major.
+// An allocator whose value-initialisation leaves floats unwritten: an activation's first write is
+// the loop that computes it (on the CPU threads) rather than a zeroing pass on one thread, which
+// for a 10 s reference's first stages (tens of MB) cost as much as the stage's own work.
+template <typename T>
+struct Uninitialised : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = Uninitialised<U>;
+  };
+  Uninitialised() = default;
+  template <typename U>
+  Uninitialised(const Uninitialised<U>&) {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// Activations [t, c], time-major; every element is written before it is read.
 struct Rows {
   int64_t t = 0, c = 0;
-  std::vector<float> v;
+  std::vector<float, Uninitialised<float>> v;
   Rows() = default;
   Rows(int64_t t_, int64_t c_) : t(t_), c(c_), v(static_cast<size_t>(t_ * c_)) {}
   float* row(int64_t i) { return v.data() + i * c; }
@@ -31,14 +56,23 @@ struct Rows {
 using tensor::cpu::parallel_for;
 constexpr int64_t kElementGrain = 1 << 15;
 
-void elu(std::vector<float>& v) {
+void elu(std::span<float> v) {
   parallel_for(static_cast<int64_t>(v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) v[i] = v[i] > 0.0f ? v[i] : std::expm1(v[i]);
   });
 }
 
+// ELU of `x`, written to a new Rows.
+Rows elu_of(const Rows& x) {
+  Rows y(x.t, x.c);
+  parallel_for(static_cast<int64_t>(x.v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y.v[i] = x.v[i] > 0.0f ? x.v[i] : std::expm1(x.v[i]);
+  });
+  return y;
+}
+
 // x += scale (per column, when given) * y, elementwise; x and y [rows, width].
-void add_into(std::vector<float>& x, const float* y, const float* scale, int64_t width) {
+void add_into(std::span<float> x, const float* y, const float* scale, int64_t width) {
   parallel_for(static_cast<int64_t>(x.size()), kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) x[i] += (scale ? scale[i % width] : 1.0f) * y[i];
   });
@@ -191,7 +225,7 @@ Rows apply_conv(const ConvT& conv, const Rows& x) {
   };
   Rows y(out_rows, conv.out);
   const int64_t width = static_cast<int64_t>(conv.kernel) * conv.in;
-  std::vector<float> unfolded;
+  std::vector<float, Uninitialised<float>> unfolded;
   for (int64_t t0 = 0; t0 < out_rows; t0 += kConvBlockRows) {
     const int64_t n = std::min(kConvBlockRows, out_rows - t0);
     unfolded.resize(static_cast<size_t>(n * width));
@@ -254,7 +288,7 @@ void rotate(std::vector<float>& x, int64_t steps, int heads, int head_dim, const
 
 }  // namespace
 
-std::vector<float> SpeechEncoder::transformer(std::vector<float> x, int64_t steps) const {
+void SpeechEncoder::transformer(std::span<float> x, int64_t steps) const {
   const SpeechEncoderConfig& c = config_;
   const int64_t h = c.hidden_size, nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const int64_t group = nh / nkv;
@@ -317,11 +351,10 @@ std::vector<float> SpeechEncoder::transformer(std::vector<float> x, int64_t step
     tensor::ops::linear(hidden, l.fc2, Tensor(), branch);
     add_into(x, b, l.mlp_scale.data<float>(), h);
   }
-  return x;
 }
 
-void SpeechEncoder::quantize(const Quantizer& quantizer, const std::vector<float>& x, int64_t frames, int count,
-                             int first, std::vector<int32_t>& codes) const {
+void SpeechEncoder::quantize(const Quantizer& quantizer, std::span<const float> x, int64_t frames, int count, int first,
+                             std::vector<int32_t>& codes) const {
   const SpeechEncoderConfig& c = config_;
   const int64_t dim = c.codebook_dim, entries = c.codebook_size;
   std::vector<float> residual(static_cast<size_t>(frames * dim));
@@ -381,8 +414,7 @@ std::vector<int32_t> SpeechEncoder::encode(std::span<const float> samples, Activ
   x = apply_conv(first_, x);
   for (const Stage& stage : stages_) {
     for (const ResidualBlock& block : stage.blocks) {
-      Rows h = x;
-      elu(h.v);
+      Rows h = elu_of(x);
       h = apply_conv(block.first, h);
       elu(h.v);
       h = apply_conv(block.second, h);
@@ -393,11 +425,11 @@ std::vector<int32_t> SpeechEncoder::encode(std::span<const float> samples, Activ
   }
   elu(x.v);
   x = apply_conv(last_, x);
-  if (activations) activations->convolutions = x.v;
-  x.v = transformer(std::move(x.v), x.t);
-  if (activations) activations->transformer = x.v;
+  if (activations) activations->convolutions.assign(x.v.begin(), x.v.end());
+  transformer(x.v, x.t);
+  if (activations) activations->transformer.assign(x.v.begin(), x.v.end());
   x = apply_conv(downsample_, x);
-  if (activations) activations->downsampled = x.v;
+  if (activations) activations->downsampled.assign(x.v.begin(), x.v.end());
 
   const int64_t frames = x.t;
   std::vector<int32_t> codes(static_cast<size_t>(frames * config_.valid_quantizers));

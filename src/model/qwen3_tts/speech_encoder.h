@@ -80,9 +80,10 @@ class SpeechEncoder {
   Conv load_conv(const Checkpoint& checkpoint, const std::string& name, int in, int out, int kernel, int stride,
                  int dilation, bool bias, bool replicate) const;
   Quantizer load_quantizer(const Checkpoint& checkpoint, const std::string& name, int layers) const;
-  std::vector<float> transformer(std::vector<float> x, int64_t steps) const;
+  // The encoder transformer over `x` [steps, hidden], in place.
+  void transformer(std::span<float> x, int64_t steps) const;
   // Codes of `quantizer` over `x` [frames, hidden] into columns [first, first + count) of `codes`.
-  void quantize(const Quantizer& quantizer, const std::vector<float>& x, int64_t frames, int count, int first,
+  void quantize(const Quantizer& quantizer, std::span<const float> x, int64_t frames, int count, int first,
                 std::vector<int32_t>& codes) const;
 
   SpeechEncoderConfig config_;
