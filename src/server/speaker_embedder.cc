@@ -64,8 +64,7 @@ SpeakerEmbedder::SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, 
                         .counter("omnistage:reference_codes_cache_misses_total",
                                  "In-context voice-clone references that ran the speech-tokenizer encoder.", {})
                         .with({})),
-      worker_([this] { run(); }),
-      encoder_worker_([this] { run_encoders(); }) {}
+      worker_([this] { run(); }) {}
 
 SpeakerEmbedder::~SpeakerEmbedder() {
   {
@@ -73,9 +72,7 @@ SpeakerEmbedder::~SpeakerEmbedder() {
     stopping_ = true;
   }
   wake_.notify_all();
-  encode_wake_.notify_all();
   worker_.join();
-  encoder_worker_.join();
 }
 
 void SpeakerEmbedder::submit_reference(std::string reference, std::string field, Done done) {
@@ -130,52 +127,23 @@ void SpeakerEmbedder::run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    Prepared prepared;
+    ReferenceVoice voice;
     std::exception_ptr error;
     try {
       const std::string bytes = job.is_reference ? fetch_media(job.input, job.field, fetch_) : std::move(job.input);
-      prepared = prepare(bytes, job.field, static_cast<bool>(job.reference_done));
+      if (job.reference_done) {
+        voice = reference_now(bytes, job.field);
+      } else {
+        voice.embedding = embed_now(bytes, job.field);
+      }
     } catch (...) {
       error = std::current_exception();
     }
-    // Everything goes on to the encoder thread, in order (a hit or an error behind a miss is
-    // answered after it); this thread decodes the next reference meanwhile.
-    {
-      std::lock_guard lock(mutex_);
-      encode_jobs_.push_back({std::move(job), std::move(prepared), error});
+    if (job.reference_done) {
+      job.reference_done(std::move(voice), error);
+    } else {
+      job.done(std::move(voice.embedding), error);
     }
-    encode_wake_.notify_one();
-  }
-}
-
-void SpeakerEmbedder::run_encoders() {
-  for (;;) {
-    Decoded work;
-    {
-      std::unique_lock lock(mutex_);
-      encode_wake_.wait(lock, [this] { return stopping_ || !encode_jobs_.empty(); });
-      if (stopping_) return;
-      work = std::move(encode_jobs_.front());
-      encode_jobs_.pop_front();
-    }
-    ReferenceVoice voice;
-    std::exception_ptr error = work.error;
-    if (!error) {
-      try {
-        voice = work.prepared.complete() ? take(std::move(work.prepared)) : finish(std::move(work.prepared));
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    deliver(work.job, std::move(voice), error);
-  }
-}
-
-void SpeakerEmbedder::deliver(Job& job, ReferenceVoice voice, std::exception_ptr error) {
-  if (job.reference_done) {
-    job.reference_done(std::move(voice), error);
-  } else {
-    job.done(std::move(voice.embedding), error);
   }
 }
 
@@ -183,80 +151,54 @@ SpeakerEmbedder::Key SpeakerEmbedder::key_of(const std::string& bytes) {
   return {std::hash<std::string_view>{}(bytes), bytes.size()};
 }
 
-SpeakerEmbedder::Prepared SpeakerEmbedder::prepare(const std::string& bytes, const std::string& field,
-                                                   bool want_codes) {
-  if (want_codes && !encoder_.reference_codes) {
-    throw_invalid_field(field, "'{}': this model has no speech-tokenizer encoder for in-context cloning", field);
-  }
-  Prepared prepared;
-  prepared.key = key_of(bytes);
-  prepared.want_codes = want_codes;
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (const std::vector<float>* hit = embeddings_.find(prepared.key)) prepared.embedding = *hit;
-    if (want_codes) {
-      if (const std::vector<int32_t>* hit = codes_.find(prepared.key)) prepared.codes = *hit;
-    }
-  }
-  if (prepared.complete()) {
-    count(prepared);
-  } else {
-    prepared.samples = reference_samples(bytes, field);
-  }
-  return prepared;
-}
-
-void SpeakerEmbedder::count(const Prepared& prepared) {
-  (prepared.embedding ? hits_ : misses_).add();
-  if (prepared.want_codes) (prepared.codes ? codes_hits_ : codes_misses_).add();
-}
-
-ReferenceVoice SpeakerEmbedder::finish(Prepared prepared) {
-  {
-    // The same audio may have been encoded since prepare() looked (requests with one new voice
-    // close together): then it is a hit after all.
-    std::lock_guard lock(cache_mutex_);
-    if (!prepared.embedding) {
-      if (const std::vector<float>* hit = embeddings_.find(prepared.key)) prepared.embedding = *hit;
-    }
-    if (prepared.want_codes && !prepared.codes) {
-      if (const std::vector<int32_t>* hit = codes_.find(prepared.key)) prepared.codes = *hit;
-    }
-  }
-  count(prepared);
-  if (!prepared.embedding) prepared.embedding = embed_samples(prepared.samples);
-  if (prepared.want_codes && !prepared.codes) {
-    std::lock_guard lock(encode_mutex_);
-    prepared.codes =
-        timed(speech_tokenizer_encoder_seconds_, [&] { return encoder_.reference_codes(prepared.samples); });
-    if (encoder_.codes_per_frame == 0 || prepared.codes->empty() ||
-        prepared.codes->size() % encoder_.codes_per_frame != 0) {
-      throw_error(ErrorCode::kInternal, "the speech-tokenizer encoder gave {} codes, not whole frames of {}",
-                  prepared.codes->size(), encoder_.codes_per_frame);
-    }
-  }
-  std::lock_guard lock(cache_mutex_);
-  embeddings_.put(prepared.key, *prepared.embedding, capacity_);
-  cache_entries_.set(static_cast<double>(embeddings_.entries.size()));
-  if (prepared.want_codes) {
-    codes_.put(prepared.key, *prepared.codes, capacity_);
-    codes_entries_.set(static_cast<double>(codes_.entries.size()));
-  }
-  return take(std::move(prepared));
-}
-
-ReferenceVoice SpeakerEmbedder::take(Prepared prepared) {
-  return {std::move(*prepared.embedding), prepared.codes ? std::move(*prepared.codes) : std::vector<int32_t>{}};
-}
-
 std::vector<float> SpeakerEmbedder::embed_now(const std::string& bytes, const std::string& field) {
-  Prepared prepared = prepare(bytes, field, false);
-  return (prepared.complete() ? take(std::move(prepared)) : finish(std::move(prepared))).embedding;
+  const Key key = key_of(bytes);
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (const std::vector<float>* hit = embeddings_.find(key)) {
+      hits_.add();
+      return *hit;
+    }
+  }
+  misses_.add();
+  std::vector<float> embedding = embed_samples(reference_samples(bytes, field));
+  std::lock_guard lock(cache_mutex_);
+  embeddings_.put(key, embedding, capacity_);
+  cache_entries_.set(static_cast<double>(embeddings_.entries.size()));
+  return embedding;
 }
 
 ReferenceVoice SpeakerEmbedder::reference_now(const std::string& bytes, const std::string& field) {
-  Prepared prepared = prepare(bytes, field, true);
-  return prepared.complete() ? take(std::move(prepared)) : finish(std::move(prepared));
+  if (!encoder_.reference_codes) {
+    throw_invalid_field(field, "'{}': this model has no speech-tokenizer encoder for in-context cloning", field);
+  }
+  const Key key = key_of(bytes);
+  std::optional<std::vector<float>> embedding;
+  std::optional<std::vector<int32_t>> codes;
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (const std::vector<float>* hit = embeddings_.find(key)) embedding = *hit;
+    if (const std::vector<int32_t>* hit = codes_.find(key)) codes = *hit;
+  }
+  (embedding ? hits_ : misses_).add();
+  (codes ? codes_hits_ : codes_misses_).add();
+  if (embedding && codes) return {std::move(*embedding), std::move(*codes)};
+  const std::vector<float> samples = reference_samples(bytes, field);
+  if (!embedding) embedding = embed_samples(samples);
+  if (!codes) {
+    std::lock_guard lock(encode_mutex_);
+    codes = timed(speech_tokenizer_encoder_seconds_, [&] { return encoder_.reference_codes(samples); });
+  }
+  if (encoder_.codes_per_frame == 0 || codes->empty() || codes->size() % encoder_.codes_per_frame != 0) {
+    throw_error(ErrorCode::kInternal, "the speech-tokenizer encoder gave {} codes, not whole frames of {}",
+                codes->size(), encoder_.codes_per_frame);
+  }
+  std::lock_guard lock(cache_mutex_);
+  embeddings_.put(key, *embedding, capacity_);
+  codes_.put(key, *codes, capacity_);
+  cache_entries_.set(static_cast<double>(embeddings_.entries.size()));
+  codes_entries_.set(static_cast<double>(codes_.entries.size()));
+  return {std::move(*embedding), std::move(*codes)};
 }
 
 std::vector<float> SpeakerEmbedder::reference_samples(const std::string& bytes, const std::string& field) {

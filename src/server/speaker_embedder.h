@@ -6,10 +6,8 @@
 // looks the bytes up in the cache (a bounded LRU keyed by a 64-bit hash and the length of the
 // encoded bytes, so a repeated clone skips fetching nothing but decoding and the encoder), else
 // decodes them (media/audio_decoder.h: any format FFmpeg reads, soxr-resampled to the encoder's
-// rate), checks the duration and runs the encoder. Two threads of the embedder's own do the jobs
-// in order: one fetches, looks up and decodes, the other runs the encoders for what missed the
-// cache (one reference at a time; each spreads over the CPU's cores) and answers, in submission
-// order, so the next reference decodes while the last one is encoded.
+// rate), checks the duration and runs the encoder. Jobs run one at a time on the embedder's own
+// thread, in order; the encoder itself spreads over the CPU's cores.
 //
 // In-context cloning (ref_audio with ref_text) needs the reference's codec frames too
 // (submit_reference_with_codes): the model's speech-tokenizer encoder computes them from the same
@@ -23,8 +21,8 @@
 // "speech_tokenizer_encoder"} (decode: decoding, checking and resampling the reference).
 // Errors reach `done` as an exception: InvalidField (400) naming the field for bad, too short or
 // too long audio; what the encoder throws otherwise.
-// Threads: submit() from any thread; `done` runs on one of the embedder's two threads. The
-// destructor finishes the jobs in progress and drops the queued ones without calling them.
+// Threads: submit() from any thread; `done` runs on the embedder's thread. The destructor finishes
+// the job in progress and drops the queued ones without calling them.
 #pragma once
 
 #include <condition_variable>
@@ -130,34 +128,8 @@ class SpeakerEmbedder {
     }
   };
 
-  // A reference between the two threads: what the caches had, and for the rest its samples.
-  struct Prepared {
-    Key key{};
-    bool want_codes = false;
-    std::optional<std::vector<float>> embedding;
-    std::optional<std::vector<int32_t>> codes;
-    std::vector<float> samples;  // decoded when something is missing
-    bool complete() const { return embedding && (!want_codes || codes); }
-  };
-
-  // A job on its way from the worker to the encoder worker.
-  struct Decoded {
-    Job job;
-    Prepared prepared;
-    std::exception_ptr error;  // set: the worker's part failed
-  };
-
-  void run();           // the worker: fetch, cache lookup, decode
-  void run_encoders();  // the encoder worker: what prepare() left to do, then the answer
-  static void deliver(Job& job, ReferenceVoice voice, std::exception_ptr error);
+  void run();
   static Key key_of(const std::string& bytes);
-  // The caches' part of `bytes` (counted as hits when it is all there), decoded when something is
-  // missing.
-  Prepared prepare(const std::string& bytes, const std::string& field, bool want_codes);
-  // Looks again, counts hits and misses, runs the encoders for what is still missing and caches it.
-  ReferenceVoice finish(Prepared prepared);
-  void count(const Prepared& prepared);
-  static ReferenceVoice take(Prepared prepared);  // a complete Prepared's voice
   // The decoded, checked and resampled samples of `bytes`.
   std::vector<float> reference_samples(const std::string& bytes, const std::string& field);
   std::vector<float> decode_reference(const std::string& bytes, const std::string& field) const;
@@ -183,14 +155,11 @@ class SpeakerEmbedder {
   Lru<std::vector<int32_t>> codes_;
 
   std::mutex mutex_;
-  std::condition_variable wake_;         // jobs_ or stopping_
-  std::condition_variable encode_wake_;  // encode_jobs_ or stopping_
+  std::condition_variable wake_;
   std::deque<Job> jobs_;
-  std::deque<Decoded> encode_jobs_;  // in submission order
   bool stopping_ = false;
-  std::mutex encode_mutex_;  // one encoder run at a time (the encoder worker and embed_now)
+  std::mutex encode_mutex_;  // one encoder run at a time (the worker and embed_now)
   std::thread worker_;
-  std::thread encoder_worker_;
 };
 
 class VoiceStore;

@@ -168,8 +168,8 @@ struct Server {
     std::filesystem::remove_all(voices_dir, ignored);
   }
 
-  // Returns when every job queued on the embedder so far is done: the embedder answers its jobs
-  // in submission order, so a job queued now (empty bytes: an error at once) is done after them.
+  // Returns when every job queued on the embedder so far is done: the embedder runs its jobs one
+  // at a time in order, so a job queued now (empty bytes: an error at once) is done after them.
   void wait_for_embedder() {
     auto done = std::make_shared<std::promise<void>>();
     std::future<void> finished = done->get_future();
