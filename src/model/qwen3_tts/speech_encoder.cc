@@ -56,9 +56,11 @@ struct Rows {
 using tensor::cpu::parallel_for;
 constexpr int64_t kElementGrain = 1 << 15;
 
+float elu(float x) { return x > 0.0f ? x : std::expm1(x); }
+
 void elu(std::span<float> v) {
   parallel_for(static_cast<int64_t>(v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) v[i] = v[i] > 0.0f ? v[i] : std::expm1(v[i]);
+    for (int64_t i = begin; i < end; ++i) v[i] = elu(v[i]);
   });
 }
 
@@ -66,7 +68,7 @@ void elu(std::span<float> v) {
 Rows elu_of(const Rows& x) {
   Rows y(x.t, x.c);
   parallel_for(static_cast<int64_t>(x.v.size()), kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y.v[i] = x.v[i] > 0.0f ? x.v[i] : std::expm1(x.v[i]);
+    for (int64_t i = begin; i < end; ++i) y.v[i] = elu(x.v[i]);
   });
   return y;
 }
