@@ -111,9 +111,9 @@ void append_mono(const AVFrame* frame, std::vector<float>& out) {
 
 DecodedAudio decode_audio(std::string_view bytes, const AudioDecodeLimits& limits) {
   // FFmpeg sizes some buffers from what a file's header claims, up to 2 GiB an allocation by
-  // default; a client's file gets at most 256 MiB an allocation (a refused one is a decode error).
-  // The audio_decoder fuzzer's run of 3 December grew one process past its 2 GiB limit within a
-  // few inputs (the input itself was not kept: the RSS check fired later).
+  // default; a client's file gets at most 256 MiB an allocation (a refused one drops what it was
+  // for, or is a decode error). A WAV file's LIST chunk can make the RIFF INFO reader zero-allocate
+  // a 1.7 GiB tag (tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag).
   static std::once_flag bounded;
   std::call_once(bounded, [] { av_max_alloc(size_t{256} << 20); });
   if (bytes.empty()) throw_error(ErrorCode::kInvalidArgument, "the audio is empty (0 bytes)");

@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -138,6 +141,28 @@ TEST(AudioDecoder, SampleRatesPastTheLimitAreClearErrors) {
 
 // A client's bytes are decoded alone: a playlist that names a file on this machine is not followed
 // (FFmpeg's HLS demuxer would open it), so it cannot be used to read local files.
+// A WAV file whose LIST chunk claims 2 GiB, so that FFmpeg's RIFF INFO reader takes what follows
+// for tags and zero-allocates (so touches) a "tag" of 1.7 GiB that a size field read from the
+// file's bytes claims: the audio_decoder fuzzer's input (tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag). It
+// touched 1.7 GiB per request before decode_audio capped FFmpeg's allocations at 256 MiB; now the
+// allocation is refused, the tag dropped, and the process's peak RSS grows by far less.
+TEST(AudioDecoder, HeadersClaimingHugeTagsDoNotAllocateThem) {
+  std::ifstream in(std::filesystem::path(OMNI_SOURCE_DIR) / "tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag",
+                   std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(file.substr(0, 4), "RIFF");
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  try {
+    decode_audio(file);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  }
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 512 * 1024) << "KiB of peak RSS added";
+}
+
 TEST(AudioDecoder, PlaylistsCannotOpenOtherFiles) {
   const std::filesystem::path wav = std::filesystem::temp_directory_path() / "omni-audio-decoder-test-segment.wav";
   {
