@@ -32,6 +32,7 @@
 #include "server/speaker_embedder.h"
 #include "server/tokenizer_renderer.h"
 #include "server/voice_store.h"
+#include "tensor/backend.h"
 #include "text/chat_template/chat_template.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -208,8 +209,28 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
   return options;
 }
 
+// The device of `stage` as this process sees it: its engine argument `device` ("auto" when unset),
+// and for a CUDA device the first of the stage's `devices`, which index this process's visible
+// devices as they index the CUDA_VISIBLE_DEVICES the stage's process is started with.
+tensor::Device stage_device_here(const config::EffectiveStage& stage) {
+  const int id = stage.topology->stage_id;
+  std::string text = "auto";
+  if (auto it = stage.engine_args.find("device"); it != stage.engine_args.end() && it->is_string()) {
+    text = it->get<std::string>();
+  }
+  const std::string source = fmt::format("stage {} engine argument device", id);
+  const tensor::Device device = tensor::resolve_device(text, source);
+  if (device.type != tensor::DeviceType::kCuda || !stage.devices) return device;
+  const std::string first = stage.devices->substr(0, stage.devices->find(','));
+  if (first.empty() || !std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return device;
+  }
+  return tensor::resolve_device("cuda:" + first, fmt::format("stage {} devices", id));
+}
+
 // Voice cloning, when a stage model of the pipeline has a speaker encoder for this checkpoint: the
-// encoder runs in this process (server/speaker_embedder.h), uploaded voices live in --voices-dir.
+// encoder runs in this process (server/speaker_embedder.h) on the device of that stage, uploaded
+// voices live in --voices-dir.
 void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& config, MetricsRegistry& metrics,
                        server::SpeechOptions& speech) {
   const model::StageModels& models = model::builtin_stage_models();
@@ -217,7 +238,8 @@ void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& c
   for (const config::EffectiveStage& stage : config.stages) {
     auto it = models.speaker_encoders.find(stage.topology->stage_model);
     if (it == models.speaker_encoders.end()) continue;
-    std::optional<model::SpeakerEncoderModel> encoder = it->second(model_dir);
+    const tensor::Device device = stage_device_here(stage);
+    std::optional<model::SpeakerEncoderModel> encoder = it->second(model_dir, device);
     if (!encoder) continue;
     server::MediaFetchOptions fetch;
     if (flags.values["allowed_local_media_path"].is_string()) {
@@ -235,9 +257,11 @@ void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& c
                                                  : model_dir / "uploaded_voices";
     speech.uploaded_voices = std::make_shared<server::VoiceStore>(voices_dir);
     server::restore_uploaded_voices(*speech.uploaded_voices, *speech.embedder);
-    spdlog::info("serve: voice cloning on ({} Hz references, in-context cloning {}, {} uploaded voice(s) in {})",
-                 encoder->sample_rate, in_context ? "on" : "off (no speech-tokenizer encoder)",
-                 speech.uploaded_voices->list().size(), voices_dir.string());
+    spdlog::info(
+        "serve: voice cloning on ({} Hz references, encoders on {}, in-context cloning {}, {} uploaded "
+        "voice(s) in {})",
+        encoder->sample_rate, tensor::device_name(device), in_context ? "on" : "off (no speech-tokenizer encoder)",
+        speech.uploaded_voices->list().size(), voices_dir.string());
     return;
   }
 }

@@ -123,9 +123,11 @@ struct SpeakerEncoderModel {
   int codes_per_frame = 0;
   std::function<std::vector<int32_t>(std::span<const float> samples)> reference_codes;
 };
-// Loads the speaker encoder of the checkpoint in `model_dir`, or nullopt when the checkpoint has
-// none (e.g. a Qwen3-TTS CustomVoice checkpoint). Throws what the checkpoint loaders throw.
-using SpeakerEncoderLoader = std::function<std::optional<SpeakerEncoderModel>(const std::filesystem::path& model_dir)>;
+// Loads the speaker encoder of the checkpoint in `model_dir` onto `device` (the stage's device), or
+// nullopt when the checkpoint has none (e.g. a Qwen3-TTS CustomVoice checkpoint). Throws what the
+// checkpoint loaders throw.
+using SpeakerEncoderLoader =
+    std::function<std::optional<SpeakerEncoderModel>(const std::filesystem::path& model_dir, tensor::Device device)>;
 
 // Every stage model, by execution type.
 struct StageModels {

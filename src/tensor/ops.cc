@@ -1043,12 +1043,14 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
   expect_rank(op, "weight", weight, 4);
   const int64_t k = weight.dim(2);
   if (weight.dim(3) != k || weight.dim(1) != x.dim(2) || padding < 0) {
-    throw_error(ErrorCode::kInvalidArgument, "conv2d: weight {} does not fit x {} (square kernels over C_in = {}), padding {}",
+    throw_error(ErrorCode::kInvalidArgument,
+                "conv2d: weight {} does not fit x {} (square kernels over C_in = {}), padding {}",
                 shape_to_string(weight.shape()), shape_to_string(x.shape()), x.dim(2), padding);
   }
   const int64_t h = x.dim(0) + 2 * padding - k + 1, w = x.dim(1) + 2 * padding - k + 1;
   if (h <= 0 || w <= 0) {
-    throw_error(ErrorCode::kInvalidArgument, "conv2d: x {} is smaller than the {}x{} kernel", shape_to_string(x.shape()), k, k);
+    throw_error(ErrorCode::kInvalidArgument, "conv2d: x {} is smaller than the {}x{} kernel",
+                shape_to_string(x.shape()), k, k);
   }
   if (bias.defined()) {
     common_device(op, {{"x", &x}, {"bias", &bias}});
@@ -1153,6 +1155,122 @@ void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out) {
   expect_shape(op, "scale", scale, {x.dim(-1)});
   expect_shape(op, "out", out, x.shape());
   OMNI_DISPATCH(device, mul_columns(x, scale, out));
+}
+
+void elu(const Tensor& x, Tensor& out) {
+  const char* op = "elu";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH(device, elu(x, out));
+}
+
+void sigmoid(const Tensor& x, Tensor& out) {
+  const char* op = "sigmoid";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_shape(op, "out", out, x.shape());
+  OMNI_DISPATCH(device, sigmoid(x, out));
+}
+
+void unfold_rows(const Tensor& x, int kernel, int stride, int dilation, int64_t left, RowPadding padding, int64_t first,
+                 Tensor& out) {
+  const char* op = "unfold_rows";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_float(op, "x", x);
+  expect_same_dtype(op, "out", out, "x", x);
+  expect_rank(op, "x", x, 2);
+  expect_rank(op, "out", out, 2);
+  if (kernel < 1 || stride < 1 || dilation < 1 || left < 0 || first < 0) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "unfold_rows: kernel {}, stride {}, dilation {} must be >= 1 and left {}, first {} >= 0", kernel,
+                stride, dilation, left, first);
+  }
+  const int64_t rows = x.dim(0), channels = x.dim(1);
+  expect_shape(op, "out", out, {out.dim(0), static_cast<int64_t>(kernel) * channels});
+  if (out.dim(0) == 0) return;
+  if (rows == 0) throw_error(ErrorCode::kInvalidArgument, "unfold_rows: x has no rows");
+  expect_no_alias(op, "x", x, "out", out);
+  if (padding == RowPadding::kReflect) {
+    // The rows read run from -left (the first output's first tap) to the last output's last tap.
+    const int64_t lowest = first * stride - left;
+    const int64_t highest = (first + out.dim(0) - 1) * stride + static_cast<int64_t>(kernel - 1) * dilation - left;
+    if (-lowest > rows - 1 || highest - (rows - 1) > rows - 1) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "unfold_rows: x has {} rows, too few to reflect rows {} to {} into it (the input is too short for "
+                  "the convolution's padding)",
+                  rows, lowest, highest);
+    }
+  }
+  OMNI_DISPATCH(device, unfold_rows(x, kernel, stride, dilation, left, padding, first, out));
+}
+
+void copy_columns(const Tensor& src, int64_t src_column, Tensor& dst, int64_t dst_column, int64_t width) {
+  const char* op = "copy_columns";
+  const Device device = common_device(op, {{"src", &src}, {"dst", &dst}});
+  expect_float(op, "src", src);
+  expect_same_dtype(op, "dst", dst, "src", src);
+  expect_rank(op, "src", src, 2);
+  expect_rank(op, "dst", dst, 2);
+  if (dst.dim(0) != src.dim(0)) {
+    throw_error(ErrorCode::kInvalidArgument, "copy_columns: src has {} rows but dst {}", src.dim(0), dst.dim(0));
+  }
+  if (width < 0 || src_column < 0 || dst_column < 0 || src_column + width > src.dim(1) ||
+      dst_column + width > dst.dim(1)) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "copy_columns: columns [{}, {}) of src {} or [{}, {}) of dst {} are outside the tensor", src_column,
+                src_column + width, shape_to_string(src.shape()), dst_column, dst_column + width,
+                shape_to_string(dst.shape()));
+  }
+  expect_no_alias(op, "src", src, "dst", dst);
+  if (width == 0 || src.dim(0) == 0) return;
+  OMNI_DISPATCH(device, copy_columns(src, src_column, dst, dst_column, width));
+}
+
+void weighted_mean_std(const Tensor& x, const Tensor& logits, Tensor& out) {
+  const char* op = "weighted_mean_std";
+  const Device device = common_device(op, {{"x", &x}, {"out", &out}});
+  expect_dtype(op, "x", x, DType::kF32);
+  expect_dtype(op, "out", out, DType::kF32);
+  expect_rank(op, "x", x, 2);
+  if (x.dim(0) < 1) throw_error(ErrorCode::kInvalidArgument, "weighted_mean_std: x has no rows");
+  if (logits.defined()) {
+    common_device(op, {{"x", &x}, {"logits", &logits}});
+    expect_dtype(op, "logits", logits, DType::kF32);
+    expect_shape(op, "logits", logits, x.shape());
+  }
+  expect_shape(op, "out", out, {2, x.dim(1)});
+  OMNI_DISPATCH(device, weighted_mean_std(x, logits, out));
+}
+
+void nearest_codes(Tensor& residual, const Tensor& codebook, const Tensor& norms, const Tensor& dots, Tensor& codes,
+                   int64_t column) {
+  const char* op = "nearest_codes";
+  const Device device = common_device(
+      op, {{"residual", &residual}, {"codebook", &codebook}, {"norms", &norms}, {"dots", &dots}, {"codes", &codes}});
+  expect_dtype(op, "residual", residual, DType::kF32);
+  expect_dtype(op, "codebook", codebook, DType::kF32);
+  expect_dtype(op, "norms", norms, DType::kF32);
+  expect_dtype(op, "dots", dots, DType::kF32);
+  expect_dtype(op, "codes", codes, DType::kI32);
+  expect_rank(op, "residual", residual, 2);
+  expect_rank(op, "codebook", codebook, 2);
+  expect_rank(op, "codes", codes, 2);
+  const int64_t frames = residual.dim(0), entries = codebook.dim(0);
+  if (codebook.dim(1) != residual.dim(1) || entries < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "nearest_codes: codebook {} does not fit residual {}",
+                shape_to_string(codebook.shape()), shape_to_string(residual.shape()));
+  }
+  expect_shape(op, "norms", norms, {entries});
+  expect_shape(op, "dots", dots, {frames, entries});
+  if (codes.dim(0) != frames || column < 0 || column >= codes.dim(1)) {
+    throw_error(ErrorCode::kInvalidArgument, "nearest_codes: codes {} has no column {} for {} frames",
+                shape_to_string(codes.shape()), column, frames);
+  }
+  if (frames == 0) return;
+  OMNI_DISPATCH(device, nearest_codes(residual, codebook, norms, dots, codes, column));
 }
 
 }  // namespace omni::tensor::ops

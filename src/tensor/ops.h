@@ -349,4 +349,48 @@ void rotate_pairs(Tensor& x, const Tensor& cos, const Tensor& sin);
 // out = x * scale, scale [D] along the last dimension of x [..., D]; out like x, may be x.
 void mul_columns(const Tensor& x, const Tensor& scale, Tensor& out);
 
+// The ops of audio encoders (a speaker encoder, a codec's encoder) over time-major rows [T, C].
+// On CUDA (tensor/cuda/audio_encoder.cu) elu, sigmoid, unfold_rows and copy_columns take any
+// float dtype with float32 arithmetic; weighted_mean_std and nearest_codes take float32 (their sums
+// are float64 on both backends).
+
+// Elementwise ELU with alpha 1: out = x > 0 ? x : exp(x) - 1 (expm1); out like x, may be x.
+void elu(const Tensor& x, Tensor& out);
+
+// Elementwise out = 1 / (1 + exp(-x)); out like x, may be x.
+void sigmoid(const Tensor& x, Tensor& out);
+
+// What unfold_rows reads for a row index i outside [0, T): zeros; the nearest edge row; or the row
+// mirrored about the edge without repeating it (PyTorch's reflect padding: -i, 2 (T - 1) - i).
+enum class RowPadding { kZeros, kReplicate, kReflect };
+
+// The input rows of a strided, dilated 1-D convolution side by side, so that the convolution is
+// ops::linear of `out` with the weight in tap-major layout [C_out, k * C_in]: x [T, C], out [R, k * C]
+// with out[r, j * C + c] = x[(first + r) * stride + j * dilation - left, c] for j < kernel (`first`
+// lets a long input be unfolded R rows at a time). Rows outside x follow `padding`; a reflected
+// index must land inside x (kInvalidArgument otherwise: x too short for the padding). kernel,
+// stride, dilation >= 1; left, first >= 0; out like x's dtype, not overlapping it.
+void unfold_rows(const Tensor& x, int kernel, int stride, int dilation, int64_t left, RowPadding padding, int64_t first,
+                 Tensor& out);
+
+// dst[r, dst_column + i] = src[r, src_column + i] for i < width and every row r: src [R, A] and
+// dst [R, B] of one dtype, both column ranges inside their tensors; src and dst must not overlap.
+void copy_columns(const Tensor& src, int64_t src_column, Tensor& dst, int64_t dst_column, int64_t width);
+
+// Attentive statistics pooling over time (ECAPA-TDNN): x [T, C] float32 (T >= 1), logits [T, C] or
+// undefined (equal weights), out [2, C]: with w[:, c] the softmax over t of logits[:, c],
+// out[0, c] = sum_t w x (the weighted mean) and out[1, c] = sqrt(max(sum_t w (x - mean)^2, 1e-12)).
+// Sums in float64. Undefined logits give the plain mean and (biased) standard deviation.
+void weighted_mean_std(const Tensor& x, const Tensor& logits, Tensor& out);
+
+// One quantizer of a residual vector quantizer: codes[f, column] = the entry of codebook [N, D]
+// nearest residual[f] (residual [F, D]) in Euclidean distance, then residual[f] -= that entry. The
+// caller passes dots [F, N] = residual codebook^T (ops::linear) and norms [N] = each entry's squared
+// norm: |r - e|^2 - |r|^2 = norms - 2 dots ranks the entries, and those within 1e-4 (|r|^2 + |best|
+// + 1) of the best are measured again exactly (float64), so the choice does not hang on the
+// product's rounding; an exact tie goes to the lower index. float32; codes [F, Q] i32 with
+// 0 <= column < Q.
+void nearest_codes(Tensor& residual, const Tensor& codebook, const Tensor& norms, const Tensor& dots, Tensor& codes,
+                   int64_t column);
+
 }  // namespace omni::tensor::ops

@@ -5,7 +5,6 @@
 #include "media/audio_decoder.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 
 #include <cmath>
@@ -143,12 +142,14 @@ TEST(AudioDecoder, SampleRatesPastTheLimitAreClearErrors) {
 // (FFmpeg's HLS demuxer would open it), so it cannot be used to read local files.
 // A WAV file whose LIST chunk claims 2 GiB, so that FFmpeg's RIFF INFO reader takes what follows
 // for tags and zero-allocates (so touches) a "tag" of 1.7 GiB that a size field read from the
-// file's bytes claims: the audio_decoder fuzzer's input (tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag). It
-// touched 1.7 GiB per request before decode_audio capped FFmpeg's allocations at 256 MiB; now the
-// allocation is refused, the tag dropped, and the process's peak RSS grows by far less.
+// file's bytes claims: the audio_decoder fuzzer's input
+// (tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag). It touched 1.7 GiB per request before decode_audio
+// capped FFmpeg's allocations at 256 MiB; now the allocation is refused, the tag dropped, and the process's peak RSS
+// grows by far less.
 TEST(AudioDecoder, HeadersClaimingHugeTagsDoNotAllocateThem) {
-  std::ifstream in(std::filesystem::path(OMNI_SOURCE_DIR) / "tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag",
-                   std::ios::binary);
+  std::ifstream in(
+      std::filesystem::path(OMNI_SOURCE_DIR) / "tests/fuzz/regressions/audio_decoder/wav-riff-info-1.7gib-tag",
+      std::ios::binary);
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_EQ(file.substr(0, 4), "RIFF");
   rusage before{};

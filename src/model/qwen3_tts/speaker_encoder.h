@@ -2,8 +2,9 @@
 // reference audio (24 kHz mono float32) -> log-mel [frames, 128] -> ECAPA-TDNN -> the x-vector
 // [enc_dim] (= the talker's hidden size) that fills the speaker slot of the talker's prompt.
 //
-// Runs on the CPU in float32 (a few GFLOP for 10 s of audio on the released widths). Immutable
-// after loading: embed() may be called from several threads at once.
+// The mel front end runs on the CPU; the network in float32 on the device the encoder is loaded on
+// (the CPU or a CUDA device; a few GFLOP for 10 s of audio on the released widths), through
+// tensor/ops.h. Immutable after loading: embed() may be called from several threads at once.
 // Errors: omni::Error(kLoadFailed) naming the file and tensor for a bad checkpoint;
 // kInvalidArgument for audio too short to analyse.
 #pragma once
@@ -29,7 +30,8 @@ inline constexpr int64_t kSpeakerMelMinSamples = kSpeakerMelFft;
 class SpeakerEncoder {
  public:
   // Loads speaker_encoder.* from `checkpoint` in the shapes `config` gives.
-  SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config);
+  SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config,
+                 tensor::Device device = tensor::Device::cpu());
 
   const SpeakerEncoderConfig& config() const { return config_; }
   // The log-mel [frames, mel_dim] (row-major) of `samples` at config().sample_rate.
@@ -40,10 +42,11 @@ class SpeakerEncoder {
   std::vector<float> embed(std::span<const float> samples) const;
 
  private:
+  // A Conv1d with padding "same" in reflect mode.
   struct Conv {
-    tensor::Tensor weight;  // [C_out, C_in, k]
+    tensor::Tensor weight;  // [C_out, k * C_in]: tap-major, the rows of ops::unfold_rows
     tensor::Tensor bias;    // [C_out]
-    int dilation = 1;
+    int kernel = 1, dilation = 1;
   };
   struct SeRes2NetBlock {
     Conv tdnn1, tdnn2, se1, se2;
@@ -51,12 +54,18 @@ class SpeakerEncoder {
   };
 
   Conv load_conv(const Checkpoint& checkpoint, const std::string& name, int out, int in, int k, int dilation) const;
+  // conv over x [T, C_in]: [T, C_out]; relu adds the TDNN block's ReLU.
+  tensor::Tensor apply(const Conv& conv, const tensor::Tensor& x, bool relu) const;
 
   SpeakerEncoderConfig config_;
+  tensor::Device device_;
   std::vector<double> mel_filterbank_;
   Conv first_;
   std::vector<SeRes2NetBlock> blocks_;
-  Conv mfa_, asp_tdnn_, asp_conv_, fc_;
+  Conv mfa_, asp_conv_, fc_;
+  // The pooling's TDNN over [x | mean | std] rows, split by its input columns: the x part, and the
+  // statistics part that is the same for every row (it becomes a bias).
+  Conv asp_tdnn_x_, asp_tdnn_stats_;
 };
 
 }  // namespace omni::model::qwen3_tts

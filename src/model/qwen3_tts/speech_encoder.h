@@ -9,9 +9,9 @@
 // encoder_valid_num_quantizers codebooks are kept. The weights are `encoder.*` of
 // speech_tokenizer/model.safetensors under transformers' Mimi names.
 //
-// Runs on the CPU in float32. Immutable after loading: encode() may be called from several threads
-// at once. Errors: omni::Error(kLoadFailed / kNotFound) naming the file and tensor for a bad
-// checkpoint; kInvalidArgument for empty audio.
+// Runs in float32 on the device it is loaded on (the CPU or a CUDA device), through tensor/ops.h.
+// Immutable after loading: encode() may be called from several threads at once. Errors: omni::Error(kLoadFailed /
+// kNotFound) naming the file and tensor for a bad checkpoint; kInvalidArgument for empty audio.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +35,12 @@ class SpeechEncoder {
     std::vector<float> downsampled;   // after the downsampling, one row per frame
   };
 
-  SpeechEncoder(const Checkpoint& checkpoint, SpeechEncoderConfig config);
-  // The encoder of the speech tokenizer in `dir` (a checkpoint's speech_tokenizer/); nullptr when
-  // its config.json has no encoder_config. Throws what the loaders throw.
-  static std::unique_ptr<SpeechEncoder> load(const std::filesystem::path& dir);
+  SpeechEncoder(const Checkpoint& checkpoint, SpeechEncoderConfig config,
+                tensor::Device device = tensor::Device::cpu());
+  // The encoder of the speech tokenizer in `dir` (a checkpoint's speech_tokenizer/) on `device`;
+  // nullptr when its config.json has no encoder_config. Throws what the loaders throw.
+  static std::unique_ptr<SpeechEncoder> load(const std::filesystem::path& dir,
+                                             tensor::Device device = tensor::Device::cpu());
 
   const SpeechEncoderConfig& config() const { return config_; }
   // Frames for `samples` samples: ceil(samples / samples_per_frame()).
@@ -52,7 +54,7 @@ class SpeechEncoder {
   // A causal Conv1d (transformers' MimiConv1d with use_causal_conv): left padding k_eff - stride,
   // right padding up to a whole last window; ceil(T / stride) output rows.
   struct Conv {
-    tensor::Tensor weight;  // [C_out, k * C_in]: tap-major, the rows of an unfolded input
+    tensor::Tensor weight;  // [C_out, k * C_in]: tap-major, the rows of ops::unfold_rows
     tensor::Tensor bias;    // [C_out] or undefined
     int in = 0, out = 0, kernel = 1, stride = 1, dilation = 1;
     bool replicate = false;  // pad with the edge rows instead of zeros
@@ -67,9 +69,9 @@ class SpeechEncoder {
     tensor::Tensor fc1, fc2;
   };
   struct Quantizer {
-    tensor::Tensor input_proj;               // [codebook_dim, hidden] or undefined (equal widths)
-    std::vector<tensor::Tensor> codebooks;   // each [codebook_size, codebook_dim]: embed_sum / usage
-    std::vector<std::vector<double>> norms;  // each [codebook_size]: squared norms of the entries
+    tensor::Tensor input_proj;              // [codebook_dim, hidden] or undefined (equal widths)
+    std::vector<tensor::Tensor> codebooks;  // each [codebook_size, codebook_dim]: embed_sum / usage
+    std::vector<tensor::Tensor> norms;      // each [codebook_size]: squared norms of the entries
   };
   // One stage of the SEANet encoder: residual blocks, then the strided convolution (ELU before it).
   struct Stage {
@@ -80,13 +82,16 @@ class SpeechEncoder {
   Conv load_conv(const Checkpoint& checkpoint, const std::string& name, int in, int out, int kernel, int stride,
                  int dilation, bool bias, bool replicate) const;
   Quantizer load_quantizer(const Checkpoint& checkpoint, const std::string& name, int layers) const;
-  // The encoder transformer over `x` [steps, hidden], in place.
-  void transformer(std::span<float> x, int64_t steps) const;
-  // Codes of `quantizer` over `x` [frames, hidden] into columns [first, first + count) of `codes`.
-  void quantize(const Quantizer& quantizer, std::span<const float> x, int64_t frames, int count, int first,
-                std::vector<int32_t>& codes) const;
+  // `conv` over x [T, conv.in]: [ceil(T / stride), conv.out].
+  tensor::Tensor apply(const Conv& conv, const tensor::Tensor& x) const;
+  // The encoder transformer over x [steps, hidden], in place.
+  void transformer(tensor::Tensor& x) const;
+  // Codes of `quantizer` over x [frames, hidden] into columns [first, first + layers) of codes
+  // [frames, valid_quantizers].
+  void quantize(const Quantizer& quantizer, const tensor::Tensor& x, int first, tensor::Tensor& codes) const;
 
   SpeechEncoderConfig config_;
+  tensor::Device device_;
   Conv first_;
   std::vector<Stage> stages_;
   Conv last_;

@@ -91,16 +91,16 @@ ModelFacts describe_checkpoint(const std::filesystem::path& model_dir) {
   return facts;
 }
 
-std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir) {
+std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir, tensor::Device device) {
   const TalkerConfig config = read_talker_config(model_dir);
   if (config.model_type != TtsModelType::kBase || !config.speaker_encoder) return std::nullopt;
-  auto encoder = std::make_shared<const SpeakerEncoder>(Checkpoint::open(model_dir), *config.speaker_encoder);
+  auto encoder = std::make_shared<const SpeakerEncoder>(Checkpoint::open(model_dir), *config.speaker_encoder, device);
   SpeakerEncoderModel model;
   model.sample_rate = encoder->config().sample_rate;
   model.embedding_size = static_cast<size_t>(encoder->config().enc_dim);
   model.embed = [encoder](std::span<const float> samples) { return encoder->embed(samples); };
   if (std::filesystem::exists(model_dir / "speech_tokenizer" / "config.json")) {
-    std::shared_ptr<const SpeechEncoder> codes = SpeechEncoder::load(model_dir / "speech_tokenizer");
+    std::shared_ptr<const SpeechEncoder> codes = SpeechEncoder::load(model_dir / "speech_tokenizer", device);
     if (codes && codes->config().sample_rate == model.sample_rate) {
       model.codes_per_frame = codes->config().valid_quantizers;
       model.reference_codes = [codes](std::span<const float> samples) { return codes->encode(samples); };

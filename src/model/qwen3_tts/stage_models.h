@@ -30,11 +30,11 @@ inline constexpr std::string_view kCode2WavStageModel = "qwen3_tts_code2wav";
 // file for malformed JSON, an spk_id that is not an object or an unknown tts_model_type.
 ModelFacts describe_checkpoint(const std::filesystem::path& model_dir);
 
-// The speaker encoder (speaker_encoder.h, on the CPU) of a Base checkpoint with a
-// speaker_encoder_config, with the speech-tokenizer encoder (speech_encoder.h) as its
+// The speaker encoder (speaker_encoder.h) of a Base checkpoint with a speaker_encoder_config, on
+// `device`, with the speech-tokenizer encoder (speech_encoder.h, on the same device) as its
 // reference_codes when speech_tokenizer/config.json has an encoder_config at the same sample rate;
 // nullopt for other checkpoints. Throws what the loaders throw.
-std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir);
+std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::path& model_dir, tensor::Device device);
 
 // Loads `args.model_dir`/speech_tokenizer onto args.device; throws what CodecDecoder::load throws.
 std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs& args);

@@ -98,4 +98,14 @@ bool paged_decode_attention_supports(DType dtype, int head_dim);
 // out[r, c] += bias[c] for out [R, C], bias [C] (same dtype); used by linear when K == 0.
 void add_row_bias(const Tensor& bias, Tensor& out);
 
+// The audio encoders' ops (ops.h).
+void elu(const Tensor& x, Tensor& out);
+void sigmoid(const Tensor& x, Tensor& out);
+void unfold_rows(const Tensor& x, int kernel, int stride, int dilation, int64_t left, ops::RowPadding padding,
+                 int64_t first, Tensor& out);
+void copy_columns(const Tensor& src, int64_t src_column, Tensor& dst, int64_t dst_column, int64_t width);
+void weighted_mean_std(const Tensor& x, const Tensor& logits, Tensor& out);
+void nearest_codes(Tensor& residual, const Tensor& codebook, const Tensor& norms, const Tensor& dots, Tensor& codes,
+                   int64_t column);
+
 }  // namespace omni::tensor::cuda
