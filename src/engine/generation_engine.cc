@@ -52,9 +52,8 @@ void GenerationEngine::add_request(const std::string& request_id, std::optional<
     throw_error(ErrorCode::kInvalidArgument, "request {}: {} context codes are not whole frames of {}", request_id,
                 context.size(), width);
   }
-  r.pending.assign(context.begin(), context.end());
-  r.context_frames = static_cast<int64_t>(context.size() / width);
-  r.stream = decoder_.open_stream();
+  r.stream = context.empty() ? decoder_.open_stream() : stream_after(context);
+  r.base_frames = r.stream->frames();
   r.arrival = next_arrival_++;
   requests_.emplace(request_id, std::move(r));
 }
@@ -77,8 +76,27 @@ void GenerationEngine::add_frames(const std::string& request_id, std::span<const
 
 void GenerationEngine::abort(const std::string& request_id) { requests_.erase(request_id); }
 
+std::unique_ptr<model::AudioDecoderStream> GenerationEngine::stream_after(std::span<const int32_t> context) {
+  for (auto it = context_states_.begin(); it != context_states_.end(); ++it) {
+    if (!std::equal(context.begin(), context.end(), it->context.begin(), it->context.end())) continue;
+    context_states_.splice(context_states_.begin(), context_states_, it);
+    ++reused_contexts_;
+    return decoder_.copy_stream(*it->stream);
+  }
+  std::unique_ptr<model::AudioDecoderStream> stream = decoder_.open_stream();
+  std::vector<float> dropped;
+  decoder_.decode(*stream, context, dropped);
+  if (chunking_.reference_states > 0) {
+    if (std::unique_ptr<model::AudioDecoderStream> kept = decoder_.copy_stream(*stream)) {
+      context_states_.push_front({std::vector<int32_t>(context.begin(), context.end()), std::move(kept)});
+      if (context_states_.size() > static_cast<size_t>(chunking_.reference_states)) context_states_.pop_back();
+    }
+  }
+  return stream;
+}
+
 int64_t GenerationEngine::frames_needed(const Request& r) const {
-  return r.stream->frames() == 0 ? r.context_frames + r.first_chunk_frames : chunking_.chunk_frames;
+  return r.stream->frames() == r.base_frames ? r.first_chunk_frames : chunking_.chunk_frames;
 }
 
 bool GenerationEngine::ready(const Request& r) const {
@@ -100,10 +118,10 @@ std::vector<AudioOutput> GenerationEngine::step() {
     if (!ready(r)) continue;
     ready_now.push_back(it);
     ChunkCandidate c;
-    c.first = r.stream->frames() == 0;
+    c.first = r.stream->frames() == r.base_frames;
     c.frames = std::min(static_cast<int64_t>(r.pending.size()) / width, frames_needed(r));
     c.arrival = r.arrival;
-    c.deadline = r.playback_start + std::max<int64_t>(0, r.stream->frames() - r.context_frames) * frame_duration_;
+    c.deadline = r.playback_start + (r.stream->frames() - r.base_frames) * frame_duration_;
     c.overtaken = r.overtaken;
     candidates.push_back(c);
   }
@@ -200,12 +218,6 @@ void GenerationEngine::decode(const std::vector<std::map<std::string, Request>::
     }
     const int64_t pending = static_cast<int64_t>(r.pending.size()) / width;
     out.finished = r.input_ended && frames[i] == pending;
-    // The left context's audio is the first call's first samples.
-    if (r.stream->frames() == frames[i] && r.context_frames > 0) {
-      const size_t drop =
-          std::min(out.audio.size(), static_cast<size_t>(r.context_frames * decoder_.samples_per_frame()));
-      out.audio.erase(out.audio.begin(), out.audio.begin() + static_cast<std::ptrdiff_t>(drop));
-    }
     r.pending.erase(r.pending.begin(), r.pending.begin() + frames[i] * width);
     if (out.finished) requests_.erase(batch[i]);
   }

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,10 +55,14 @@ class GenerationEngine {
                    TimeSource now = AudioClock::now);
 
   // Starts a request; first_chunk_frames overrides the engine's for this request. `context`
-  // (whole frames, frame-major) is left context: frames decoded ahead of the request's own, in its
-  // first call, whose audio is dropped (a voice clone's reference frames, which the request's
-  // frames continue, so that the audio of its first frames is the audio they have after them).
-  // Errors: kInvalidArgument for a duplicate id, a chunk size below 1 or partial context frames.
+  // (whole frames, frame-major) is left context: frames decoded ahead of the request's own, whose
+  // audio is dropped (a voice clone's reference frames, which the request's frames continue, so
+  // that the audio of its first frames is the audio they have after them). The context is decoded
+  // here, in a call of its own, unless an earlier request had the same context: the engine keeps
+  // the streams after the last chunking.reference_states distinct contexts (an LRU; decoders that
+  // copy streams, StreamingAudioDecoder::copy_stream) and starts the request from a copy, which
+  // continues bit for bit as the decoded context would. Errors: kInvalidArgument for a duplicate
+  // id, a chunk size below 1, partial context frames, or context codes the decoder refuses.
   void add_request(const std::string& request_id, std::optional<int> first_chunk_frames = std::nullopt,
                    std::span<const int32_t> context = {});
   // Appends frames (frame-major codes, whole frames); `last` ends the request's input. Errors:
@@ -67,6 +72,8 @@ class GenerationEngine {
   void abort(const std::string& request_id);
 
   size_t num_requests() const { return requests_.size(); }
+  // Requests that started from a kept context's stream instead of decoding their context.
+  uint64_t reused_contexts() const { return reused_contexts_; }
   // Whether step() would produce an output: some request has a chunk's worth of frames, or its
   // input ended.
   bool has_ready_work() const;
@@ -83,7 +90,7 @@ class GenerationEngine {
     std::unique_ptr<model::AudioDecoderStream> stream;
     std::vector<int32_t> pending;  // codes received and not yet decoded
     int first_chunk_frames = 1;
-    int64_t context_frames = 0;  // leading frames of pending whose audio is dropped
+    int64_t base_frames = 0;  // frames the stream held when the request started: its left context
     bool input_ended = false;
     uint64_t arrival = 0;  // add_request order
     // When the stream's first audio left the engine: it plays from then on, in real time.
@@ -93,6 +100,8 @@ class GenerationEngine {
     int overtaken = 0;
   };
 
+  // A stream that has decoded `context` (a copy of a kept one, or decoded now and kept).
+  std::unique_ptr<model::AudioDecoderStream> stream_after(std::span<const int32_t> context);
   int64_t frames_needed(const Request& r) const;
   bool ready(const Request& r) const;
   // One decode call for `batch` (ready requests); appends their outputs and drops finished ones.
@@ -106,6 +115,12 @@ class GenerationEngine {
   AudioClock::duration frame_duration_;  // the audio of one frame
   uint64_t next_arrival_ = 0;
   std::map<std::string, Request> requests_;
+  struct ContextState {
+    std::vector<int32_t> context;
+    std::unique_ptr<model::AudioDecoderStream> stream;  // never decoded into: requests get copies
+  };
+  std::list<ContextState> context_states_;  // most recently used first
+  uint64_t reused_contexts_ = 0;
 };
 
 }  // namespace omni::engine

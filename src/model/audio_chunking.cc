@@ -41,6 +41,13 @@ AudioChunking read_audio_chunking(const Json& extra, const std::string& where) {
     }
     if (it->get<int>() > 0) chunking.reference_context_frames = it->get<int>();
   }
+  if (auto it = extra.find("ref_code_state_cache_size"); it != extra.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000) {
+      throw_error(ErrorCode::kInvalidConfig,
+                  "{}: ref_code_state_cache_size must be a number of references >= 0, got {}", where, it->dump());
+    }
+    chunking.reference_states = it->get<int>();
+  }
   const std::optional<int> max_batch = positive_count(extra, "decode_batch_max_size", where, "requests");
   if (auto buckets = extra.find("decode_cudagraph_batch_sizes"); buckets != extra.end() && !buckets->is_null()) {
     if (!buckets->is_array() || buckets->empty()) {

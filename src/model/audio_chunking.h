@@ -12,6 +12,10 @@
 //     frames of a voice clone's reference codes (the request's left context,
 //     StreamingDecoderStage::context_codes) the decoder sees before the generated ones: the last
 //     that many; 0 means the default, as in vLLM-Omni, whose `int(x or left_context)` reads it so;
+//   ref_code_state_cache_size (ours, default 16; 0 turns it off): how many voice clones' reference
+//     contexts the engine keeps the decoded stream of, so that a request cloning the same voice
+//     again starts from a copy instead of decoding its reference frames (a few MB each on the
+//     released codec: the decoder's histories and its attention keys and values);
 //   decode_batch_max_size (default 4, as the bundled deploy YAML): the most streams whose ready
 //     chunks one decoder call takes;
 //   decode_cudagraph_batch_sizes: vLLM-Omni's captured batch buckets. A decoder whose chunks vary
@@ -29,10 +33,11 @@
 namespace omni::model {
 
 struct AudioChunking {
-  int first_chunk_frames = 1;  // initial_codec_chunk_frames
-  int chunk_frames = 25;       // codec_chunk_frames
-  int max_batch = 4;           // decode_batch_max_size: streams per decode call of later chunks
+  int first_chunk_frames = 1;         // initial_codec_chunk_frames
+  int chunk_frames = 25;              // codec_chunk_frames
+  int max_batch = 4;                  // decode_batch_max_size: streams per decode call of later chunks
   int reference_context_frames = 25;  // ref_code_context_frames: the reference frames kept as left context
+  int reference_states = 16;          // ref_code_state_cache_size: decoded reference contexts kept
   // decode_cudagraph_batch_sizes: the batch buckets calls are grouped into
   // (engine/audio_chunk_schedule.h); empty = none. Buckets above max_batch are never used.
   std::vector<int> batch_sizes;

@@ -38,6 +38,11 @@ class StreamingAudioDecoder {
   virtual int sample_rate() const = 0;
 
   virtual std::unique_ptr<AudioDecoderStream> open_stream() const = 0;
+  // A stream that continues exactly as `stream` would (its state copied, nothing shared), or
+  // nullptr when the decoder cannot copy its streams (this default).
+  virtual std::unique_ptr<AudioDecoderStream> copy_stream(const AudioDecoderStream& /*stream*/) const {
+    return nullptr;
+  }
   // Decodes the next frames of `stream`: `codes` holds whole frames, frame-major
   // (codes_per_frame() each); appends samples_per_frame() mono samples per frame to `audio`.
   // Throws omni::Error(kInvalidArgument) for codes it cannot decode (naming the frame and the

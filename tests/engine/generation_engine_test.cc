@@ -35,6 +35,12 @@ class FakeDecoder final : public model::StreamingAudioDecoder {
   int samples_per_frame() const override { return 3; }
   int sample_rate() const override { return 75; }
   std::unique_ptr<model::AudioDecoderStream> open_stream() const override { return std::make_unique<Stream>(); }
+  std::unique_ptr<model::AudioDecoderStream> copy_stream(const model::AudioDecoderStream& base) const override {
+    if (!copies) return nullptr;
+    auto copy = std::make_unique<Stream>();
+    copy->frames_ = static_cast<const Stream&>(base).frames_;
+    return copy;
+  }
   void decode(model::AudioDecoderStream& base, std::span<const int32_t> codes,
               std::vector<float>& audio) const override {
     record({codes.empty() ? -1 : codes[0]});
@@ -57,6 +63,7 @@ class FakeDecoder final : public model::StreamingAudioDecoder {
   int max_batch() const override { return batching ? 1000 : 1; }
 
   bool batching = false;
+  bool copies = true;  // copy_stream() works
   FakeClock* clock = nullptr;
   std::chrono::milliseconds call_cost{0};
   mutable std::vector<size_t> batch_sizes;          // of decode_batch() calls
@@ -141,22 +148,24 @@ TEST(GenerationEngineTest, PerRequestFirstChunkAndAnEmptyEnd) {
   EXPECT_TRUE(out[0].finished);
 }
 
-// Left context (a voice clone's reference frames): decoded in the first call ahead of the first
-// chunk, so the stream's positions continue from it, and its audio is not output.
-TEST(GenerationEngineTest, LeftContextIsDecodedFirstAndItsAudioDropped) {
+// Left context (a voice clone's reference frames): decoded when the request starts, in a call of
+// its own whose audio is not output, so the stream's positions continue from it.
+TEST(GenerationEngineTest, LeftContextIsDecodedAtTheStartAndItsAudioDropped) {
   FakeDecoder decoder;
   GenerationEngine engine(decoder, {2, 3});
   engine.add_request("r", std::nullopt, frames(50, 4));
+  ASSERT_EQ(decoder.calls.size(), 1u);
+  EXPECT_EQ(decoder.calls[0], std::vector<int32_t>{50});
   EXPECT_FALSE(engine.has_ready_work());  // the context alone is no chunk
   engine.add_frames("r", frames(0, 1), false);
   EXPECT_FALSE(engine.has_ready_work());
   engine.add_frames("r", frames(1, 4), false);
   std::vector<AudioOutput> out = engine.step();
   ASSERT_EQ(out.size(), 1u);
-  ASSERT_EQ(decoder.calls.size(), 1u);
-  EXPECT_EQ(decoder.calls[0], std::vector<int32_t>{50});  // one call: context then the first chunk
-  // Frames 0 and 1 at stream positions 4 and 5; the context's 4 frames (6 of it in one call) gone.
-  EXPECT_EQ(out[0].audio, (std::vector<float>{4, 0, 6, 5, 1, 6}));
+  ASSERT_EQ(decoder.calls.size(), 2u);
+  EXPECT_EQ(decoder.calls[1], std::vector<int32_t>{0});
+  // Frames 0 and 1 at stream positions 4 and 5 (the first chunk of 2); the context's audio gone.
+  EXPECT_EQ(out[0].audio, (std::vector<float>{4, 0, 2, 5, 1, 2}));
   engine.add_frames("r", {}, true);
   out = engine.step();
   ASSERT_EQ(out.size(), 1u);
@@ -170,6 +179,45 @@ TEST(GenerationEngineTest, LeftContextIsDecodedFirstAndItsAudioDropped) {
   EXPECT_TRUE(out[0].audio.empty());
   EXPECT_TRUE(out[0].finished);
   EXPECT_THROW(engine.add_request("partial", std::nullopt, std::vector<int32_t>{1, 2, 3}), Error);
+  // Context codes the decoder refuses fail the request at its start; nothing is kept of it.
+  EXPECT_THROW(engine.add_request("bad", std::nullopt, frames(98, 3)), Error);
+  EXPECT_EQ(engine.num_requests(), 0u);
+}
+
+// A request whose context an earlier one had starts from a copy of the stream kept after it: no
+// decoder call for the context, the same positions; at most reference_states contexts are kept,
+// the least recently used going first; a decoder that cannot copy streams decodes every context.
+TEST(GenerationEngineTest, ARepeatedContextStartsFromACopyOfItsStream) {
+  FakeDecoder decoder;
+  GenerationEngine engine(decoder, {.first_chunk_frames = 1, .chunk_frames = 3, .reference_states = 2});
+  engine.add_request("a", std::nullopt, frames(50, 4));
+  engine.add_request("b", std::nullopt, frames(50, 4));
+  EXPECT_EQ(decoder.calls.size(), 1u);
+  EXPECT_EQ(engine.reused_contexts(), 1u);
+  engine.add_frames("a", frames(0, 1), true);
+  engine.add_frames("b", frames(5, 1), true);
+  std::vector<float> a, b;
+  while (engine.has_ready_work()) {
+    for (AudioOutput& out : engine.step()) (out.request_id == "a" ? a : b) = out.audio;
+  }
+  EXPECT_EQ(a, (std::vector<float>{4, 0, 1}));
+  EXPECT_EQ(b, (std::vector<float>{4, 5, 1}));  // b's stream is its own copy: also at position 4
+  const size_t calls = decoder.calls.size();
+  engine.add_request("c", std::nullopt, frames(60, 2));  // decoded and kept: 60, 50
+  engine.add_request("d", std::nullopt, frames(70, 2));  // decoded and kept: 70, 60 (50 goes)
+  engine.add_request("e", std::nullopt, frames(60, 2));  // reused
+  engine.add_request("f", std::nullopt, frames(50, 2));  // decoded again
+  EXPECT_EQ(decoder.calls.size(), calls + 3);
+  EXPECT_EQ(engine.reused_contexts(), 2u);
+  EXPECT_EQ(decoder.calls.back(), std::vector<int32_t>{50});
+
+  FakeDecoder plain;
+  plain.copies = false;
+  GenerationEngine uncached(plain, {1, 3});
+  uncached.add_request("a", std::nullopt, frames(50, 4));
+  uncached.add_request("b", std::nullopt, frames(50, 4));
+  EXPECT_EQ(plain.calls.size(), 2u);
+  EXPECT_EQ(uncached.reused_contexts(), 0u);
 }
 
 TEST(GenerationEngineTest, ADecodeErrorEndsOnlyThatRequest) {

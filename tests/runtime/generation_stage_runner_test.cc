@@ -243,10 +243,54 @@ TEST_F(GenerationRunnerTest, KeepsTheLastRefCodeContextFramesOfTheReferenceAsLef
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
       EXPECT_NE(std::string(e.what()).find("stage 1 engine_args.connector_extra: ref_code_context_frames must be a "
-                                           "number of frames >= 0, got " + bad.dump()),
+                                           "number of frames >= 0, got " +
+                                           bad.dump()),
                 std::string::npos)
           << e.what();
     }
+  }
+}
+
+// Requests that clone the same reference start from a copy of the codec stream kept after its
+// context (ref_code_state_cache_size, default 16): their audio is the same bits as decoding the
+// context again, as with the cache off, and as the one-shot decode; a bad size names the option.
+TEST_F(GenerationRunnerTest, RequestsOfOneReferenceShareItsDecodedContext) {
+  const std::vector<int32_t> reference = frames(12), codes = frames(3);
+  auto clone_twice = [&](const Json& extra) {
+    auto runner = make_runner(extra);
+    std::vector<std::vector<float>> audio(2);
+    for (int i = 0; i < 2; ++i) {
+      StageRequest request;
+      request.request_id = "clone" + std::to_string(i);
+      request.additional_information = {{"ref_code", reference}};
+      request.inputs = {payload(codes)};
+      runner->add_request(request);
+      while (runner->can_step()) {
+        for (StageOutput& out : runner->step()) {
+          EXPECT_FALSE(out.error) << out.error->what();
+          audio[i].insert(audio[i].end(), out.audio.begin(), out.audio.end());
+        }
+      }
+    }
+    return audio;
+  };
+  std::vector<int32_t> all = reference;
+  all.insert(all.end(), codes.begin(), codes.end());
+  std::vector<float> want = one_shot(all);
+  want.erase(want.begin(), want.begin() + 12 * kSamplesPerFrame);
+  const std::vector<std::vector<float>> kept = clone_twice(Json::object());
+  EXPECT_EQ(kept[0], want);
+  EXPECT_EQ(kept[1], want);
+  const std::vector<std::vector<float>> off = clone_twice({{"ref_code_state_cache_size", 0}});
+  EXPECT_EQ(off[0], want);
+  EXPECT_EQ(off[1], want);
+  try {
+    make_runner({{"ref_code_state_cache_size", -1}});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ref_code_state_cache_size must be a number of references >= 0, got -1"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -335,6 +335,18 @@ std::unique_ptr<AudioDecoderStream> CodecDecoder::open_stream() const {
   return stream;
 }
 
+std::unique_ptr<AudioDecoderStream> CodecDecoder::copy_stream(const AudioDecoderStream& stream) const {
+  const auto* from = dynamic_cast<const CodecStream*>(&stream);
+  if (from == nullptr || from->owner_ != this) {
+    throw_error(ErrorCode::kInvalidArgument, "copy_stream: the stream was not opened by this decoder");
+  }
+  auto copy = std::make_unique<CodecStream>();
+  copy->owner_ = this;
+  copy->frames_ = from->frames_;
+  for (const Tensor& history : from->histories_) copy->histories_.push_back(history.to(device_));
+  return copy;
+}
+
 std::vector<float> CodecDecoder::decode(std::span<const int32_t> codes) const {
   std::vector<float> audio;
   CodecStream stream;

@@ -48,6 +48,9 @@ class CodecDecoder final : public StreamingAudioDecoder {
   int sample_rate() const override { return config_.output_sample_rate; }
 
   std::unique_ptr<AudioDecoderStream> open_stream() const override;
+  // A deep copy of a stream this decoder opened (its histories on the decoder's device);
+  // kInvalidArgument for another decoder's stream.
+  std::unique_ptr<AudioDecoderStream> copy_stream(const AudioDecoderStream& stream) const override;
   // Codes below 0 count as 0 (the reference clamps padding); codes >= codebook_size are
   // kInvalidArgument. Thread-safe for distinct streams.
   void decode(AudioDecoderStream& stream, std::span<const int32_t> codes, std::vector<float>& audio) const override;
