@@ -1,6 +1,9 @@
 #include "engine/generation_engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "base/error.h"
@@ -77,15 +80,24 @@ void GenerationEngine::add_frames(const std::string& request_id, std::span<const
 void GenerationEngine::abort(const std::string& request_id) { requests_.erase(request_id); }
 
 std::unique_ptr<model::AudioDecoderStream> GenerationEngine::stream_after(std::span<const int32_t> context) {
+  const auto started = std::chrono::steady_clock::now();
+  auto elapsed_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  };
+  const size_t frames = context.size() / static_cast<size_t>(decoder_.codes_per_frame());
   for (auto it = context_states_.begin(); it != context_states_.end(); ++it) {
     if (!std::equal(context.begin(), context.end(), it->context.begin(), it->context.end())) continue;
     context_states_.splice(context_states_.begin(), context_states_, it);
     ++reused_contexts_;
-    return decoder_.copy_stream(*it->stream);
+    std::unique_ptr<model::AudioDecoderStream> copy = decoder_.copy_stream(*it->stream);
+    spdlog::debug("generation engine: a kept context of {} frames copied in {:.2f} ms", frames, elapsed_ms());
+    return copy;
   }
   std::unique_ptr<model::AudioDecoderStream> stream = decoder_.open_stream();
   std::vector<float> dropped;
   decoder_.decode(*stream, context, dropped);
+  spdlog::debug("generation engine: a new context of {} frames decoded in {:.2f} ms ({} kept)", frames, elapsed_ms(),
+                context_states_.size());
   if (chunking_.reference_states > 0) {
     if (std::unique_ptr<model::AudioDecoderStream> kept = decoder_.copy_stream(*stream)) {
       context_states_.push_front({std::vector<int32_t>(context.begin(), context.end()), std::move(kept)});

@@ -97,6 +97,27 @@ TEST(CodecDecoderGpuTest, StreamingOnCudaMatchesTheCpuOneShotDecode) {
   }
 }
 
+// A copied stream (copy_stream: a voice clone's kept reference context) continues exactly as the
+// stream it was copied from: the same samples bit for bit on the device, and the original is not
+// moved by decoding its copy.
+TEST(CodecDecoderGpuTest, ACopiedStreamContinuesAsItsOriginal) {
+  SKIP_WITHOUT_GPU();
+  testing::TempDir dir;
+  write_random_codec_checkpoint(dir.path(), small_codec_shapes(), 13);
+  auto gpu = CodecDecoder::load(dir.path(), tensor::Device::cuda(0));
+  const std::vector<int32_t> context = random_codes(80, 4), rest = random_codes(30, 5);
+  auto original = gpu->open_stream();
+  std::vector<float> dropped;
+  gpu->decode(*original, context, dropped);
+  auto copy = gpu->copy_stream(*original);
+  ASSERT_EQ(copy->frames(), 80);
+  std::vector<float> from_copy, from_original;
+  gpu->decode(*copy, rest, from_copy);
+  gpu->decode(*original, rest, from_original);
+  ASSERT_EQ(from_copy.size(), 30u * 1920u);
+  EXPECT_EQ(from_copy, from_original);
+}
+
 TEST(CodecDecoderGpuTest, ThreeBatchedStreamsEachMatchTheirLoneDecode) {
   SKIP_WITHOUT_GPU();
   testing::TempDir dir;
