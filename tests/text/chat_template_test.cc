@@ -250,6 +250,18 @@ TEST(ChatTemplateTest, ErrorsNameTheTemplateLine) {
             "chat line 2: the template is not valid UTF-8 (byte 13) [load_failed]");
   EXPECT_EQ(error_of([] { jinja::Template("\x80", "chat"); }),
             "chat line 1: the template is not valid UTF-8 (byte 0) [load_failed]");
+  // Found by the chat_template fuzzer: a \x escape without hex digits threw std::stoul's
+  // invalid_argument instead of a template error; "\x-1" was read as a huge code point.
+  EXPECT_EQ(error_of([] { jinja::Template("\n{{ 'a\\xZZ' }}", "chat"); }),
+            "chat line 2: truncated \\x escape in string literal: it needs 2 hex digits [load_failed]");
+  EXPECT_EQ(error_of([] { jinja::Template("{{ '\\x-1' }}", "chat"); }),
+            "chat line 1: truncated \\x escape in string literal: it needs 2 hex digits [load_failed]");
+  EXPECT_EQ(error_of([] { jinja::Template("{{ '\\u12' }}", "chat"); }),
+            "chat line 1: truncated \\u escape in string literal: it needs 4 hex digits [load_failed]");
+  EXPECT_EQ(error_of([] { jinja::Template("{{ '\\U00110000' }}", "chat"); }),
+            "chat line 1: \\U escape in string literal is beyond U+10FFFF [load_failed]");
+  EXPECT_EQ(jinja::Template("{{ '\\x41\\u00e9\\U0001F600\\101\\7' }}", "chat").render({}),
+            "A\u00e9\U0001F600A\a");
   const jinja::Dict vars = jinja::Value::from_json(j(R"({"m": {"role": "user"}})")).as_dict();
   EXPECT_EQ(error_of([&] { jinja::Template("ok\n{{ m.content.strip() }}", "chat").render(vars); }),
             "chat line 2: 'dict object' has no attribute 'content' [invalid_argument]");

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "text/chat_template/template.h"
 #include "text/chat_template/template_builtins.h"
@@ -225,9 +227,21 @@ class Lexer {
       }
       const char e = src_[p + 1];
       p += 2;
+      // \xXX, \uXXXX, \UXXXXXXXX: exactly n hex digits, as Python's literal parser demands.
       auto hex = [&](size_t n) {
-        if (p + n > src_.size()) fail(line_, "truncated escape in string literal");
-        const char32_t cp = static_cast<char32_t>(std::stoul(src_.substr(p, n), nullptr, 16));
+        char32_t cp = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const char h = p + i < src_.size() ? src_[p + i] : '\0';
+          const int digit = h >= '0' && h <= '9'   ? h - '0'
+                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                   : -1;
+          if (digit < 0) {
+            fail(line_, fmt::format("truncated \\{} escape in string literal: it needs {} hex digits", e, n));
+          }
+          cp = cp * 16 + static_cast<char32_t>(digit);
+        }
+        if (cp > 0x10FFFF) fail(line_, fmt::format("\\{} escape in string literal is beyond U+10FFFF", e));
         p += n;
         utf8::append_code_point(cp, out);
       };
@@ -281,7 +295,9 @@ class Lexer {
               ++p;
               ++n;
             }
-            utf8::append_code_point(static_cast<char32_t>(std::stoul(src_.substr(p - n, n), nullptr, 8)), out);
+            char32_t cp = 0;
+            for (size_t i = p - n; i < p; ++i) cp = cp * 8 + static_cast<char32_t>(src_[i] - '0');
+            utf8::append_code_point(cp, out);
           } else {
             out += '\\';
             out += e;
