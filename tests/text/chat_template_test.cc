@@ -303,6 +303,24 @@ TEST(ChatTemplateTest, HostileTemplatesAreBoundedWithClearErrors) {
       "chat line 1: blocks or expressions nested deeper than 256 [load_failed]");
   EXPECT_EQ(error_of([] { jinja::Template("{{ 99999999999999999999 }}", "chat"); }),
             "chat line 1: integer literal 99999999999999999999 does not fit in 64 bits [load_failed]");
+  // Found by the chat_template fuzzer: a namespace made to hold itself was printed by recursing
+  // until the stack overflowed (and was never freed).
+  EXPECT_EQ(render("{% set ns = namespace(s='x') %}\n{% set ns.s = ns, ns.s %}{{ ns }}"),
+            "chat line 2: a value nested deeper than 512 levels (a namespace that holds itself?) [invalid_argument]");
+  EXPECT_EQ(render("{% set a = namespace(v=1) %}{% set b = namespace(v=[a]) %}{% set a.v = b %}{{ a == b }}{{ a.v.v }}"),
+            "chat line 1: a value nested deeper than 512 levels (a namespace that holds itself?) [invalid_argument]");
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+            "chat line 1: a list or dict nested deeper than 512 levels [invalid_argument]");
+  EXPECT_EQ(jinja::Template("{% set ns = namespace(x=[]) %}{% for i in range(511) %}{% set ns.x = [ns.x] %}"
+                            "{% endfor %}{{ (ns.x | tojson)[:4] }}{{ (ns.x | string | length) }}",
+                            "chat")
+                .render(none),
+            "[[[[1024");
+  std::string deep_json;
+  for (int i = 0; i < 100000; ++i) deep_json += "[";
+  for (int i = 0; i < 100000; ++i) deep_json += "]";
+  EXPECT_EQ(error_of([&] { jinja::Value::from_json(j(deep_json)); }),
+            "a template variable is JSON nested deeper than 512 levels [invalid_argument]");
   // A template within the bounds still renders: 64 levels of blocks, a long loop.
   std::string deep;
   for (int i = 0; i < 64; ++i) deep += "{% if true %}";

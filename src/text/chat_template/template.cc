@@ -19,9 +19,24 @@ class Renderer {
  public:
   Renderer(const std::string& name, const Dict& variables) : name_(name) {
     for (auto& [k, v] : global_functions()) globals_[k] = v;
+    // Every namespace made in this rendering is kept until its end, when the renderer empties
+    // them all: one that came to hold itself is freed too, and freeing a value never recurses
+    // through a namespace.
+    const Value make_namespace = globals_["namespace"];
+    globals_["namespace"] = Value::function("namespace", [this, make_namespace](CallArgs& a) {
+      namespaces_.push_back(make_namespace.as_function()(a));
+      return namespaces_.back();
+    });
     for (const auto& [k, v] : variables) globals_[k] = v;
     frames_.emplace_back();
   }
+  ~Renderer() {
+    frames_.clear();
+    globals_.clear();
+    for (const Value& ns : namespaces_) Dict().swap(ns.namespace_attributes());
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   std::string render(const Body& body) {
     std::string out;
@@ -463,6 +478,7 @@ class Renderer {
   const std::string& name_;
   std::unordered_map<std::string, Value> globals_;
   std::vector<Frame> frames_;
+  std::vector<Value> namespaces_;  // made in this rendering
   int line_ = 0;
   int depth_ = 0;
   int64_t steps_ = 0;

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/error.h"
 #include "text/tokenizer/utf8.h"
 
 namespace omni::text::jinja {
@@ -26,8 +27,52 @@ Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
-Value::Value(List list) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(list))) {}
-Value::Value(Dict dict) : kind_(Kind::kDict), dict_(std::make_shared<Dict>(std::move(dict))) {}
+namespace {
+
+int nesting_of(int deepest_element) {
+  const int nesting = deepest_element + 1;
+  if (nesting > kMaxValueNesting) {
+    throw TemplateError(fmt::format("a list or dict nested deeper than {} levels", kMaxValueNesting));
+  }
+  return nesting;
+}
+
+// One level of a walk through a value (repr, JSON, comparison). Lists and dicts nest at most
+// kMaxValueNesting deep when made, but a namespace can come to hold itself, directly or not.
+class WalkLevel {
+ public:
+  WalkLevel() {
+    if (++depth_ > kMaxValueNesting) {
+      --depth_;
+      throw TemplateError(
+          fmt::format("a value nested deeper than {} levels (a namespace that holds itself?)", kMaxValueNesting));
+    }
+  }
+  ~WalkLevel() { --depth_; }
+  WalkLevel(const WalkLevel&) = delete;
+  WalkLevel& operator=(const WalkLevel&) = delete;
+
+ private:
+  static thread_local int depth_;
+};
+
+thread_local int WalkLevel::depth_ = 0;
+
+}  // namespace
+
+Value::Value(List list) : kind_(Kind::kList) {
+  int deepest = 0;
+  for (const Value& e : list) deepest = std::max(deepest, e.nesting_);
+  nesting_ = nesting_of(deepest);
+  list_ = std::make_shared<const List>(std::move(list));
+}
+
+Value::Value(Dict dict) : kind_(Kind::kDict) {
+  int deepest = 0;
+  for (const auto& [k, v] : dict) deepest = std::max(deepest, v.nesting_);
+  nesting_ = nesting_of(deepest);
+  dict_ = std::make_shared<Dict>(std::move(dict));
+}
 
 Value Value::make_namespace(Dict attributes) {
   Value v(std::move(attributes));
@@ -42,7 +87,13 @@ Value Value::function(std::string name, Function f) {
   return v;
 }
 
-Value Value::from_json(const OrderedJson& j) {
+Value Value::from_json(const OrderedJson& j) { return from_json(j, 0); }
+
+Value Value::from_json(const OrderedJson& j, int depth) {
+  if (j.is_structured() && depth >= kMaxValueNesting) {
+    throw_error(ErrorCode::kInvalidArgument, "a template variable is JSON nested deeper than {} levels",
+                kMaxValueNesting);
+  }
   switch (j.type()) {
     case OrderedJson::value_t::null:
       return none();
@@ -59,13 +110,13 @@ Value Value::from_json(const OrderedJson& j) {
     case OrderedJson::value_t::array: {
       List list;
       list.reserve(j.size());
-      for (const auto& e : j) list.push_back(from_json(e));
+      for (const auto& e : j) list.push_back(from_json(e, depth + 1));
       return Value(std::move(list));
     }
     case OrderedJson::value_t::object: {
       Dict dict;
       dict.reserve(j.size());
-      for (const auto& [k, v] : j.items()) dict.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) dict.emplace_back(k, from_json(v, depth + 1));
       return Value(std::move(dict));
     }
     default:
@@ -231,6 +282,7 @@ std::string json_float(double f) {
 
 void append_json(const Value& v, bool ensure_ascii, int indent, int depth, std::string_view item_sep,
                  std::string_view key_sep, bool sort_keys, std::string& out) {
+  const WalkLevel level;
   auto newline = [&](int d) {
     if (indent < 0) return;
     out += '\n';
@@ -320,6 +372,7 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  const WalkLevel level;
   switch (kind_) {
     case Kind::kString:
       return python_string_repr(*s_);
@@ -386,6 +439,7 @@ std::string Value::to_json(bool ensure_ascii, int indent, std::string_view item_
 }
 
 bool equal(const Value& a, const Value& b) {
+  const WalkLevel level;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -422,6 +476,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  const WalkLevel level;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();

@@ -25,6 +25,12 @@ class TemplateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How deep lists and dicts may nest. A template that builds [[[...]]] in a loop gets a
+// TemplateError instead of a value that printing, comparing or freeing would recurse through
+// without bound; printing, comparing and JSON walks stop at the same depth (a namespace that
+// holds itself, which the renderer's namespaces can, ends there too).
+inline constexpr int kMaxValueNesting = 512;
+
 class Value;
 using List = std::vector<Value>;
 // Insertion-ordered, as a Python dict is.
@@ -49,10 +55,12 @@ class Value {
   Value(double f);
   Value(std::string s);
   Value(const char* s) : Value(std::string(s)) {}
+  // Throw TemplateError when the new value would nest deeper than kMaxValueNesting.
   Value(List list);
   Value(Dict dict);
   static Value make_namespace(Dict attributes);
   static Value function(std::string name, Function f);
+  // Throws omni::Error(kInvalidArgument) for JSON nested deeper than kMaxValueNesting.
   static Value from_json(const OrderedJson& j);
 
   Kind kind() const { return kind_; }
@@ -97,8 +105,11 @@ class Value {
                       bool sort_keys) const;
 
  private:
+  static Value from_json(const OrderedJson& j, int depth);
+
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
+  int nesting_ = 0;  // lists, dicts and namespaces: 1 + their deepest element's, when made
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;
