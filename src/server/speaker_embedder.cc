@@ -63,8 +63,13 @@ SpeakerEmbedder::SpeakerEmbedder(VoiceEncoder encoder, MediaFetchOptions fetch, 
       codes_misses_(metrics
                         .counter("omnistage:reference_codes_cache_misses_total",
                                  "In-context voice-clone references that ran the speech-tokenizer encoder.", {})
-                        .with({})),
-      worker_([this] { run(); }) {}
+                        .with({})) {
+  if (encoder_.concurrency < 1) {
+    throw_error(ErrorCode::kInvalidArgument, "voice cloning: the encoders' concurrency is {}; it must be at least 1",
+                encoder_.concurrency);
+  }
+  for (int i = 0; i < encoder_.concurrency; ++i) workers_.emplace_back([this] { run(); });
+}
 
 SpeakerEmbedder::~SpeakerEmbedder() {
   {
@@ -72,7 +77,7 @@ SpeakerEmbedder::~SpeakerEmbedder() {
     stopping_ = true;
   }
   wake_.notify_all();
-  worker_.join();
+  for (std::thread& worker : workers_) worker.join();
 }
 
 void SpeakerEmbedder::submit_reference(std::string reference, std::string field, Done done) {
@@ -185,10 +190,7 @@ ReferenceVoice SpeakerEmbedder::reference_now(const std::string& bytes, const st
   if (embedding && codes) return {std::move(*embedding), std::move(*codes)};
   const std::vector<float> samples = reference_samples(bytes, field);
   if (!embedding) embedding = embed_samples(samples);
-  if (!codes) {
-    std::lock_guard lock(encode_mutex_);
-    codes = timed(speech_tokenizer_encoder_seconds_, [&] { return encoder_.reference_codes(samples); });
-  }
+  if (!codes) codes = timed(speech_tokenizer_encoder_seconds_, [&] { return encoder_.reference_codes(samples); });
   if (encoder_.codes_per_frame == 0 || codes->empty() || codes->size() % encoder_.codes_per_frame != 0) {
     throw_error(ErrorCode::kInternal, "the speech-tokenizer encoder gave {} codes, not whole frames of {}",
                 codes->size(), encoder_.codes_per_frame);
@@ -228,7 +230,6 @@ std::vector<float> SpeakerEmbedder::decode_reference(const std::string& bytes, c
 }
 
 std::vector<float> SpeakerEmbedder::embed_samples(std::span<const float> samples) {
-  std::lock_guard lock(encode_mutex_);
   std::vector<float> embedding = timed(speaker_encoder_seconds_, [&] { return encoder_.embed(samples); });
   if (embedding.size() != encoder_.embedding_size) {
     throw_error(ErrorCode::kInternal, "the speaker encoder gave {} values, expected {}", embedding.size(),

@@ -6,8 +6,10 @@
 // looks the bytes up in the cache (a bounded LRU keyed by a 64-bit hash and the length of the
 // encoded bytes, so a repeated clone skips fetching nothing but decoding and the encoder), else
 // decodes them (media/audio_decoder.h: any format FFmpeg reads, soxr-resampled to the encoder's
-// rate), checks the duration and runs the encoder. Jobs run one at a time on the embedder's own
-// thread, in order; the encoder itself spreads over the CPU's cores.
+// rate), checks the duration and runs the encoder. Jobs run in order of submission on the
+// embedder's own threads, VoiceEncoder::concurrency of them at once: one where the encoders
+// spread over the CPU's cores, more where they run on a GPU, so that one reference's decoding on
+// the CPU overlaps another's encoders and the GPU is handed the next work without waiting.
 //
 // In-context cloning (ref_audio with ref_text) needs the reference's codec frames too
 // (submit_reference_with_codes): the model's speech-tokenizer encoder computes them from the same
@@ -21,8 +23,8 @@
 // "speech_tokenizer_encoder"} (decode: decoding, checking and resampling the reference).
 // Errors reach `done` as an exception: InvalidField (400) naming the field for bad, too short or
 // too long audio; what the encoder throws otherwise.
-// Threads: submit() from any thread; `done` runs on the embedder's thread. The destructor finishes
-// the job in progress and drops the queued ones without calling them.
+// Threads: submit() from any thread; `done` runs on one of the embedder's threads. The destructor
+// finishes the jobs in progress and drops the queued ones without calling them.
 #pragma once
 
 #include <condition_variable>
@@ -54,6 +56,8 @@ struct VoiceEncoder {
   // the model has no speech-tokenizer encoder.
   size_t codes_per_frame = 0;
   std::function<std::vector<int32_t>(std::span<const float> samples)> reference_codes;
+  // References worked on at once (both functions are called from that many threads).
+  int concurrency = 1;
   explicit operator bool() const { return static_cast<bool>(embed); }
 };
 
@@ -158,8 +162,7 @@ class SpeakerEmbedder {
   std::condition_variable wake_;
   std::deque<Job> jobs_;
   bool stopping_ = false;
-  std::mutex encode_mutex_;  // one encoder run at a time (the worker and embed_now)
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 class VoiceStore;
