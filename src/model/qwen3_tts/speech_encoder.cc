@@ -174,8 +174,9 @@ void SpeechEncoder::transformer(Tensor& x) const {
   // Causal attention over the current step and the sliding_window - 1 before it: one sequence
   // whose keys are the layer's own k and v, read as one-row blocks.
   std::vector<int32_t> table(static_cast<size_t>(steps));
-  Tensor positions = Tensor::empty({steps}, DType::kI32);
-  for (int64_t t = 0; t < steps; ++t) table[t] = positions.data<int32_t>()[t] = static_cast<int32_t>(t);
+  Tensor host_positions = Tensor::empty({steps}, DType::kI32);
+  for (int64_t t = 0; t < steps; ++t) table[t] = host_positions.data<int32_t>()[t] = static_cast<int32_t>(t);
+  const Tensor positions = host_positions.to(device_);  // uploaded once for every layer
   const ops::PagedSequence sequence{0, static_cast<int32_t>(steps), 0, table};
   ops::RopeSpec rope;
   rope.theta = c.rope_theta;
