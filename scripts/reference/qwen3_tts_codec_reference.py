@@ -198,15 +198,16 @@ def causal_conv(x, weight, bias, dilation=1, groups=1):
     return out + bias[:, None]
 
 
-def causal_trans_conv(x, weight, bias, stride):
-    """ConvTranspose1d(k, stride) with the k - stride samples trimmed on the right (Qwen3-TTS)."""
+def causal_trans_conv(x, weight, bias, stride, trim_left=False):
+    """ConvTranspose1d(k, stride) with the k - stride samples trimmed on the right (Qwen3-TTS), and
+    with trim_left also k - stride on the left (the Qwen3-Omni code2wav)."""
     cin, cout, k = weight.shape
     length = x.shape[1]
     full = np.zeros((cout, (length - 1) * stride + k))
     for t in range(length):
         full[:, t * stride:t * stride + k] += np.einsum("i,iok->ok", x[:, t], weight)
     full += bias[:, None]
-    return full[:, :length * stride]
+    return full[:, k - stride:length * stride] if trim_left else full[:, :length * stride]
 
 
 def snake_beta(x, alpha, beta):
@@ -244,10 +245,9 @@ def rope(x, theta):  # x [T, heads, hd], positions 0..T-1, NeoX rotate_half
     return x * cos + rot * sin
 
 
-def transformer(x, w, c):
-    """pre_transformer on x [T, latent] -> [T, latent]."""
-    p = "decoder.pre_transformer."
-    h = x @ w[p + "input_proj.weight"].T + w[p + "input_proj.bias"]
+def transformer(x, w, c, p="decoder.pre_transformer.", projections=True):
+    """pre_transformer on x [T, latent] -> [T, latent] (without projections: latent = hidden)."""
+    h = x @ w[p + "input_proj.weight"].T + w[p + "input_proj.bias"] if projections else x
     t = h.shape[0]
     nh, nkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
     eps = c["rms_norm_eps"]
@@ -278,7 +278,7 @@ def transformer(x, w, c):
         m = (silu(gate) * up) @ w[lp + "mlp.down_proj.weight"].T
         h = h + w[lp + "mlp_layer_scale.scale"] * m
     h = rms_norm(h, w[p + "norm.weight"], eps)
-    return h @ w[p + "output_proj.weight"].T + w[p + "output_proj.bias"]
+    return h @ w[p + "output_proj.weight"].T + w[p + "output_proj.bias"] if projections else h
 
 
 def convnext(x, w, p):  # x [C, T]

@@ -13,25 +13,27 @@ int CodecDecoderConfig::samples_per_frame() const {
   return samples;
 }
 
-CodecDecoderConfig read_codec_decoder_config(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / "config.json";
-  const Json json = read_json_file(path);
-  const std::string file = path.string();
-  if (!json.contains("decoder_config") || !json["decoder_config"].is_object()) {
-    throw_error(ErrorCode::kLoadFailed, "{}: missing object 'decoder_config'", file);
+namespace {
+
+template <typename T>
+void read_field(const Json& obj, const std::string& file, const std::string& prefix, const char* key, T& value) {
+  if (!obj.contains(key) || obj[key].is_null()) return;  // the default
+  try {
+    obj[key].get_to(value);
+  } catch (const Json::exception&) {
+    throw_error(ErrorCode::kLoadFailed, "{}: field '{}{}' has the wrong type (got {})", file, prefix, key,
+                obj[key].dump());
   }
-  const Json& d = json["decoder_config"];
-  auto read = [&](const Json& obj, const char* prefix, const char* key, auto& value) {
-    if (!obj.contains(key) || obj[key].is_null()) return;  // the released default
-    try {
-      obj[key].get_to(value);
-    } catch (const Json::exception&) {
-      throw_error(ErrorCode::kLoadFailed, "{}: field '{}{}' has the wrong type (got {})", file, prefix, key,
-                  obj[key].dump());
-    }
+}
+
+}  // namespace
+
+CodecDecoderConfig parse_codec_decoder_config(const Json& d, CodecDecoderConfig c, const std::string& file,
+                                              const std::string& prefix) {
+  auto read = [&](const Json& obj, const std::string& p, const char* key, auto& value) {
+    read_field(obj, file, p, key, value);
   };
-  CodecDecoderConfig c;
-  const char* p = "decoder_config.";
+  const std::string& p = prefix;
   read(d, p, "codebook_size", c.codebook_size);
   read(d, p, "codebook_dim", c.codebook_dim);
   read(d, p, "latent_dim", c.latent_dim);
@@ -48,34 +50,34 @@ CodecDecoderConfig read_codec_decoder_config(const std::filesystem::path& dir) {
   read(d, p, "upsample_rates", c.upsample_rates);
   read(d, p, "upsampling_ratios", c.upsampling_ratios);
   read(d, p, "decoder_dim", c.decoder_dim);
-  read(json, "", "output_sample_rate", c.output_sample_rate);
 
   auto positive = [&](const char* key, int value) {
-    if (value <= 0) throw_error(ErrorCode::kLoadFailed, "{}: field '{}' must be positive, got {}", file, key, value);
+    if (value <= 0) {
+      throw_error(ErrorCode::kLoadFailed, "{}: field '{}{}' must be positive, got {}", file, p, key, value);
+    }
   };
-  positive("decoder_config.codebook_size", c.codebook_size);
-  positive("decoder_config.latent_dim", c.latent_dim);
-  positive("decoder_config.hidden_size", c.hidden_size);
-  positive("decoder_config.intermediate_size", c.intermediate_size);
-  positive("decoder_config.num_attention_heads", c.num_attention_heads);
-  positive("decoder_config.num_key_value_heads", c.num_key_value_heads);
-  positive("decoder_config.head_dim", c.head_dim);
-  positive("decoder_config.sliding_window", c.sliding_window);
-  positive("decoder_config.num_quantizers", c.num_quantizers);
-  positive("output_sample_rate", c.output_sample_rate);
+  positive("codebook_size", c.codebook_size);
+  positive("latent_dim", c.latent_dim);
+  positive("hidden_size", c.hidden_size);
+  positive("intermediate_size", c.intermediate_size);
+  positive("num_attention_heads", c.num_attention_heads);
+  positive("num_key_value_heads", c.num_key_value_heads);
+  positive("head_dim", c.head_dim);
+  positive("sliding_window", c.sliding_window);
+  positive("num_quantizers", c.num_quantizers);
   if (c.num_hidden_layers < 0) {
-    throw_error(ErrorCode::kLoadFailed, "{}: field 'decoder_config.num_hidden_layers' must be >= 0", file);
+    throw_error(ErrorCode::kLoadFailed, "{}: field '{}num_hidden_layers' must be >= 0", file, p);
   }
   if (c.codebook_dim <= 0 || c.codebook_dim % 2 != 0) {
-    throw_error(ErrorCode::kLoadFailed, "{}: field 'decoder_config.codebook_dim' must be positive and even, got {}",
-                file, c.codebook_dim);
+    throw_error(ErrorCode::kLoadFailed, "{}: field '{}codebook_dim' must be positive and even, got {}", file, p,
+                c.codebook_dim);
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     throw_error(ErrorCode::kLoadFailed, "{}: {} attention heads are not a multiple of {} key/value heads", file,
                 c.num_attention_heads, c.num_key_value_heads);
   }
   if (c.head_dim % 2 != 0) {
-    throw_error(ErrorCode::kLoadFailed, "{}: field 'decoder_config.head_dim' must be even, got {}", file, c.head_dim);
+    throw_error(ErrorCode::kLoadFailed, "{}: field '{}head_dim' must be even, got {}", file, p, c.head_dim);
   }
   for (const auto* rates : {&c.upsample_rates, &c.upsampling_ratios}) {
     for (int r : *rates) {
@@ -86,6 +88,23 @@ CodecDecoderConfig read_codec_decoder_config(const std::filesystem::path& dir) {
   if (c.decoder_dim <= 0 || blocks >= 31 || c.decoder_dim % (1 << blocks) != 0) {
     throw_error(ErrorCode::kLoadFailed, "{}: decoder_dim {} cannot halve once per decoder block ({} blocks)", file,
                 c.decoder_dim, blocks);
+  }
+  return c;
+}
+
+CodecDecoderConfig read_codec_decoder_config(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "config.json";
+  const Json json = read_json_file(path);
+  const std::string file = path.string();
+  if (!json.contains("decoder_config") || !json["decoder_config"].is_object()) {
+    throw_error(ErrorCode::kLoadFailed, "{}: missing object 'decoder_config'", file);
+  }
+  CodecDecoderConfig c = parse_codec_decoder_config(json["decoder_config"], CodecDecoderConfig{}, file,
+                                                    "decoder_config.");
+  read_field(json, file, "", "output_sample_rate", c.output_sample_rate);
+  if (c.output_sample_rate <= 0) {
+    throw_error(ErrorCode::kLoadFailed, "{}: field 'output_sample_rate' must be positive, got {}", file,
+                c.output_sample_rate);
   }
   if (json.contains("decode_upsample_rate") && json["decode_upsample_rate"].is_number_integer() &&
       json["decode_upsample_rate"].get<int>() != c.samples_per_frame()) {

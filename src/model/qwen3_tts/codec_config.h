@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "base/json.h"
@@ -34,6 +35,12 @@ struct CodecDecoderConfig {
   // Channels after decoder block i (0-based): decoder_dim / 2^(i+1).
   int block_channels(int block) const { return decoder_dim >> (block + 1); }
 };
+
+// The decoder fields of `decoder` (speech_tokenizer/config.json's decoder_config, or a config of
+// the same fields) over `defaults`, checked; `file` and `prefix` ("decoder_config.") name a field
+// in errors (kLoadFailed, as below).
+CodecDecoderConfig parse_codec_decoder_config(const Json& decoder, CodecDecoderConfig defaults,
+                                              const std::string& file, const std::string& prefix);
 
 // Reads `dir`/config.json (dir = a checkpoint's speech_tokenizer/). Errors: kNotFound for a
 // missing file, kLoadFailed naming the file and the field that is missing, mistyped or

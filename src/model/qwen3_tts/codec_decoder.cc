@@ -85,6 +85,8 @@ class CodecStream final : public AudioDecoderStream {
   const void* owner_ = nullptr;  // the decoder that opened it
   int64_t frames_ = 0;
   std::vector<Tensor> histories_;
+  // Per left-trimmed transposed convolution, in the decoder's order: its rows still to drop.
+  std::vector<int64_t> trims_;
 };
 
 Tensor tensor_of(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
@@ -128,7 +130,9 @@ class BatchRun {
     return out;
   }
 
-  Tensor trans_conv(const TransConv& c, const Tensor& x) {
+  // trim_left: the layer's output starts k - stride rows later (the rows a stream has not
+  // dropped yet are dropped from its new ones).
+  Tensor trans_conv(const TransConv& c, const Tensor& x, bool trim_left = false) {
     Tensor out = Tensor::empty({x.dim(0) * c.stride, c.weight.dim(1)}, DType::kF32, device_);
     const int64_t history = c.history();
     if (history == 0) {
@@ -138,7 +142,8 @@ class BatchRun {
       ops::conv_transpose1d(padded_, c.weight, c.bias, c.stride, static_cast<int>(history), out, segments);
     }
     for (int64_t& r : rows_) r *= c.stride;
-    return out;
+    const int64_t trim = c.weight.dim(2) - c.stride;
+    return trim_left && trim > 0 ? drop_leading(out, trim) : out;
   }
 
   // [kept rows; new rows] of every stream for the next history slot of `history` rows (the
@@ -169,10 +174,40 @@ class BatchRun {
     return segments;
   }
 
+  // Drops from each stream's rows of x those of the next trimmed layer's first `trim` it has not
+  // dropped yet.
+  Tensor drop_leading(const Tensor& x, int64_t trim) {
+    const size_t slot = next_trim_++;
+    std::vector<int64_t> drops(streams_.size());
+    int64_t kept_rows = 0;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      std::vector<int64_t>& trims = streams_[s]->trims_;
+      if (trims.size() <= slot) trims.push_back(trim);
+      drops[s] = std::min(trims[slot], rows_[s]);
+      trims[slot] -= drops[s];
+      kept_rows += rows_[s] - drops[s];
+    }
+    if (kept_rows == x.dim(0)) return x;
+    Tensor kept = Tensor::empty({kept_rows, x.dim(1)}, DType::kF32, device_);
+    int64_t from = 0, to = 0;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      const int64_t n = rows_[s] - drops[s];
+      if (n > 0) {
+        Tensor into = kept.slice_rows(to, to + n);
+        ops::copy_columns(x.slice_rows(from + drops[s], from + rows_[s]), 0, into, 0, x.dim(1));
+      }
+      from += rows_[s];
+      to += n;
+      rows_[s] = n;
+    }
+    return kept;
+  }
+
   std::span<CodecStream* const> streams_;
   std::vector<int64_t> rows_;
   tensor::Device device_;
   size_t next_ = 0;
+  size_t next_trim_ = 0;
   Tensor padded_;
 };
 
@@ -192,6 +227,7 @@ Tensor snake(const Snake& s, const Tensor& x) {
 
 struct CodecDecoder::Weights {
   std::vector<Tensor> codebooks;  // per quantizer: [codebook_size, codebook_dim / 2], usage folded in
+  Tensor code_embedding;          // without residual VQ: [num_quantizers * codebook_size, hidden_size]
   Linear first_proj, rest_proj;
   Conv pre_conv;
   Linear input_proj, output_proj;
@@ -212,6 +248,7 @@ struct CodecDecoder::Weights {
     auto lin = [&](Linear& l) { move(l.weight), move(l.bias); };
     auto act = [&](Snake& s) { move(s.alpha), move(s.beta); };
     for (Tensor& t : codebooks) move(t);
+    move(code_embedding);
     lin(first_proj), lin(rest_proj), conv(pre_conv), lin(input_proj), lin(output_proj);
     for (TransformerLayer& l : layers) {
       move(l.input_norm), move(l.post_norm), move(l.attn_scale), move(l.mlp_scale);
@@ -231,17 +268,49 @@ struct CodecDecoder::Weights {
   }
 };
 
-CodecDecoder::CodecDecoder(CodecDecoderConfig config, tensor::Device device, std::unique_ptr<Weights> weights)
-    : config_(std::move(config)), device_(device), weights_(std::move(weights)) {}
+CodecDecoder::CodecDecoder(CodecDecoderConfig config, CodecDecoderLayout layout, tensor::Device device,
+                           std::unique_ptr<Weights> weights)
+    : config_(std::move(config)), layout_(std::move(layout)), device_(device), weights_(std::move(weights)) {}
+
+int64_t CodecDecoder::samples_trimmed() const {
+  if (!layout_.trim_transposed_left) return 0;
+  // Each decoder block's transposed convolution (k = 2 * rate) drops `rate` rows at its output
+  // rate, which the blocks after it multiply.
+  int64_t trimmed = 0;
+  for (int r : config_.upsample_rates) trimmed = trimmed * r + r;
+  return trimmed;
+}
 
 CodecDecoder::~CodecDecoder() = default;
 
 std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& dir, tensor::Device device) {
-  CodecDecoderConfig c = read_codec_decoder_config(dir);
-  const Checkpoint ckpt = Checkpoint::open(dir);
+  return load(Checkpoint::open(dir), read_codec_decoder_config(dir), CodecDecoderLayout{}, device);
+}
+
+std::unique_ptr<CodecDecoder> CodecDecoder::load(const Checkpoint& ckpt, CodecDecoderConfig c,
+                                                 const CodecDecoderLayout& layout, tensor::Device device) {
   auto w = std::make_unique<Weights>();
+  const std::string& d = layout.prefix;
+  if (layout.residual_vq) {
+    load_residual_vq(ckpt, c, d, *w);
+  } else {
+    if (c.latent_dim != c.hidden_size) {
+      throw_error(ErrorCode::kLoadFailed, "codec decoder: without residual VQ the latent width {} must be the hidden "
+                  "size {}", c.latent_dim, c.hidden_size);
+    }
+    w->code_embedding =
+        tensor_of(ckpt, d + "code_embedding.weight", {int64_t{c.num_quantizers} * c.codebook_size, c.hidden_size});
+  }
+  load_stack(ckpt, c, d, *w);
+  if (device != tensor::Device::cpu()) w->move_to(device);
+  return std::unique_ptr<CodecDecoder>(new CodecDecoder(std::move(c), layout, device, std::move(w)));
+}
+
+void CodecDecoder::load_residual_vq(const Checkpoint& ckpt, const CodecDecoderConfig& c, const std::string& d,
+                                    Weights& weights) {
+  Weights* w = &weights;
   const int64_t half = c.codebook_dim / 2, vocab = c.codebook_size;
-  const std::string q = "decoder.quantizer.";
+  const std::string q = d + "quantizer.";
   for (int i = 0; i < c.num_quantizers; ++i) {
     const std::string p = i == 0 ? q + "rvq_first.vq.layers.0._codebook."
                                  : q + "rvq_rest.vq.layers." + std::to_string(i - 1) + "._codebook.";
@@ -259,12 +328,17 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& di
   };
   w->first_proj = proj("rvq_first");
   w->rest_proj = proj("rvq_rest");
-  w->pre_conv = load_conv(ckpt, "decoder.pre_conv.conv", c.latent_dim, c.codebook_dim, 3);
+  w->pre_conv = load_conv(ckpt, d + "pre_conv.conv", c.latent_dim, c.codebook_dim, 3);
+  w->input_proj = load_linear(ckpt, d + "pre_transformer.input_proj", c.hidden_size, c.latent_dim, true);
+  w->output_proj = load_linear(ckpt, d + "pre_transformer.output_proj", c.latent_dim, c.hidden_size, true);
+}
 
-  const std::string t = "decoder.pre_transformer.";
+void CodecDecoder::load_stack(const Checkpoint& ckpt, const CodecDecoderConfig& c, const std::string& d,
+                              Weights& weights) {
+  Weights* w = &weights;
+  const std::string t = d + "pre_transformer.";
   const int64_t h = c.hidden_size, qd = int64_t{c.num_attention_heads} * c.head_dim;
   const int64_t kvd = int64_t{c.num_key_value_heads} * c.head_dim, inter = c.intermediate_size;
-  w->input_proj = load_linear(ckpt, t + "input_proj", h, c.latent_dim, true);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = t + "layers." + std::to_string(i) + ".";
     TransformerLayer l;
@@ -285,11 +359,10 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& di
     w->layers.push_back(std::move(l));
   }
   w->final_norm = tensor_of(ckpt, t + "norm.weight", {h});
-  w->output_proj = load_linear(ckpt, t + "output_proj", c.latent_dim, h, true);
 
   const int64_t lat = c.latent_dim;
   for (size_t i = 0; i < c.upsampling_ratios.size(); ++i) {
-    const std::string p = "decoder.upsample." + std::to_string(i) + ".";
+    const std::string p = d + "upsample." + std::to_string(i) + ".";
     const int r = c.upsampling_ratios[i];
     TransConv up{tensor_of(ckpt, p + "0.conv.weight", {lat, lat, r}), tensor_of(ckpt, p + "0.conv.bias", {lat}), r};
     ConvNeXt cn;
@@ -301,9 +374,9 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& di
     cn.gamma = tensor_of(ckpt, p + "1.gamma", {lat});
     w->upsamplers.emplace_back(std::move(up), std::move(cn));
   }
-  w->decoder_in = load_conv(ckpt, "decoder.decoder.0.conv", c.decoder_dim, lat, 7);
+  w->decoder_in = load_conv(ckpt, d + "decoder.0.conv", c.decoder_dim, lat, 7);
   for (size_t i = 0; i < c.upsample_rates.size(); ++i) {
-    const std::string p = "decoder.decoder." + std::to_string(i + 1) + ".block.";
+    const std::string p = d + "decoder." + std::to_string(i + 1) + ".block.";
     const int r = c.upsample_rates[i];
     const int64_t in = c.decoder_dim >> i, out = c.block_channels(static_cast<int>(i));
     DecoderBlock b;
@@ -321,12 +394,8 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const std::filesystem::path& di
     w->blocks.push_back(std::move(b));
   }
   const int64_t last = c.block_channels(static_cast<int>(c.upsample_rates.size()) - 1);
-  const std::string tail = "decoder.decoder." + std::to_string(c.upsample_rates.size() + 1);
-  w->final_snake = load_snake(ckpt, tail, last);
-  w->decoder_out =
-      load_conv(ckpt, "decoder.decoder." + std::to_string(c.upsample_rates.size() + 2) + ".conv", 1, last, 7);
-  if (device != tensor::Device::cpu()) w->move_to(device);
-  return std::unique_ptr<CodecDecoder>(new CodecDecoder(std::move(c), device, std::move(w)));
+  w->final_snake = load_snake(ckpt, d + "decoder." + std::to_string(c.upsample_rates.size() + 1), last);
+  w->decoder_out = load_conv(ckpt, d + "decoder." + std::to_string(c.upsample_rates.size() + 2) + ".conv", 1, last, 7);
 }
 
 std::unique_ptr<AudioDecoderStream> CodecDecoder::open_stream() const {
@@ -343,6 +412,7 @@ std::unique_ptr<AudioDecoderStream> CodecDecoder::copy_stream(const AudioDecoder
   auto copy = std::make_unique<CodecStream>();
   copy->owner_ = this;
   copy->frames_ = from->frames_;
+  copy->trims_ = from->trims_;
   // One allocation for all histories and queued copies, no synchronisation: a copy per history
   // through Tensor::to waits for the device each time, which on an idle GPU cost ~60 ms a stream.
   int64_t total = 0;
@@ -371,6 +441,39 @@ void CodecDecoder::decode(AudioDecoderStream& stream, std::span<const int32_t> c
   decode_batch(std::span(&item, 1));
 }
 
+Tensor CodecDecoder::residual_vq(const std::vector<Tensor>& ids, int64_t total) const {
+  // The first codebook and the sum of the others, each through its own projection.
+  const Weights& w = *weights_;
+  const int64_t half = config_.codebook_dim / 2;
+  Tensor first = Tensor::empty({total, half}, DType::kF32, device_);
+  Tensor rest = Tensor::zeros({total, half}, DType::kF32, device_);
+  Tensor code_row = Tensor::empty({total, half}, DType::kF32, device_);
+  ops::embedding(w.codebooks[0], ids[0], first);
+  for (size_t g = 1; g < ids.size(); ++g) {
+    ops::embedding(w.codebooks[g], ids[g], code_row);
+    ops::add(rest, code_row, rest);
+  }
+  Tensor x = linear(w.first_proj, first);
+  ops::add(x, linear(w.rest_proj, rest), x);
+  return x;
+}
+
+Tensor CodecDecoder::mean_code_embedding(const std::vector<Tensor>& ids, int64_t total) const {
+  // Codebook g's code i is row g * codebook_size + i of the one table.
+  const int groups = static_cast<int>(ids.size());
+  Tensor index = Tensor::empty({total, groups}, DType::kI32);
+  Tensor weights = Tensor::empty({total, groups}, DType::kF32);
+  for (int64_t t = 0; t < total; ++t) {
+    for (int g = 0; g < groups; ++g) {
+      index.data<int32_t>()[t * groups + g] = ids[g].data<int32_t>()[t] + g * config_.codebook_size;
+      weights.data<float>()[t * groups + g] = 1.0f / static_cast<float>(groups);
+    }
+  }
+  Tensor x = Tensor::empty({total, config_.hidden_size}, DType::kF32, device_);
+  ops::gather_weighted_sum(weights_->code_embedding, index.to(device_), weights.to(device_), x);
+  return x;
+}
+
 void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
   const CodecDecoderConfig& c = config_;
   const int groups = c.num_quantizers;
@@ -380,8 +483,8 @@ void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
   std::vector<int64_t> frames;
   for (size_t i = 0; i < items.size(); ++i) {
     const AudioDecodeItem& item = items[i];
-    const std::string where = items.size() > 1 ? fmt::format("qwen3_tts codec decoder: item {}: ", i)
-                                               : std::string("qwen3_tts codec decoder: ");
+    const std::string where =
+        items.size() > 1 ? fmt::format("{}: item {}: ", layout_.name, i) : fmt::format("{}: ", layout_.name);
     auto* stream = dynamic_cast<CodecStream*>(item.stream);
     if (stream == nullptr || stream->owner_ != this) {
       throw_error(ErrorCode::kInvalidArgument, "{}the stream was not opened by this decoder", where);
@@ -424,24 +527,12 @@ void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
   const tensor::Device dev = device_;
   BatchRun run(streams, frames, dev);
 
-  // RVQ: the first codebook and the sum of the others, each through its own projection.
-  const int64_t half = c.codebook_dim / 2;
-  Tensor first = Tensor::empty({total, half}, DType::kF32, dev), rest = Tensor::zeros({total, half}, DType::kF32, dev);
-  Tensor code_row = Tensor::empty({total, half}, DType::kF32, dev);
-  ops::embedding(w.codebooks[0], ids[0], first);
-  for (int g = 1; g < groups; ++g) {
-    ops::embedding(w.codebooks[g], ids[g], code_row);
-    ops::add(rest, code_row, rest);
-  }
-  Tensor x = linear(w.first_proj, first);
-  ops::add(x, linear(w.rest_proj, rest), x);
-  x = run.conv(w.pre_conv, x);
-
   // Transformer over the new frames; each stream attends to its kept keys of the last window - 1
   // frames. Keys and values are laid out per stream as [window - 1 kept rows; new rows] (the
   // leading ones zero until the stream has that many frames), and the attention reads them as
   // one-row blocks: stream s's block table lists its real kept rows, then its new ones.
-  Tensor hidden = linear(w.input_proj, x);
+  Tensor hidden = layout_.residual_vq ? linear(w.input_proj, run.conv(w.pre_conv, residual_vq(ids, total)))
+                                      : mean_code_embedding(ids, total);
   const int64_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads, hd = c.head_dim;
   const int64_t kept_rows = c.sliding_window - 1;
   std::vector<std::vector<int32_t>> tables(streams.size());
@@ -485,7 +576,7 @@ void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
     ops::add_scaled(hidden, linear(layer.down, act), layer.mlp_scale, hidden);
   }
   ops::rms_norm(hidden, w.final_norm, c.rms_norm_eps, normed);
-  x = linear(w.output_proj, normed);
+  Tensor x = layout_.residual_vq ? linear(w.output_proj, normed) : normed;
 
   for (const auto& [up, cn] : w.upsamplers) {
     x = run.trans_conv(up, x);
@@ -497,7 +588,7 @@ void CodecDecoder::decode_batch(std::span<const AudioDecodeItem> items) const {
   }
   x = run.conv(w.decoder_in, x);
   for (const DecoderBlock& b : w.blocks) {
-    x = run.trans_conv(b.upsample, snake(b.snake, x));
+    x = run.trans_conv(b.upsample, snake(b.snake, x), layout_.trim_transposed_left);
     for (const ResidualUnit& u : b.units) {
       Tensor y = run.conv(u.conv1, snake(u.act1, x));
       y = run.conv(u.conv2, snake(u.act2, y));
