@@ -30,7 +30,8 @@ TEST(StageModelRegistryTest, FamiliesRegisterTheirStageModelsByExecutionType) {
   EXPECT_FALSE(models.has(ExecutionType::kLlmGeneration, "causal_lm"));
   EXPECT_FALSE(models.has(ExecutionType::kLlmAr, "qwen3_tts_code2wav"));
   EXPECT_FALSE(models.has(ExecutionType::kDiffusion, "causal_lm"));
-  EXPECT_EQ(models.names(ExecutionType::kLlmGeneration), (std::vector<std::string>{"qwen3_tts_code2wav"}));
+  EXPECT_EQ(models.names(ExecutionType::kLlmGeneration),
+            (std::vector<std::string>{"qwen3_omni_code2wav", "qwen3_tts_code2wav"}));
   EXPECT_EQ(models.names(ExecutionType::kDiffusion), (std::vector<std::string>{"z_image"}));
   EXPECT_FALSE(models.has(ExecutionType::kLlmAr, "z_image"));
 
@@ -56,9 +57,9 @@ TEST(StageModelRegistryTest, EveryPipelineStageNamesAStageModel) {
       if (models.has(stage.execution_type, stage.stage_model)) registered.insert(stage.stage_model);
     }
   }
-  // Of the Omni stages only Qwen3-Omni's thinker is built.
-  EXPECT_EQ(registered, (std::set<std::string>{"causal_lm", "qwen3_omni_thinker", "qwen3_tts_code2wav",
-                                               "qwen3_tts_talker", "z_image"}));
+  // Of the Omni stages Qwen3-Omni's thinker and code2wav are built.
+  EXPECT_EQ(registered, (std::set<std::string>{"causal_lm", "qwen3_omni_code2wav", "qwen3_omni_thinker",
+                                               "qwen3_tts_code2wav", "qwen3_tts_talker", "z_image"}));
 }
 
 TEST(StageModelRegistryTest, LoadsARegisteredDecoderByNameAndNamesUnknownOnes) {
@@ -81,7 +82,8 @@ TEST(StageModelRegistryTest, LoadsARegisteredDecoderByNameAndNamesUnknownOnes) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
     EXPECT_NE(std::string(e.what()).find(
-                  "stage 1: no llm_generation stage model 'vocoder' is registered (registered: qwen3_tts_code2wav)"),
+                  "stage 1: no llm_generation stage model 'vocoder' is registered (registered: qwen3_omni_code2wav, "
+                  "qwen3_tts_code2wav)"),
               std::string::npos)
         << e.what();
   }

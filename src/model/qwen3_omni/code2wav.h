@@ -9,12 +9,16 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "base/json.h"
 #include "model/qwen3_tts/codec_decoder.h"
 #include "tensor/device.h"
 
 namespace omni::model::qwen3_omni {
+
+// The llm_generation stage model of the Qwen3-Omni pipeline's code2wav stage.
+inline constexpr std::string_view kCode2WavStageModel = "qwen3_omni_code2wav";
 
 // config.json's code2wav_config as the decoder's configuration: absent fields take the released
 // values, head_dim is hidden_size / num_attention_heads, rope_theta is read from rope_parameters

@@ -1,11 +1,30 @@
 // The Qwen3-Omni stage models: the thinker (llm_ar), which describes the audio, images and video it
-// reads. The talker
-// and code2wav are not built yet.
+// reads, and code2wav (llm_generation), which decodes the talker's codec frames (the payload of
+// model/qwen3_tts/codec_frames.h, as the Qwen3-TTS talker sends them) into 24 kHz audio. The talker
+// is not built yet.
+#include "model/qwen3_omni/code2wav.h"
 #include "model/qwen3_omni/thinker.h"
+#include "model/qwen3_tts/codec_frames.h"
 #include "model/stage_model_registry.h"
 #include "model/whisper_features.h"
 
 namespace omni::model {
+namespace {
+
+class Code2WavStage final : public StreamingDecoderStage {
+ public:
+  explicit Code2WavStage(std::unique_ptr<qwen3_tts::CodecDecoder> decoder) : decoder_(std::move(decoder)) {}
+
+  const StreamingAudioDecoder& decoder() const override { return *decoder_; }
+  std::vector<int32_t> payload_codes(std::span<const uint8_t> payload) const override {
+    return qwen3_tts::decode_codec_frames(payload, decoder_->codes_per_frame());
+  }
+
+ private:
+  std::unique_ptr<qwen3_tts::CodecDecoder> decoder_;
+};
+
+}  // namespace
 
 void register_qwen3_omni_stage_models(StageModels& models) {
   models.ar.add(
@@ -28,6 +47,18 @@ void register_qwen3_omni_stage_models(StageModels& models) {
           facts.video_max_frames = vision.max_frames;
           facts.video_frame_multiple = vision.temporal_patch_size;
         }
+        return facts;
+      });
+  models.generation.add(
+      std::string(qwen3_omni::kCode2WavStageModel),
+      [](const StageModelArgs& args) -> std::unique_ptr<StreamingDecoderStage> {
+        return std::make_unique<Code2WavStage>(qwen3_omni::load_code2wav(args.model_dir, args.device));
+      },
+      [](const std::filesystem::path& dir) {
+        ModelFacts facts;
+        const std::filesystem::path file = dir / "config.json";
+        facts.audio_sample_rate =
+            qwen3_omni::parse_code2wav_config(read_json_file(file), file.string()).output_sample_rate;
         return facts;
       });
 }

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "model/qwen3_tts/codec_frames.h"
+#include "model/stage_model_registry.h"
 #include "tensor/npy.h"
 
 namespace omni::model::qwen3_omni {
@@ -126,6 +128,26 @@ TEST(Qwen3OmniCode2WavTest, BadCodesNameTheDecoderAndMoveNoStream) {
   }
   EXPECT_EQ(stream->frames(), 0);
   EXPECT_TRUE(audio.empty());
+}
+
+// The pipeline's code2wav stage finds it by name, decodes the talker's frame payloads and tells
+// the server its sample rate.
+TEST(Qwen3OmniCode2WavTest, IsTheCode2WavStageModel) {
+  StageModelArgs args;
+  args.model_dir = kFixture;
+  args.stage_id = 2;
+  std::unique_ptr<StreamingDecoderStage> stage =
+      builtin_stage_models().create_generation(std::string(kCode2WavStageModel), args);
+  const std::vector<int32_t> codes = fixture_codes();
+  EXPECT_EQ(stage->payload_codes(qwen3_tts::encode_codec_frames(codes, 16)), codes);
+  auto stream = stage->decoder().open_stream();
+  std::vector<float> audio;
+  stage->decoder().decode(*stream, codes, audio);
+  EXPECT_TRUE(bitwise_equal(audio, load_code2wav(kFixture)->decode(codes)));
+  EXPECT_EQ(builtin_stage_models()
+                .describe(config::ExecutionType::kLlmGeneration, kCode2WavStageModel, kFixture)
+                .audio_sample_rate,
+            24000);
 }
 
 TEST(Qwen3OmniCode2WavTest, ConfigErrorsNameTheField) {
