@@ -12,7 +12,12 @@ convolution of the decoder blocks is trimmed by k - stride on both sides, so F f
 
     /usr/bin/python3 scripts/reference/qwen3_omni_code2wav_reference.py --out tests/data/tiny_qwen3_omni_code2wav
 
-writes into --out:
+    python3 scripts/reference/qwen3_omni_code2wav_reference.py --check-transformers tests/data/tiny_qwen3_omni_code2wav
+
+(on a machine with torch and transformers 5) runs transformers' Qwen3OmniMoeCode2Wav in float32 on
+that fixture's weights and codes and prints its largest difference from waveform.npy.
+
+--out writes:
   config.json         a Qwen3-Omni config.json with a tiny code2wav_config (as transformers 5
                       writes it: rope_parameters, no head_dim); no thinker or talker weights
   model.safetensors   code2wav.* weights in the released names, BF16 as released (the reference
@@ -163,10 +168,38 @@ def config_json(c):
     }
 
 
+def check_transformers(fixture):
+    import torch
+    from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeCode2WavConfig
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import Qwen3OmniMoeCode2Wav
+    from safetensors.torch import load_file
+
+    with open(os.path.join(fixture, "config.json")) as f:
+        config = Qwen3OmniMoeCode2WavConfig(**json.load(f)["code2wav_config"])
+    model = Qwen3OmniMoeCode2Wav(config).float().eval()
+    state = {k[len("code2wav."):]: v.float() for k, v in load_file(os.path.join(fixture, "model.safetensors")).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all("code_offset" in m or "inv_freq" in m for m in missing), missing
+    codes = torch.from_numpy(np.load(os.path.join(fixture, "codes.npy")).astype(np.int64)).T[None]  # [1, 16, F]
+    with torch.no_grad():
+        got = model(codes)[0, 0].numpy()
+    want = np.load(os.path.join(fixture, "waveform.npy"))
+    assert got.shape == want.shape, (got.shape, want.shape)
+    print("transformers vs the float64 reference: max abs difference %.3g (peak %.3f)" %
+          (np.abs(got - want).max(), np.abs(want).max()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out")
+    parser.add_argument("--check-transformers", metavar="FIXTURE")
     args = parser.parse_args()
+    if args.check_transformers:
+        check_transformers(args.check_transformers)
+        return
+    if not args.out:
+        parser.error("--out or --check-transformers is required")
     rng = np.random.default_rng(SEED)
     weights = make_weights(CODE2WAV, rng)
     codes = rng.integers(0, CODE2WAV["codebook_size"], size=(FRAMES, CODE2WAV["num_quantizers"]), dtype=np.int32)
