@@ -1023,6 +1023,20 @@ void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& o
   OMNI_DISPATCH(device, add_scaled(a, b, scale, out));
 }
 
+void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
+  const char* op = "add_row_scaled";
+  const Device device = common_device(op, {{"a", &a}, {"b", &b}, {"scale", &scale}, {"out", &out}});
+  expect_float(op, "a", a);
+  for (Arg arg : {Arg{"b", &b}, Arg{"scale", &scale}, Arg{"out", &out}}) {
+    expect_same_dtype(op, arg.name, *arg.tensor, "a", a);
+  }
+  expect_rank(op, "a", a, 2);
+  expect_shape(op, "b", b, a.shape());
+  expect_shape(op, "scale", scale, {a.dim(0)});
+  expect_shape(op, "out", out, a.shape());
+  OMNI_DISPATCH(device, add_row_scaled(a, b, scale, out));
+}
+
 void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
   const char* op = "clamp";
   const Device device = common_device(op, {{"x", &x}, {"out", &out}});

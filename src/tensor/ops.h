@@ -302,6 +302,10 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float
 // ConvNeXt's gamma); out like a, may be a or b.
 void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
 
+// out = a + b * scale with scale [R] along the rows of a, b [R, D] (a gated branch: a shared
+// expert's output times its sigmoid gate); out like a, may be a or b.
+void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
+
 // out = min(max(x, lo), hi) elementwise; out like x, may be x. lo <= hi.
 void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 

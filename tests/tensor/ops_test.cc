@@ -1395,6 +1395,25 @@ TEST_P(OpsTest, AddScaledAndClampMatchReference) {
   expect_close(o, clamped, 0.0, 0.0);
 }
 
+TEST_P(OpsTest, AddRowScaledScalesEachRowOfTheBranch) {
+  const int rows = size(1, 13), d = size(1, 517);
+  std::vector<double> a, b, s;
+  Tensor at = random({rows, d}, a), bt = random({rows, d}, b), st = random({rows}, s);
+  std::vector<double> want(a.size()), scale(a.size());
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < d; ++i) {
+      want[r * d + i] = a[r * d + i] + b[r * d + i] * s[r];
+      scale[r * d + i] = std::abs(a[r * d + i]) + std::abs(b[r * d + i] * s[r]);
+    }
+  Tensor o = out({rows, d});
+  ops::add_row_scaled(dev(at), dev(bt), dev(st), o);
+  expect_close(o, want, 1e-7, 1e-6, scale);
+  Tensor in_place = dev(at);
+  ops::add_row_scaled(in_place, dev(bt), dev(st), in_place);
+  expect_close(in_place, want, 1e-7, 1e-6, scale);
+  EXPECT_THROW(ops::add_row_scaled(dev(at), dev(bt), dev(random({rows + 1}, s)), o), Error);
+}
+
 // Several sequences in one call (the packed streams of a batched decoder): each segment is its own
 // sequence, against the reference of each alone.
 TEST_P(OpsTest, Conv1dOverSegmentsConvolvesEachOnItsOwn) {

@@ -82,6 +82,19 @@ void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& o
   });
 }
 
+void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
+  const int64_t rows = a.dim(0), d = a.dim(1);
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  const float* s = scale.data<float>();
+  float* o = out.data<float>();
+  parallel_for(rows, std::max<int64_t>(1, 65536 / std::max<int64_t>(d, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t i = 0; i < d; ++i) o[r * d + i] = x[r * d + i] + y[r * d + i] * s[r];
+    }
+  });
+}
+
 void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
   const float* in = x.data<float>();
   float* o = out.data<float>();

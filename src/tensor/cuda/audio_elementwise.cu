@@ -51,6 +51,13 @@ __global__ void add_scaled_kernel(const T* a, const T* b, const T* scale, T* out
 }
 
 template <typename T>
+__global__ void add_row_scaled_kernel(const T* a, const T* b, const T* scale, T* out, int64_t n, int64_t d) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]) * to_float(scale[i / d]));
+  }
+}
+
+template <typename T>
 __global__ void clamp_kernel(const T* x, T* out, int64_t n, float lo, float hi) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     out[i] = from_float<T>(fminf(fmaxf(to_float(x[i]), lo), hi));
@@ -89,6 +96,16 @@ void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& o
         ptr<T>(a), ptr<T>(b), ptr<T>(scale), ptr<T>(out), out.numel(), a.dim(-1));
   });
   check_launch("add_scaled_kernel", out);
+}
+
+void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out) {
+  if (out.numel() == 0) return;
+  with_float_type(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    add_row_scaled_kernel<T><<<blocks_for(out.numel(), kThreads), kThreads, 0, stream_of(out)>>>(
+        ptr<T>(a), ptr<T>(b), ptr<T>(scale), ptr<T>(out), out.numel(), a.dim(1));
+  });
+  check_launch("add_row_scaled_kernel", out);
 }
 
 void clamp(const Tensor& x, float lo, float hi, Tensor& out) {

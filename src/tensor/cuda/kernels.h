@@ -84,6 +84,7 @@ void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<T
 void snake_beta(const Tensor& x, const Tensor& alpha, const Tensor& beta, Tensor& out);
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void add_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
+void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tensor& out);
 void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 
 // A device copy of the host int32 tensor `host`, queued on the device's stream through a pinned
