@@ -100,6 +100,10 @@ MoeConfig parse_moe(const Json& config, const std::string& source, int layers) {
   }
   moe.moe_intermediate_size = f.positive("moe_intermediate_size");
   moe.norm_topk_prob = f.optional<bool>("norm_topk_prob", false);
+  moe.shared_expert_intermediate_size = f.optional<int>("shared_expert_intermediate_size", 0);
+  if (moe.shared_expert_intermediate_size < 0) {
+    throw_error(ErrorCode::kLoadFailed, "{}: field 'shared_expert_intermediate_size' must not be negative", source);
+  }
   const int step = f.has("decoder_sparse_step") ? f.positive("decoder_sparse_step") : 1;
   const auto dense = f.optional<std::vector<int>>("mlp_only_layers", {});
   for (int layer : dense) {

@@ -28,6 +28,9 @@ struct MoeConfig {
   int num_experts_per_tok = 0;
   int moe_intermediate_size = 0;
   bool norm_topk_prob = false;  // renormalise the top-k routing probabilities to sum to 1
+  // A shared expert every token runs besides its routed ones (the Qwen3-Omni talker), weighted by
+  // the sigmoid of its own gate; 0: none.
+  int shared_expert_intermediate_size = 0;
   // Per layer: MoE, or the dense MLP of intermediate_size (mlp_only_layers, and the layers
   // decoder_sparse_step skips).
   std::vector<bool> sparse_layers;

@@ -32,6 +32,15 @@ MoeMlp::MoeMlp(const Checkpoint& ckpt, const std::string& prefix, const MoeConfi
   } else {
     load_per_expert(ckpt, prefix);
   }
+  if (const int64_t shared = moe.shared_expert_intermediate_size; shared > 0) {
+    const std::string p = prefix + "shared_expert.";
+    shared_gate_up_ = Tensor::empty({2 * shared, hidden}, dtype, device);
+    ckpt.load_slice_into(p + "gate_proj.weight", {shared, hidden}, 0, 0, shared, shared_gate_up_, 0);
+    ckpt.load_slice_into(p + "up_proj.weight", {shared, hidden}, 0, 0, shared, shared_gate_up_,
+                         static_cast<size_t>(shared * hidden));
+    shared_down_ = ckpt.load(p + "down_proj.weight", {hidden, shared}, dtype, device);
+    shared_gate_ = ckpt.load(prefix + "shared_expert_gate.weight", {1, hidden}, dtype, device);
+  }
   // The routing kernel takes up to 64 choices and the grouping 4096 experts; the grouped products
   // read rows in 16-byte chunks (8 bfloat16/float16 values, 4 float32 ones).
   on_device_ = device.type == DeviceType::kCuda && moe.num_experts_per_tok <= 64 && moe.num_experts <= 4096 &&
@@ -80,8 +89,11 @@ size_t MoeMlp::activation_bytes(int64_t tokens) const {
   const size_t rows = static_cast<size_t>(tokens) * moe_.num_experts_per_tok;
   const size_t inter = moe_.moe_intermediate_size;
   // Router logits; the gathered rows, gate/up, act and the experts' outputs.
-  const size_t elements =
+  size_t elements =
       static_cast<size_t>(tokens) * (moe_.num_experts + moe_.num_experts_per_tok) + rows * (2 * hidden_ + 3 * inter);
+  // The shared expert's gate/up, act, output and gate.
+  const size_t shared = moe_.shared_expert_intermediate_size;
+  if (shared > 0) elements += static_cast<size_t>(tokens) * (3 * shared + hidden_ + 1);
   return elements * tensor::dtype_size(dtype_);
 }
 
@@ -91,6 +103,21 @@ void MoeMlp::forward(const Tensor& x, Tensor& out) const {
   } else {
     forward_on_host(x, out);
   }
+  if (shared_gate_.defined() && x.dim(0) > 0) add_shared_expert(x, out);
+}
+
+void MoeMlp::add_shared_expert(const Tensor& x, Tensor& out) const {
+  const int64_t tokens = x.dim(0), shared = moe_.shared_expert_intermediate_size;
+  Tensor gate_up = Tensor::empty({tokens, 2 * shared}, dtype_, device_);
+  ops::linear(x, shared_gate_up_, Tensor(), gate_up);
+  Tensor act = Tensor::empty({tokens, shared}, dtype_, device_);
+  ops::silu_and_mul(gate_up, act);
+  Tensor expert_out = Tensor::empty({tokens, hidden_}, dtype_, device_);
+  ops::linear(act, shared_down_, Tensor(), expert_out);
+  Tensor gate = Tensor::empty({tokens, 1}, dtype_, device_);
+  ops::linear(x, shared_gate_, Tensor(), gate);
+  ops::sigmoid(gate, gate);
+  ops::add_row_scaled(out, expert_out, gate.reshape({tokens}), out);
 }
 
 void MoeMlp::forward_on_device(const Tensor& x, Tensor& out) const {

@@ -2,7 +2,10 @@
 // `gate.weight` [E, H] scores each token's experts, softmax in float32, the top k experts are kept
 // (their probabilities renormalised to sum to 1 when norm_topk_prob), and the token's output is the
 // sum of the kept experts' SwiGLU outputs (down(silu(gate(x)) * up(x)), no biases) weighted by those
-// probabilities, rounded to the activation dtype as Hugging Face does.
+// probabilities, rounded to the activation dtype as Hugging Face does. With a shared expert
+// (MoeConfig::shared_expert_intermediate_size, the Qwen3-Omni talker's Qwen2-MoE block), every token
+// also runs `shared_expert.{gate,up,down}_proj`, a SwiGLU of that width, whose output is added
+// times sigmoid(`shared_expert_gate.weight` [1, H] . x).
 //
 // Weights come in either layout a checkpoint may use: one tensor per expert and projection
 // (`experts.{e}.{gate,up,down}_proj.weight`, as released checkpoints store them) or the fused
@@ -57,6 +60,8 @@ class MoeMlp {
   void load_per_expert(const Checkpoint& ckpt, const std::string& prefix);
   void forward_on_host(const tensor::Tensor& x, tensor::Tensor& out) const;
   void forward_on_device(const tensor::Tensor& x, tensor::Tensor& out) const;
+  // out += sigmoid(shared gate . x) * shared SwiGLU(x), on the model's device.
+  void add_shared_expert(const tensor::Tensor& x, tensor::Tensor& out) const;
 
   MoeConfig moe_;
   bool on_device_ = false;
@@ -66,6 +71,7 @@ class MoeMlp {
   tensor::Tensor router_;   // [E, H]
   tensor::Tensor gate_up_;  // [E * 2I, H]: expert e's gate rows, then its up rows
   tensor::Tensor down_;     // [E * H, I]
+  tensor::Tensor shared_gate_up_, shared_down_, shared_gate_;  // [2 I_s, H], [H, I_s], [1, H]; or undefined
 };
 
 }  // namespace omni::model

@@ -84,6 +84,17 @@ TEST(HfConfigTest, MoeFieldsGiveTheExpertsAndWhichLayersAreSparse) {
   EXPECT_EQ(moe.moe_intermediate_size, 12);
   EXPECT_TRUE(moe.norm_topk_prob);
   EXPECT_EQ(moe.sparse_layers, (std::vector<bool>{true, true, false, true}));
+  EXPECT_EQ(moe.shared_expert_intermediate_size, 0);  // no shared expert unless the config has one
+  c["shared_expert_intermediate_size"] = 24;
+  EXPECT_EQ(parse_text_model_config(c, "c").moe.shared_expert_intermediate_size, 24);
+  c["shared_expert_intermediate_size"] = -1;
+  try {
+    parse_text_model_config(c, "/m/config.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "/m/config.json: field 'shared_expert_intermediate_size' must not be negative");
+  }
+  c.erase("shared_expert_intermediate_size");
   c["decoder_sparse_step"] = 2;
   c["mlp_only_layers"] = Json::array();
   EXPECT_EQ(parse_text_model_config(c, "c").moe.sparse_layers, (std::vector<bool>{false, true, false, true}));
