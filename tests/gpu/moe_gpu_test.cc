@@ -135,7 +135,8 @@ TEST_F(MoeGpuTest, GroupPlacesEveryPairInItsExpertsRange) {
 
 struct MoeCase {
   int experts, k, hidden, inter;
-  int dead;  // the last `dead` experts are never chosen
+  int dead;        // the last `dead` experts are never chosen
+  int shared = 0;  // the shared expert's width (0: none)
 };
 
 // Random weights and inputs for `c`, bfloat16-representable (so the float32 CPU layer and the
@@ -163,6 +164,17 @@ struct MoeFixture {
                  draw(static_cast<size_t>(c.inter * c.hidden), 1.0f / std::sqrt(float(c.hidden))).data());
       writer.add(p + "down_proj.weight", {c.hidden, c.inter},
                  draw(static_cast<size_t>(c.hidden * c.inter), 1.0f / std::sqrt(float(c.inter))).data());
+    }
+    if (c.shared > 0) {
+      const std::string p = "mlp.shared_expert.";
+      for (const char* name : {"gate_proj", "up_proj"}) {
+        writer.add(p + name + ".weight", {c.shared, c.hidden},
+                   draw(static_cast<size_t>(c.shared * c.hidden), 1.0f / std::sqrt(float(c.hidden))).data());
+      }
+      writer.add(p + "down_proj.weight", {c.hidden, c.shared},
+                 draw(static_cast<size_t>(c.hidden * c.shared), 1.0f / std::sqrt(float(c.shared))).data());
+      writer.add("mlp.shared_expert_gate.weight", {1, c.hidden},
+                 draw(static_cast<size_t>(c.hidden), 1.0f / std::sqrt(float(c.hidden))).data());
     }
     writer.write(dir / "model.safetensors");
   }
@@ -212,6 +224,7 @@ void expect_cuda_matches_cpu(const MoeCase& c, DType dtype, const std::vector<in
                          .num_experts_per_tok = c.k,
                          .moe_intermediate_size = c.inter,
                          .norm_topk_prob = true,
+                         .shared_expert_intermediate_size = c.shared,
                          .sparse_layers = {true}};
   const MoeMlp cpu(ckpt, "mlp.", config, c.hidden, DType::kF32, Device::cpu());
   const MoeMlp gpu(ckpt, "mlp.", config, c.hidden, dtype, Device::cuda(0));
@@ -271,6 +284,13 @@ TEST_F(MoeGpuTest, ExpertsWithNoTokensMatchTheCpu) {
 // decode sizes; 300 tokens stay on the few-row kernel (19 rows per expert on average).
 TEST_F(MoeGpuTest, HundredTwentyEightExpertsTopEightMatchTheCpu) {
   for (DType dtype : {DType::kF32, DType::kBF16}) expect_cuda_matches_cpu({128, 8, 256, 96, 0}, dtype, kTokenCounts);
+}
+
+// The Qwen3-Omni talker's block: 128 experts of 6 and a shared expert gated by its sigmoid.
+TEST_F(MoeGpuTest, ASharedExpertMatchesTheCpu) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    expect_cuda_matches_cpu({128, 6, 128, 48, 0, 96}, dtype, kTokenCounts);
+  }
 }
 
 // 4 experts of 2 with tile-sized matrices: tiles with partial rows at the end of every expert.
