@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Builds a tiny random-weight Qwen3-Omni checkpoint with its talker and code2wav, and the
+reference outputs of transformers' speech path on it.
+
+Run on the GPU machine (torch 2.11, transformers 5.17; float32 on the CPU, attn_implementation
+"eager"). Written before it could be run here: the first run on that machine checks it (every
+assumption it makes is an assert or a line in the log).
+
+    python3 scripts/reference/qwen3_omni_speech_reference.py --out DIR/tiny_qwen3_omni_speech
+    python3 scripts/reference/qwen3_omni_speech_reference.py --self-test   # torch-free checks
+
+The thinker, tokenizer and processor files are make_tiny_qwen3_omni.py's (beside this file); the
+talker and code2wav are tiny configs that keep the released structure (qwen3_omni.md: a MoE talker
+with a shared expert, interleaved M-RoPE, GQA and head_dim != hidden / heads; a code predictor of
+num_code_groups - 1 heads; code2wav with the released upsampling rates). Per §8.2 of the
+facts this project was built from: the talker's vocabulary is the codebook plus 1024, whose top
+1024 ids (suppressed while generating, except end-of-speech) hold the codec specials and speakers.
+
+--out writes:
+  per_expert/          save_pretrained's layout (thinker.*, talker.*, code2wav.*), bf16, with the
+                       tokenizer and processor files
+  reference.json       prompt ids, the thinker's greedy reply, the talker's greedy codes
+                       (frames x groups), shapes and margins, versions
+  talker_prefill_embeds.npy   float32 [L, H]: the talker's prompt rows (inputs_embeds of its first call)
+  talker_prefill_logits.npy   float32 [L, V]: its logits at every prompt row
+  predictor_logits.npy        float32 [G - 1, codebook]: the code predictor's logits for frame 0
+  codes.npy                   int32 [F, G]: the frames code2wav decoded (frame-major)
+  waveform.npy                float32: code2wav(codes), what generate returned
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_qwen3_omni as thinker_fixture  # noqa: E402
+
+SEED = 20261207
+CODEBOOK = 32
+GROUPS = 4
+TALKER_VOCAB = CODEBOOK + 1024
+CODEC = dict(codec_pad_id=1032, codec_bos_id=1033, codec_eos_token_id=1034, codec_nothink_id=1035,
+             codec_think_bos_id=1036, codec_think_eos_id=1037)
+SPEAKERS = {"ethan": 1040, "chelsie": 1041}
+TALKER = dict(hidden=32, layers=2, heads=4, kv_heads=2, head_dim=16, inter=48, experts=8, top_k=2, moe_inter=24,
+              shared=40, mrope_section=[4, 2, 2], theta=1e6, eps=1e-6)
+PREDICTOR = dict(layers=2, heads=4, kv_heads=2, head_dim=16, inter=48, theta=1e6, eps=1e-6)
+CODE2WAV = dict(codebook_size=CODEBOOK, num_quantizers=GROUPS, hidden_size=32, intermediate_size=48,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, sliding_window=8,
+                upsample_rates=[8, 5, 4, 3], upsampling_ratios=[2, 2], decoder_dim=32, rms_norm_eps=1e-5,
+                layer_scale_initial_scale=0.01, max_position_embeddings=8000,
+                rope_parameters=dict(rope_type="default", rope_theta=10000.0))
+THINKER_NEW_TOKENS = 8
+TALKER_NEW_TOKENS = 12
+
+
+def talker_config(thinker_ids):
+    t, p = TALKER, PREDICTOR
+    text = dict(vocab_size=TALKER_VOCAB, hidden_size=t["hidden"], intermediate_size=t["inter"],
+                num_hidden_layers=t["layers"], num_attention_heads=t["heads"], num_key_value_heads=t["kv_heads"],
+                head_dim=t["head_dim"], hidden_act="silu", max_position_embeddings=512, rms_norm_eps=t["eps"],
+                attention_bias=False, decoder_sparse_step=1, mlp_only_layers=[], num_experts=t["experts"],
+                num_experts_per_tok=t["top_k"], moe_intermediate_size=t["moe_inter"],
+                shared_expert_intermediate_size=t["shared"], norm_topk_prob=True,
+                rope_parameters=dict(rope_type="default", rope_theta=t["theta"], mrope_section=t["mrope_section"],
+                                     interleaved=True, mrope_interleaved=True))
+    predictor = dict(vocab_size=CODEBOOK, hidden_size=t["hidden"], intermediate_size=p["inter"],
+                     num_hidden_layers=p["layers"], num_attention_heads=p["heads"],
+                     num_key_value_heads=p["kv_heads"], head_dim=p["head_dim"], rms_norm_eps=p["eps"],
+                     max_position_embeddings=512, num_code_groups=GROUPS,
+                     rope_parameters=dict(rope_type="default", rope_theta=p["theta"]))
+    ids = {k: v for k, v in thinker_ids.items() if k != "position_id_per_seconds"}
+    return dict(text_config=text, code_predictor_config=predictor, num_code_groups=GROUPS,
+                thinker_hidden_size=thinker_fixture.TEXT["hidden"], accept_hidden_layer=2,
+                position_id_per_seconds=13, speaker_id=dict(SPEAKERS), **CODEC, **ids)
+
+
+def self_test():
+    thinker_fixture.self_test()
+    assert sum(TALKER["mrope_section"]) == TALKER["head_dim"] // 2
+    assert TALKER["heads"] * TALKER["head_dim"] != TALKER["hidden"]
+    assert all(TALKER_VOCAB - 1024 <= i < TALKER_VOCAB for i in list(CODEC.values()) + list(SPEAKERS.values()))
+    assert CODE2WAV["hidden_size"] % CODE2WAV["num_attention_heads"] == 0
+    assert CODE2WAV["decoder_dim"] % 2 ** len(CODE2WAV["upsample_rates"]) == 0
+    print("speech self-test passed")
+
+
+def scale_weights(model, torch, seed):
+    """make_tiny_qwen3_omni's redraw (clear margins, bf16 values) for every part, the talker's
+    codec embedding and heads like the thinker's embedding and head."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                value = 0.1 * torch.randn(p.shape, generator=gen) if name.endswith("bias") else \
+                    1.0 + 0.2 * torch.randn(p.shape, generator=gen)
+                if "layer_scale" in name:
+                    value = 0.5 + 0.3 * torch.randn(p.shape, generator=gen)
+            elif any(k in name for k in ("embed_tokens", "lm_head", "codec_embedding", "codec_head",
+                                         "code_embedding")):
+                value = 0.5 * torch.randn(p.shape, generator=gen)
+            elif name.endswith("mlp.gate.weight"):
+                value = (3.0 / p.shape[-1] ** 0.5) * torch.randn(p.shape, generator=gen)
+            else:
+                fan_in = p[0].numel() if p.dim() != 3 or "experts" not in name else p.shape[-1]
+                value = (1.0 / fan_in ** 0.5) * torch.randn(p.shape, generator=gen)
+            p.copy_(value.to(torch.bfloat16).float())
+
+
+def build(out, torch, transformers, log):
+    import numpy as np
+    from transformers import Qwen3OmniMoeConfig, Qwen3OmniMoeForConditionalGeneration
+
+    vocab, _, _, specials = thinker_fixture.tokenizer_files()
+    ids = thinker_fixture.token_ids(specials)
+    thinker = dict(text_config=thinker_fixture.text_config(), audio_config=dict(thinker_fixture.AUDIO),
+                   vision_config=dict(thinker_fixture.VISION), **ids["thinker"])
+    thinker["text_config"]["mlp_only_layers"] = []
+    config = Qwen3OmniMoeConfig(thinker_config=thinker, talker_config=talker_config(ids["thinker"]),
+                                code2wav_config=dict(CODE2WAV), enable_audio_output=True, **ids["top"])
+    torch.manual_seed(SEED)
+    model = Qwen3OmniMoeForConditionalGeneration._from_config(config, attn_implementation="eager").float().eval()
+    scale_weights(model, torch, SEED)
+    log.write("talker modules: " + ", ".join(sorted({type(m).__name__ for m in model.talker.modules()})) + "\n")
+    layer = model.talker.model.layers[0]
+    log.write(f"talker layer 0 mlp: {type(layer.mlp).__name__}, attributes {sorted(vars(layer.mlp)['_modules'])}\n")
+    assert hasattr(layer.mlp, "shared_expert") and hasattr(layer.mlp, "shared_expert_gate"), "no shared expert"
+
+    prompt = thinker_fixture.chat_prompt(vocab, specials)
+    captured = dict(talker=[], predictor=[], codes=None)
+
+    def talker_hook(_module, args, kwargs, output):
+        embeds = kwargs.get("inputs_embeds")
+        captured["talker"].append((None if embeds is None else embeds.detach().clone(), output.logits.detach().clone()))
+
+    def predictor_hook(_module, _args, _kwargs, output):
+        captured["predictor"].append(output.logits.detach().clone())
+
+    handles = [model.talker.register_forward_hook(talker_hook, with_kwargs=True),
+               model.talker.code_predictor.register_forward_hook(predictor_hook, with_kwargs=True)]
+    decode = model.code2wav.chunked_decode
+
+    def capture_codes(codes, *a, **k):
+        captured["codes"] = codes.detach().clone()
+        return decode(codes, *a, **k)
+
+    model.code2wav.chunked_decode = capture_codes
+    with torch.no_grad():
+        result = model.generate(input_ids=torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt)),
+                                speaker="Ethan", return_audio=True, thinker_max_new_tokens=THINKER_NEW_TOKENS,
+                                thinker_do_sample=False, talker_max_new_tokens=TALKER_NEW_TOKENS,
+                                talker_do_sample=False)
+    for h in handles:
+        h.remove()
+    model.code2wav.chunked_decode = decode
+    thinker_result, wav = result
+    sequence = thinker_result.sequences[0].tolist()
+    log.write(f"thinker sequence {sequence}\n")
+    assert captured["codes"] is not None, "code2wav.chunked_decode was not called"
+    codes = captured["codes"][0].T.numpy().astype(np.int32)  # [F, G]
+    log.write(f"codes {codes.shape}: {codes.tolist()}\n")
+    embeds, logits = captured["talker"][0]
+    assert embeds is not None and embeds.dim() == 3, "the talker's first call had no inputs_embeds"
+    log.write(f"talker calls {len(captured['talker'])}, prefill rows {embeds.shape[1]}; predictor calls "
+              f"{len(captured['predictor'])}\n")
+    os.makedirs(out, exist_ok=True)
+    np.save(os.path.join(out, "talker_prefill_embeds.npy"), embeds[0].float().numpy())
+    np.save(os.path.join(out, "talker_prefill_logits.npy"), logits[0].float().numpy())
+    # The predictor's calls for frame 0: its logits of each group 1..G-1 (the last row of each call).
+    first = [c[0, -1].float().numpy() for c in captured["predictor"][:GROUPS - 1]]
+    np.save(os.path.join(out, "predictor_logits.npy"), np.stack(first))
+    np.save(os.path.join(out, "codes.npy"), codes)
+    np.save(os.path.join(out, "waveform.npy"), wav.reshape(-1).float().numpy())
+    top2 = torch.topk(logits[0, -1].float(), 2).values
+    reference = dict(prompt=prompt, thinker_sequence=sequence, reply=sequence[len(prompt):], codes=codes.tolist(),
+                     talker_prefill_rows=int(embeds.shape[1]), waveform_samples=int(wav.numel()),
+                     talker_last_prefill_margin=float(top2[0] - top2[1]), speaker="ethan",
+                     talker=TALKER, predictor=PREDICTOR, code2wav=CODE2WAV, codec=CODEC, speakers=SPEAKERS,
+                     transformers_version=transformers.__version__, torch_version=torch.__version__)
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+    folder = os.path.join(out, "per_expert")
+    model.to(torch.bfloat16).save_pretrained(folder)
+    thinker_fixture.write_tokenizer(folder)
+    keys = thinker_fixture.keys_of(folder)
+    log.write("talker/code2wav keys: " + json.dumps({k: v for k, v in keys.items() if k.startswith(
+        ("talker.model.layers.0.", "talker.code_predictor.model.layers.0.", "talker.text_projection",
+         "talker.hidden_projection", "talker.codec_head", "talker.model.codec_embedding", "code2wav.code_embedding",
+         "talker.code_predictor.lm_head.0", "talker.code_predictor.model.codec_embedding.0"))}) + "\n")
+    total = sum(os.path.getsize(os.path.join(d, fn)) for d, _, fns in os.walk(out) for fn in fns)
+    log.write(f"total size {total} bytes\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--self-test", action="store_true")
+    args = ap.parse_args()
+    self_test()
+    if args.self_test:
+        return 0
+    if not args.out:
+        ap.error("--out is required")
+    import torch
+    import transformers
+
+    torch.set_num_threads(8)
+    if os.path.exists(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(args.out)
+    log_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "qwen3_omni_speech_reference.log")
+    try:
+        with open(log_path, "w") as log:
+            try:
+                build(args.out, torch, transformers, log)
+            except Exception:
+                import traceback
+
+                log.write(traceback.format_exc())
+                raise
+    finally:
+        print(open(log_path).read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
