@@ -51,8 +51,15 @@ struct TalkerConfig {
 
   // talker_config: the stack (vocab_size = the codec vocabulary, codebook-0 codes + specials).
   TextModelConfig talker;
+  // The text track: text_projection (Linear text_hidden -> projection width, SiLU, Linear -> H) of
+  // the checkpoint's own text embedding (text_vocab_size rows), or, with text_vocab_size 0 (the
+  // Qwen3-Omni talker), of rows the caller brings (the thinker's embeddings, text_hidden_size wide).
   int text_vocab_size = 0;
   int text_hidden_size = 0;
+  int projection_size = 0;  // text_projection's inner width; 0: text_hidden_size
+  // hidden_projection, of the same shapes, for rows of another kind (the Qwen3-Omni thinker's hidden
+  // states at multimodal positions); the checkpoint has it or not.
+  bool hidden_projection = false;
   int num_code_groups = 16;
   // talker_config.code_predictor_config (vocab_size = codes per codebook).
   TextModelConfig code_predictor;

@@ -60,23 +60,14 @@ Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::De
   Tensor padded = Tensor::zeros({vocab + 1, h}, DType::kF32);
   std::copy_n(codec_embedding_.data<float>(), vocab * h, padded.data<float>());
   padded_codec_embedding_ = on_device(padded);
-  // The text projection runs where the stacks do: on the host it was milliseconds of float32
-  // products per prompt in the stage's loop, which every request queued behind it waited for.
-  // fc1 gets a second half that is constantly one (zero weights, bias one), so that SiLU(fc1(x))
-  // is the silu_and_mul the stacks use: SiLU(fc1(x)) * 1.
-  text_embedding_ =
-      on_device(ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden}));
-  Tensor fc1_w = Tensor::zeros({2 * text_hidden, text_hidden}, DType::kF32);
-  Tensor fc1_b = Tensor::zeros({2 * text_hidden}, DType::kF32);
-  const Tensor w1 = ckpt.load_f32("talker.text_projection.linear_fc1.weight", {text_hidden, text_hidden});
-  const Tensor b1 = ckpt.load_f32("talker.text_projection.linear_fc1.bias", {text_hidden});
-  std::copy_n(w1.data<float>(), text_hidden * text_hidden, fc1_w.data<float>());
-  std::copy_n(b1.data<float>(), text_hidden, fc1_b.data<float>());
-  std::fill_n(fc1_b.data<float>() + text_hidden, text_hidden, 1.0f);
-  text_fc1_w_ = on_device(fc1_w);
-  text_fc1_b_ = on_device(fc1_b);
-  text_fc2_w_ = on_device(ckpt.load_f32("talker.text_projection.linear_fc2.weight", {h, text_hidden}));
-  text_fc2_b_ = on_device(ckpt.load_f32("talker.text_projection.linear_fc2.bias", {h}));
+  // The projections run where the stacks do: on the host they were milliseconds of float32
+  // products per prompt in the stage's loop, which every request queued behind them waited for.
+  if (config_.text_vocab_size > 0) {
+    text_embedding_ =
+        on_device(ckpt.load_f32("talker.model.text_embedding.weight", {config_.text_vocab_size, text_hidden}));
+  }
+  text_projection_ = load_projection(ckpt, "talker.text_projection");
+  if (config_.hidden_projection) hidden_projection_ = load_projection(ckpt, "talker.hidden_projection");
   // 1.7B: the predictor is narrower than the talker and every predictor input goes through this
   // projection; 0.6B has equal widths and no tensor (an identity).
   if (ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight") || h != h_cp) {
@@ -94,6 +85,20 @@ Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::De
   predictor_blocks_per_slot_ = blocks_for(config_.num_code_groups);
 }
 
+Talker::ProjectionWeights Talker::load_projection(const Checkpoint& ckpt, const std::string& name) const {
+  // fc1 gets a second half that is constantly one (zero weights, bias one), so that SiLU(fc1(x))
+  // is the silu_and_mul the stacks use: SiLU(fc1(x)) * 1.
+  const int64_t text_hidden = config_.text_hidden_size, h = hidden_size();
+  const int64_t inner = config_.projection_size > 0 ? config_.projection_size : text_hidden;
+  Tensor fc1_w = Tensor::zeros({2 * inner, text_hidden}, DType::kF32);
+  Tensor fc1_b = Tensor::zeros({2 * inner}, DType::kF32);
+  ckpt.load_f32_into(name + ".linear_fc1.weight", {inner, text_hidden}, fc1_w.data<float>());
+  ckpt.load_f32_into(name + ".linear_fc1.bias", {inner}, fc1_b.data<float>());
+  std::fill_n(fc1_b.data<float>() + inner, inner, 1.0f);
+  return ProjectionWeights{on_device(fc1_w), on_device(fc1_b), on_device(ckpt.load_f32(name + ".linear_fc2.weight", {h, inner})),
+                           on_device(ckpt.load_f32(name + ".linear_fc2.bias", {h}))};
+}
+
 Tensor Talker::on_device(const Tensor& host) const {
   return device().type == tensor::DeviceType::kCpu ? host : talker_.place(host);
 }
@@ -108,19 +113,37 @@ void Talker::logits_to_host(const Tensor& device_logits, std::vector<float>& log
 
 Tensor Talker::project_text(std::span<const int32_t> ids) const {
   const int64_t n = static_cast<int64_t>(ids.size()), text_hidden = config_.text_hidden_size;
-  const int64_t h = hidden_size();
-  if (n == 0) return Tensor::empty({0, h}, DType::kF32);
+  if (n == 0) return Tensor::empty({0, hidden_size()}, DType::kF32);
+  if (!text_embedding_.defined()) {
+    throw_error(ErrorCode::kInvalidArgument, "this talker has no text embedding: its text rows come from its caller");
+  }
   Tensor id_tensor = Tensor::empty({n}, DType::kI32);
   std::copy(ids.begin(), ids.end(), id_tensor.data<int32_t>());
-  const DType dtype = text_embedding_.dtype();
-  Tensor embedded = Tensor::empty({n, text_hidden}, dtype, device());
+  Tensor embedded = Tensor::empty({n, text_hidden}, text_embedding_.dtype(), device());
   ops::embedding(text_embedding_, id_tensor, embedded);
-  Tensor inner = Tensor::empty({n, 2 * text_hidden}, dtype, device());
-  ops::linear(embedded, text_fc1_w_, text_fc1_b_, inner);
-  Tensor activated = Tensor::empty({n, text_hidden}, dtype, device());
-  ops::silu_and_mul(inner, activated);
+  return project(embedded, text_projection_);
+}
+
+Tensor Talker::project_rows(const Tensor& rows, Projection projection) const {
+  const ProjectionWeights& p = projection == Projection::kText ? text_projection_ : hidden_projection_;
+  if (!p.fc1_w.defined()) throw_error(ErrorCode::kInvalidArgument, "this talker has no hidden_projection");
+  if (rows.rank() != 2 || rows.dim(1) != config_.text_hidden_size) {
+    throw_error(ErrorCode::kInvalidArgument, "the talker projects rows of {} values, not of shape {}",
+                config_.text_hidden_size, tensor::shape_to_string(rows.shape()));
+  }
+  if (rows.dim(0) == 0) return Tensor::empty({0, hidden_size()}, DType::kF32);
+  return project(on_device(rows), p);
+}
+
+Tensor Talker::project(const Tensor& rows, const ProjectionWeights& p) const {
+  const int64_t n = rows.dim(0), h = hidden_size(), inner = p.fc1_w.dim(0) / 2;
+  const DType dtype = rows.dtype();
+  Tensor wide = Tensor::empty({n, 2 * inner}, dtype, device());
+  ops::linear(rows, p.fc1_w, p.fc1_b, wide);
+  Tensor activated = Tensor::empty({n, inner}, dtype, device());
+  ops::silu_and_mul(wide, activated);
   Tensor out = Tensor::empty({n, h}, dtype, device());
-  ops::linear(activated, text_fc2_w_, text_fc2_b_, out);
+  ops::linear(activated, p.fc2_w, p.fc2_b, out);
   if (out.device().type == tensor::DeviceType::kCpu && out.dtype() == DType::kF32) return out;
   std::vector<float> values;
   logits_to_host(out, values);

@@ -48,6 +48,11 @@ class Talker {
   // float32, computed on the Talker's device (one call for many prompts shares the products).
   // kInvalidArgument for an id outside the text vocabulary.
   tensor::Tensor project_text(std::span<const int32_t> ids) const;
+  // The text or hidden projection of caller-given rows [n, text_hidden_size] (host float32) ->
+  // [n, H] host float32 (the Qwen3-Omni talker's thinker rows). kInvalidArgument for a width that
+  // is not text_hidden_size, or kHidden on a checkpoint without hidden_projection.
+  enum class Projection { kText, kHidden };
+  tensor::Tensor project_rows(const tensor::Tensor& rows, Projection projection) const;
   // Adds codec_embedding[id] to `row` (H floats); kInvalidArgument outside the codec vocabulary.
   void add_codec_embedding(int32_t id, float* row) const;
   // Adds the embedding of a whole frame to `row`: codec_embedding[codes[0]] +
@@ -149,6 +154,14 @@ class Talker {
   tensor::Tensor run_predictor(const ForwardBatch& batch, const tensor::Tensor& rows, int head);
   // A host float32 tensor on the device in the stacks' dtype (itself on the CPU).
   tensor::Tensor on_device(const tensor::Tensor& host) const;
+  // One projection (text_projection or hidden_projection): fc1 with its constant-one half
+  // ([2 * inner, text_hidden]), fc2 [H, inner], on the device.
+  struct ProjectionWeights {
+    tensor::Tensor fc1_w, fc1_b, fc2_w, fc2_b;
+  };
+  ProjectionWeights load_projection(const Checkpoint& ckpt, const std::string& name) const;
+  // rows [n, text_hidden] on the device in the stacks' dtype -> host float32 [n, H].
+  tensor::Tensor project(const tensor::Tensor& rows, const ProjectionWeights& p) const;
   // Device logits [rows, n] to host float32.
   static void logits_to_host(const tensor::Tensor& device_logits, std::vector<float>& logits);
 
@@ -200,9 +213,9 @@ class Talker {
   TalkerConfig config_;
   DecoderLm talker_;
   DecoderLm predictor_;
-  // On the device: the text projection, fc1 with its constant-one half ([2 * text_hidden, text_hidden]).
+  // On the device: the text embedding (undefined without text_vocab_size) and the projections.
   tensor::Tensor text_embedding_;  // [text_vocab, text_hidden]
-  tensor::Tensor text_fc1_w_, text_fc1_b_, text_fc2_w_, text_fc2_b_;
+  ProjectionWeights text_projection_, hidden_projection_;
   // Host float32: the input rows of the talker are built on the host.
   tensor::Tensor codec_embedding_;                    // [codec_vocab, H]
   std::vector<tensor::Tensor> predictor_embeddings_;  // num_code_groups-1 x [codebook, H]
