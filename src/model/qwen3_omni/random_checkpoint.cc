@@ -22,6 +22,138 @@ const char* const kOmniAddedTokens[] = {"<|audio_start|>", "<|audio_end|>",     
                                         "<tts_text_eod>",  "<tts_text_bos_single>", "<|audio_pad|>"};
 constexpr int32_t kFirstOmniToken = 151669;
 
+// The demo's talker and code2wav: the released vocabularies (a codec vocabulary of 3072 whose top
+// 1024 hold the specials and speakers, 2048 codes per codebook, 16 codebooks) on small stacks.
+constexpr int kDemoCodebook = 2048, kDemoCodeGroups = 16;
+struct DemoTalker {
+  int vocab = 3072, hidden = 64, projection = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 32;
+  int experts = 8, top_k = 2, moe_inter = 64, shared = 64, predictor_layers = 1, predictor_inter = 128;
+};
+struct DemoCode2Wav {
+  int hidden = 64, inter = 128, layers = 2, heads = 4, decoder_dim = 96;
+  std::vector<int> rates = {8, 5, 4, 3}, ratios = {2, 2};
+};
+
+// One Qwen3 attention block's tensors under `p` (q/k norm, no biases).
+template <typename Add>
+void add_attention(Add& add, const std::string& p, int64_t h, int64_t heads, int64_t kv_heads, int64_t hd) {
+  const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
+  add(p + "input_layernorm.weight", {h}, 0.05f, 1.0f);
+  add(p + "post_attention_layernorm.weight", {h}, 0.05f, 1.0f);
+  add(p + "self_attn.q_proj.weight", {heads * hd, h}, in_h);
+  add(p + "self_attn.k_proj.weight", {kv_heads * hd, h}, in_h);
+  add(p + "self_attn.v_proj.weight", {kv_heads * hd, h}, in_h);
+  add(p + "self_attn.o_proj.weight", {h, heads * hd}, 1.0f / std::sqrt(static_cast<float>(heads * hd)));
+  add(p + "self_attn.q_norm.weight", {hd}, 0.05f, 1.0f);
+  add(p + "self_attn.k_norm.weight", {hd}, 0.05f, 1.0f);
+}
+
+template <typename Add>
+void add_swiglu(Add& add, const std::string& p, int64_t h, int64_t inter) {
+  const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
+  add(p + "gate_proj.weight", {inter, h}, in_h);
+  add(p + "up_proj.weight", {inter, h}, in_h);
+  add(p + "down_proj.weight", {h, inter}, 1.0f / std::sqrt(static_cast<float>(inter)));
+}
+
+// The talker (`talker.`): its MoE stack with a shared expert, codec embedding and head, the text
+// and hidden projections from the thinker's width, and the code predictor.
+template <typename Add>
+void add_talker(Add& add, int64_t thinker_hidden) {
+  const DemoTalker t;
+  const int64_t h = t.hidden;
+  add("talker.model.codec_embedding.weight", {t.vocab, h}, 0.5f);
+  add("talker.model.norm.weight", {h}, 0.05f, 1.0f);
+  add("talker.codec_head.weight", {t.vocab, h}, 0.5f);
+  for (int l = 0; l < t.layers; ++l) {
+    const std::string p = "talker.model.layers." + std::to_string(l) + ".";
+    add_attention(add, p, h, t.heads, t.kv_heads, t.head_dim);
+    add(p + "mlp.gate.weight", {t.experts, h}, 1.0f / std::sqrt(static_cast<float>(h)));
+    for (int e = 0; e < t.experts; ++e) add_swiglu(add, p + "mlp.experts." + std::to_string(e) + ".", h, t.moe_inter);
+    add_swiglu(add, p + "mlp.shared_expert.", h, t.shared);
+    add(p + "mlp.shared_expert_gate.weight", {1, h}, 1.0f / std::sqrt(static_cast<float>(h)));
+  }
+  for (const char* projection : {"talker.text_projection.", "talker.hidden_projection."}) {
+    const std::string p = projection;
+    add(p + "linear_fc1.weight", {t.projection, thinker_hidden}, 1.0f / std::sqrt(static_cast<float>(thinker_hidden)));
+    add(p + "linear_fc1.bias", {t.projection}, 0.02f);
+    add(p + "linear_fc2.weight", {h, t.projection}, 1.0f / std::sqrt(static_cast<float>(t.projection)));
+    add(p + "linear_fc2.bias", {h}, 0.02f);
+  }
+  const std::string cp = "talker.code_predictor.";
+  for (int l = 0; l < t.predictor_layers; ++l) {
+    const std::string p = cp + "model.layers." + std::to_string(l) + ".";
+    add_attention(add, p, h, t.heads, t.kv_heads, t.head_dim);
+    add_swiglu(add, p + "mlp.", h, t.predictor_inter);
+  }
+  add(cp + "model.norm.weight", {h}, 0.05f, 1.0f);
+  for (int g = 0; g + 1 < kDemoCodeGroups; ++g) {
+    add(cp + "model.codec_embedding." + std::to_string(g) + ".weight", {kDemoCodebook, h}, 0.5f);
+    add(cp + "lm_head." + std::to_string(g) + ".weight", {kDemoCodebook, h}, 0.5f);
+  }
+}
+
+// Code2wav (`code2wav.`, model/qwen3_omni/code2wav.h).
+template <typename Add>
+void add_code2wav(Add& add) {
+  const DemoCode2Wav w;
+  const int64_t h = w.hidden, hd = h / w.heads;
+  const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
+  add("code2wav.code_embedding.weight", {int64_t{kDemoCodeGroups} * kDemoCodebook, h}, 1.0f);
+  for (int l = 0; l < w.layers; ++l) {
+    const std::string p = "code2wav.pre_transformer.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {h}, 0.05f, 1.0f);
+    add(p + "post_attention_layernorm.weight", {h}, 0.05f, 1.0f);
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      add(p + "self_attn." + proj + ".weight", {w.heads * hd, h}, in_h);
+    }
+    add(p + "self_attn_layer_scale.scale", {h}, 0.05f, 0.1f);
+    add_swiglu(add, p + "mlp.", h, w.inter);
+    add(p + "mlp_layer_scale.scale", {h}, 0.05f, 0.1f);
+  }
+  add("code2wav.pre_transformer.norm.weight", {h}, 0.05f, 1.0f);
+  for (size_t i = 0; i < w.ratios.size(); ++i) {
+    const std::string p = "code2wav.upsample." + std::to_string(i) + ".";
+    add(p + "0.conv.weight", {h, h, w.ratios[i]}, in_h);
+    add(p + "0.conv.bias", {h}, 0.02f);
+    add(p + "1.dwconv.conv.weight", {h, 1, 7}, 0.3f);
+    add(p + "1.dwconv.conv.bias", {h}, 0.02f);
+    add(p + "1.norm.weight", {h}, 0.05f, 1.0f);
+    add(p + "1.norm.bias", {h}, 0.02f);
+    add(p + "1.pwconv1.weight", {4 * h, h}, in_h);
+    add(p + "1.pwconv1.bias", {4 * h}, 0.02f);
+    add(p + "1.pwconv2.weight", {h, 4 * h}, 0.5f * in_h);
+    add(p + "1.pwconv2.bias", {h}, 0.02f);
+    add(p + "1.gamma", {h}, 0.05f, 0.1f);
+  }
+  add("code2wav.decoder.0.conv.weight", {w.decoder_dim, h, 7}, 1.0f / std::sqrt(7.0f * h));
+  add("code2wav.decoder.0.conv.bias", {w.decoder_dim}, 0.02f);
+  for (size_t i = 0; i < w.rates.size(); ++i) {
+    const int64_t in = w.decoder_dim >> i, out = w.decoder_dim >> (i + 1), r = w.rates[i];
+    const std::string p = "code2wav.decoder." + std::to_string(i + 1) + ".block.";
+    add(p + "0.alpha", {in}, 0.1f);
+    add(p + "0.beta", {in}, 0.1f);
+    add(p + "1.conv.weight", {in, out, 2 * r}, 1.0f / std::sqrt(2.0f * in));
+    add(p + "1.conv.bias", {out}, 0.02f);
+    for (int u = 0; u < 3; ++u) {
+      const std::string pu = p + std::to_string(u + 2) + ".";
+      for (const char* act : {"act1", "act2"}) {
+        add(pu + act + ".alpha", {out}, 0.1f);
+        add(pu + act + ".beta", {out}, 0.1f);
+      }
+      add(pu + "conv1.conv.weight", {out, out, 7}, 0.5f / std::sqrt(7.0f * out));
+      add(pu + "conv1.conv.bias", {out}, 0.02f);
+      add(pu + "conv2.conv.weight", {out, out, 1}, 0.5f / std::sqrt(static_cast<float>(out)));
+      add(pu + "conv2.conv.bias", {out}, 0.02f);
+    }
+  }
+  const int64_t last = w.decoder_dim >> w.rates.size();
+  add("code2wav.decoder.5.alpha", {last}, 0.1f);
+  add("code2wav.decoder.5.beta", {last}, 0.1f);
+  add("code2wav.decoder.6.conv.weight", {1, last, 7}, 0.1f / std::sqrt(7.0f * last));
+  add("code2wav.decoder.6.conv.bias", {1}, 0.02f);
+}
+
 // ChatML with content parts: text parts in order, each image, audio or video part as its
 // placeholder (one pad token, which the processor expands to the encoder's token count).
 constexpr const char* kChatTemplate =
@@ -272,6 +404,10 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
     add(m + "mlp.2.weight", {h, merged}, in_merged);
     add(m + "mlp.2.bias", {h}, 0.02f);
   }
+  if (audio_output) {
+    add_talker(add, h);
+    add_code2wav(add);
+  }
   writer.write(dir / "model.safetensors");
 
   const char* dtype_name = dtype == tensor::DType::kBF16 ? "bfloat16" : "float32";
@@ -312,30 +448,75 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
                            {"num_position_embeddings", 64},
                            {"deepstack_visual_indexes", {0, 1}},
                            {"hidden_act", "gelu_pytorch_tanh"}}}};
+  const DemoTalker t;
   OrderedJson talker = {{"model_type", "qwen3_omni_moe_talker"},
                         {"thinker_hidden_size", s.hidden_size},
                         {"accept_hidden_layer", 1},
-                        {"num_code_groups", 16},
+                        {"num_code_groups", kDemoCodeGroups},
+                        {"codec_pad_id", 2148},
+                        {"codec_bos_id", 2149},
                         {"codec_eos_token_id", 2150},
+                        {"codec_nothink_id", 2155},
+                        {"codec_think_bos_id", 2156},
+                        {"codec_think_eos_id", 2157},
+                        {"speaker_id", {{"chelsie", 2301}, {"ethan", 2302}, {"aiden", 2303}}},
+                        {"audio_token_id", 151675},
+                        {"image_token_id", 151655},
+                        {"video_token_id", 151656},
+                        {"vision_start_token_id", 151652},
+                        {"audio_start_token_id", 151669},
+                        {"position_id_per_seconds", 13},
                         {"text_config",
                          {{"model_type", "qwen3_omni_moe_talker_text"},
-                          {"vocab_size", 3072},
-                          {"hidden_size", 64},
-                          {"num_hidden_layers", 2},
-                          {"num_attention_heads", 4},
-                          {"num_key_value_heads", 2},
-                          {"head_dim", 32},
-                          {"num_experts", 8},
-                          {"num_experts_per_tok", 2},
-                          {"moe_intermediate_size", 64},
-                          {"shared_expert_intermediate_size", 64},
-                          {"norm_topk_prob", true}}}};
+                          {"vocab_size", t.vocab},
+                          {"hidden_size", t.hidden},
+                          {"intermediate_size", t.projection},
+                          {"num_hidden_layers", t.layers},
+                          {"num_attention_heads", t.heads},
+                          {"num_key_value_heads", t.kv_heads},
+                          {"head_dim", t.head_dim},
+                          {"rms_norm_eps", 1e-6},
+                          {"num_experts", t.experts},
+                          {"num_experts_per_tok", t.top_k},
+                          {"moe_intermediate_size", t.moe_inter},
+                          {"shared_expert_intermediate_size", t.shared},
+                          {"norm_topk_prob", true},
+                          {"decoder_sparse_step", 1},
+                          {"mlp_only_layers", OrderedJson::array()},
+                          {"rope_parameters",
+                           {{"rope_type", "default"},
+                            {"rope_theta", 1000000.0},
+                            {"mrope_section", {8, 4, 4}},
+                            {"interleaved", true},
+                            {"mrope_interleaved", true}}}}},
+                        {"code_predictor_config",
+                         {{"model_type", "qwen3_omni_moe_talker_code_predictor"},
+                          {"vocab_size", kDemoCodebook},
+                          {"hidden_size", t.hidden},
+                          {"intermediate_size", t.predictor_inter},
+                          {"num_hidden_layers", t.predictor_layers},
+                          {"num_attention_heads", t.heads},
+                          {"num_key_value_heads", t.kv_heads},
+                          {"head_dim", t.head_dim},
+                          {"rms_norm_eps", 1e-6},
+                          {"num_code_groups", kDemoCodeGroups},
+                          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}}}}};
+  const DemoCode2Wav w;
   OrderedJson code2wav = {{"model_type", "qwen3_omni_moe_code2wav"},
-                          {"codebook_size", 2048},
-                          {"num_quantizers", 16},
-                          {"hidden_size", 64},
-                          {"num_hidden_layers", 2},
-                          {"num_attention_heads", 4}};
+                          {"codebook_size", kDemoCodebook},
+                          {"num_quantizers", kDemoCodeGroups},
+                          {"hidden_size", w.hidden},
+                          {"intermediate_size", w.inter},
+                          {"num_hidden_layers", w.layers},
+                          {"num_attention_heads", w.heads},
+                          {"num_key_value_heads", w.heads},
+                          {"sliding_window", 72},
+                          {"rms_norm_eps", 1e-5},
+                          {"layer_scale_initial_scale", 0.01},
+                          {"upsample_rates", {8, 5, 4, 3}},
+                          {"upsampling_ratios", {2, 2}},
+                          {"decoder_dim", w.decoder_dim},
+                          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
   OrderedJson config = {{"architectures", {"Qwen3OmniMoeForConditionalGeneration"}},
                         {"model_type", "qwen3_omni_moe"},
                         {"enable_audio_output", audio_output},

@@ -5,8 +5,9 @@
 // preprocessor_config.json; the Qwen3 tokenizer with Qwen3-Omni's added tokens (<|audio_start|>
 // … <|audio_pad|>, ids 151669-151675) and a chat template that places each content part's
 // placeholder tokens; the audio tower of audio_config under `thinker.audio_tower.` (so the demo
-// reads chat audio). The vision encoder, talker and code2wav get no weights: nothing reads them
-// yet.
+// reads chat audio), the vision encoder under `thinker.visual.`; with audio output, the talker
+// (`talker.`: a MoE stack with a shared expert, the projections and the code predictor) and
+// code2wav (`code2wav.`), small stacks over the released codec vocabularies.
 #pragma once
 
 #include <cstdint>
