@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include "base/json_dump.h"
+
 namespace omni::runtime {
 
 namespace {
@@ -323,9 +325,9 @@ StageMessage decode_message(std::string_view bytes, std::string_view peer) {
   }
   if (json["v"] != kProtocolVersion) {
     throw_error(ErrorCode::kInternal, "{} speaks control protocol version {}, this process speaks version {}", peer,
-                json["v"].dump(), kProtocolVersion);
+                dump_for_message(json["v"]), kProtocolVersion);
   }
-  std::string type = json["type"].is_string() ? json["type"].get<std::string>() : json["type"].dump();
+  std::string type = json["type"].is_string() ? json["type"].get<std::string>() : dump_for_message(json["type"]);
   if (std::find(kTypeNames.begin(), kTypeNames.end(), type) == kTypeNames.end()) {
     throw_error(ErrorCode::kInternal, "control message from {} has the unknown type '{}'", peer, type);
   }

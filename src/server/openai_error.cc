@@ -1,11 +1,13 @@
 #include "server/openai_error.h"
 
+#include "base/json_dump.h"
+
 namespace omni::server {
 namespace {
 
 // A message may quote what the client sent, and nlohmann's parse errors quote the bytes they
 // stopped at: invalid UTF-8 there is written as U+FFFD instead of failing the error response.
-std::string dump(const Json& json) { return json.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string dump(const Json& json) { return dump_for_message(json); }
 
 }  // namespace
 

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 
+#include "base/json_dump.h"
 #include "server/openai_error.h"
 
 namespace omni::server {
 
 std::string brief(const Json& value) {
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string text = dump_for_message(value);
   if (text.size() > 60) {
     size_t cut = 57;
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a code point

@@ -167,6 +167,24 @@ TEST(StageProtocolTest, AnotherProtocolVersionIsRefusedNamingBoth) {
   }
 }
 
+// Found by the stage_protocol fuzzer: a version or type that is a string of invalid UTF-8 threw
+// nlohmann's type_error while the error message was written.
+TEST(StageProtocolTest, AVersionOfInvalidUtf8IsAnErrorNamingThePeer) {
+  for (const char* field : {"v", "type"}) {
+    Json message = {{"v", kProtocolVersion}, {"type", "abort"}, {"request_id", "x"}};
+    message[field] = Json::array({std::string("\xbc\xbc")});
+    std::string bytes;
+    Json::to_msgpack(message, bytes);
+    try {
+      decode_message(bytes, "stage1.replica0");
+      FAIL() << field << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stage1.replica0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[\"\xef\xbf\xbd\xef\xbf\xbd\"]"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(StageProtocolTest, GarbageAndMissingFieldsAreErrorsNamingThePeer) {
   EXPECT_THROW(decode_message("\xc1 not msgpack", "peer-x"), Error);
   Json message = {{"v", kProtocolVersion}, {"type", "submit"}, {"request_id", "x"}};
