@@ -124,8 +124,7 @@ void add_swiglu(const float* gate, const float* up, const float* down, int inter
 // The block's definition in float64: softmax over the router logits, the top k, renormalised,
 // the weighted sum of the chosen experts' SwiGLU outputs; with `shared`, plus the shared expert's
 // SwiGLU times the sigmoid of its gate.
-std::vector<double> reference(const Weights& w, const std::vector<float>& x, bool norm_topk_prob,
-                              bool shared = false) {
+std::vector<double> reference(const Weights& w, const std::vector<float>& x, bool norm_topk_prob, bool shared = false) {
   std::vector<double> out(kTokens * kHidden, 0.0);
   for (int t = 0; t < kTokens; ++t) {
     const float* row = &x[t * kHidden];

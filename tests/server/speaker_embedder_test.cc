@@ -81,13 +81,14 @@ TEST(SpeakerEmbedderTest, WorksOnAsManyReferencesAtOnceAsItsConcurrency) {
   SpeakerEmbedder embedder(probe_encoder(probe, 3, 3), {}, ReferenceAudioLimits{}, 16, metrics);
   std::vector<std::promise<std::vector<float>>> results(3);
   for (int i = 0; i < 3; ++i) {
-    embedder.submit_bytes(tone_wav(1.0 + i, 220), "ref_audio", [&results, i](std::vector<float> e, std::exception_ptr error) {
-      if (error) {
-        results[i].set_exception(error);
-      } else {
-        results[i].set_value(std::move(e));
-      }
-    });
+    embedder.submit_bytes(tone_wav(1.0 + i, 220), "ref_audio",
+                          [&results, i](std::vector<float> e, std::exception_ptr error) {
+                            if (error) {
+                              results[i].set_exception(error);
+                            } else {
+                              results[i].set_value(std::move(e));
+                            }
+                          });
   }
   for (int i = 0; i < 3; ++i) {
     std::future<std::vector<float>> f = results[i].get_future();
@@ -155,8 +156,7 @@ TEST(SpeakerEmbedderTest, RefusesAConcurrencyBelowOne) {
     SpeakerEmbedder embedder(probe_encoder(probe, 0, 1), {}, ReferenceAudioLimits{}, 16, metrics);
     FAIL() << "accepted a concurrency of 0";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "voice cloning: the encoders' concurrency is 0; it must be at least 1");
+    EXPECT_EQ(std::string(e.what()), "voice cloning: the encoders' concurrency is 0; it must be at least 1");
   }
 }
 

@@ -260,8 +260,7 @@ TEST(ChatTemplateTest, ErrorsNameTheTemplateLine) {
             "chat line 1: truncated \\u escape in string literal: it needs 4 hex digits [load_failed]");
   EXPECT_EQ(error_of([] { jinja::Template("{{ '\\U00110000' }}", "chat"); }),
             "chat line 1: \\U escape in string literal is beyond U+10FFFF [load_failed]");
-  EXPECT_EQ(jinja::Template("{{ '\\x41\\u00e9\\U0001F600\\101\\7' }}", "chat").render({}),
-            "A\u00e9\U0001F600A\a");
+  EXPECT_EQ(jinja::Template("{{ '\\x41\\u00e9\\U0001F600\\101\\7' }}", "chat").render({}), "A\u00e9\U0001F600A\a");
   const jinja::Dict vars = jinja::Value::from_json(j(R"({"m": {"role": "user"}})")).as_dict();
   EXPECT_EQ(error_of([&] { jinja::Template("ok\n{{ m.content.strip() }}", "chat").render(vars); }),
             "chat line 2: 'dict object' has no attribute 'content' [invalid_argument]");
@@ -307,8 +306,9 @@ TEST(ChatTemplateTest, HostileTemplatesAreBoundedWithClearErrors) {
   // until the stack overflowed (and was never freed).
   EXPECT_EQ(render("{% set ns = namespace(s='x') %}\n{% set ns.s = ns, ns.s %}{{ ns }}"),
             "chat line 2: a value nested deeper than 512 levels (a namespace that holds itself?) [invalid_argument]");
-  EXPECT_EQ(render("{% set a = namespace(v=1) %}{% set b = namespace(v=[a]) %}{% set a.v = b %}{{ a == b }}{{ a.v.v }}"),
-            "chat line 1: a value nested deeper than 512 levels (a namespace that holds itself?) [invalid_argument]");
+  EXPECT_EQ(
+      render("{% set a = namespace(v=1) %}{% set b = namespace(v=[a]) %}{% set a.v = b %}{{ a == b }}{{ a.v.v }}"),
+      "chat line 1: a value nested deeper than 512 levels (a namespace that holds itself?) [invalid_argument]");
   EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
             "chat line 1: a list or dict nested deeper than 512 levels [invalid_argument]");
   EXPECT_EQ(jinja::Template("{% set ns = namespace(x=[]) %}{% for i in range(511) %}{% set ns.x = [ns.x] %}"

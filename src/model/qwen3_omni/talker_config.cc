@@ -8,7 +8,8 @@ namespace {
 
 const Json& object_at(const Json& parent, const char* key, const std::string& source) {
   const auto it = parent.find(key);
-  if (it == parent.end() || !it->is_object()) throw_error(ErrorCode::kLoadFailed, "{}: missing object '{}'", source, key);
+  if (it == parent.end() || !it->is_object())
+    throw_error(ErrorCode::kLoadFailed, "{}: missing object '{}'", source, key);
   return *it;
 }
 
@@ -35,6 +36,8 @@ TalkerConfig parse_talker_config(const Json& config, const std::string& source) 
   c.tts_pad_token_id = field_or<int32_t>(config, "tts_pad_token_id", c.tts_pad_token_id, source);
   c.tts_bos_token_id = field_or<int32_t>(config, "tts_bos_token_id", c.tts_bos_token_id, source);
   c.tts_eos_token_id = field_or<int32_t>(config, "tts_eos_token_id", c.tts_eos_token_id, source);
+  out.system_token_id = field_or<int32_t>(config, "system_token_id", out.system_token_id, source);
+  out.user_token_id = field_or<int32_t>(config, "user_token_id", out.user_token_id, source);
 
   const Json& talker = object_at(config, "talker_config", source);
   const std::string ts = source + ": talker_config";

@@ -21,6 +21,9 @@ struct TalkerConfig {
   qwen3_tts::TalkerConfig talker;  // the stacks, codec ids, speakers and the top-level text ids
   // The thinker layer whose output (hidden_states[accept_hidden_layer]) feeds hidden_projection.
   int accept_hidden_layer = 24;
+  // Role tokens after <|im_start|> (the top level of config.json; assistant's is talker.assistant_token_id).
+  int32_t system_token_id = 8948;
+  int32_t user_token_id = 872;
   // Multimodal placeholders of the thinker's prompt, whose rows take the hidden projection.
   int32_t audio_token_id = 151675;
   int32_t image_token_id = 151655;

@@ -99,8 +99,8 @@ CodecDecoderConfig read_codec_decoder_config(const std::filesystem::path& dir) {
   if (!json.contains("decoder_config") || !json["decoder_config"].is_object()) {
     throw_error(ErrorCode::kLoadFailed, "{}: missing object 'decoder_config'", file);
   }
-  CodecDecoderConfig c = parse_codec_decoder_config(json["decoder_config"], CodecDecoderConfig{}, file,
-                                                    "decoder_config.");
+  CodecDecoderConfig c =
+      parse_codec_decoder_config(json["decoder_config"], CodecDecoderConfig{}, file, "decoder_config.");
   read_field(json, file, "", "output_sample_rate", c.output_sample_rate);
   if (c.output_sample_rate <= 0) {
     throw_error(ErrorCode::kLoadFailed, "{}: field 'output_sample_rate' must be positive, got {}", file,

@@ -295,8 +295,10 @@ std::unique_ptr<CodecDecoder> CodecDecoder::load(const Checkpoint& ckpt, CodecDe
     load_residual_vq(ckpt, c, d, *w);
   } else {
     if (c.latent_dim != c.hidden_size) {
-      throw_error(ErrorCode::kLoadFailed, "codec decoder: without residual VQ the latent width {} must be the hidden "
-                  "size {}", c.latent_dim, c.hidden_size);
+      throw_error(ErrorCode::kLoadFailed,
+                  "codec decoder: without residual VQ the latent width {} must be the hidden "
+                  "size {}",
+                  c.latent_dim, c.hidden_size);
     }
     w->code_embedding =
         tensor_of(ckpt, d + "code_embedding.weight", {int64_t{c.num_quantizers} * c.codebook_size, c.hidden_size});

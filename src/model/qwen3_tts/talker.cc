@@ -95,7 +95,8 @@ Talker::ProjectionWeights Talker::load_projection(const Checkpoint& ckpt, const 
   ckpt.load_f32_into(name + ".linear_fc1.weight", {inner, text_hidden}, fc1_w.data<float>());
   ckpt.load_f32_into(name + ".linear_fc1.bias", {inner}, fc1_b.data<float>());
   std::fill_n(fc1_b.data<float>() + inner, inner, 1.0f);
-  return ProjectionWeights{on_device(fc1_w), on_device(fc1_b), on_device(ckpt.load_f32(name + ".linear_fc2.weight", {h, inner})),
+  return ProjectionWeights{on_device(fc1_w), on_device(fc1_b),
+                           on_device(ckpt.load_f32(name + ".linear_fc2.weight", {h, inner})),
                            on_device(ckpt.load_f32(name + ".linear_fc2.bias", {h}))};
 }
 

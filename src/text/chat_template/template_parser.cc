@@ -1,5 +1,7 @@
 #include "text/chat_template/template_parser.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -8,8 +10,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "base/error.h"
 #include "text/chat_template/template.h"

@@ -20,8 +20,7 @@
 namespace omni::model::qwen3_omni {
 namespace {
 
-const std::filesystem::path kFixture =
-    std::filesystem::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni_code2wav";
+const std::filesystem::path kFixture = std::filesystem::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni_code2wav";
 
 std::vector<int32_t> fixture_codes() {
   const tensor::Tensor codes = tensor::load_npy(kFixture / "codes.npy");
@@ -123,8 +122,7 @@ TEST(Qwen3OmniCode2WavTest, BadCodesNameTheDecoderAndMoveNoStream) {
     decoder->decode(*stream, std::span(codes).first(32), audio);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "qwen3_omni code2wav: code 128 of codebook 2 in frame 1 is outside [0, 128)");
+    EXPECT_EQ(std::string(e.what()), "qwen3_omni code2wav: code 128 of codebook 2 in frame 1 is outside [0, 128)");
   }
   EXPECT_EQ(stream->frames(), 0);
   EXPECT_TRUE(audio.empty());

@@ -5,7 +5,7 @@
 // released names and compute consistently (a chunked prefill equals the whole one, the projections
 // are the documented MLP), and the config's errors. Its numbers against transformers are
 // scripts/reference/qwen3_omni_speech_reference.py's (not yet run).
-#include "model/qwen3_omni/talker_config.h"
+#include "model/qwen3_tts/talker.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,8 @@
 #include "base/error.h"
 #include "model/qwen3_omni/code2wav.h"
 #include "model/qwen3_omni/random_checkpoint.h"
-#include "model/qwen3_tts/talker.h"
+#include "model/qwen3_omni/talker_config.h"
+#include "model/qwen3_omni/talker_prompt.h"
 #include "model/safetensors.h"
 #include "support/temp_dir.h"
 
@@ -35,6 +36,13 @@ const fs::path& demo_dir() {
     return d;
   }();
   return dir->path();
+}
+
+// The first `rows` rows of a host float32 matrix, copied.
+Tensor rows_prefix(const Tensor& t, int64_t rows) {
+  Tensor out = Tensor::empty({rows, t.dim(1)}, DType::kF32);
+  std::copy_n(t.data<float>(), rows * t.dim(1), out.data<float>());
+  return out;
 }
 
 TEST(Qwen3OmniTalkerTest, ConfigReadsTheStacksIdsAndSpeakers) {
@@ -90,9 +98,8 @@ TEST(Qwen3OmniTalkerTest, LoadsAndComputesOnTheReleasedLayout) {
   EXPECT_NE(std::vector<float>(hidden_rows.data<float>(), hidden_rows.data<float>() + h),
             std::vector<float>(projected.data<float>(), projected.data<float>() + h));
   EXPECT_THROW(talker.project_text(std::vector<int32_t>{1, 2}), Error);  // no text embedding of its own
-  EXPECT_THROW(talker.project_rows(Tensor::zeros({2, thinker_h + 1}, DType::kF32),
-                                   qwen3_tts::Talker::Projection::kText),
-               Error);
+  EXPECT_THROW(
+      talker.project_rows(Tensor::zeros({2, thinker_h + 1}, DType::kF32), qwen3_tts::Talker::Projection::kText), Error);
 
   // The MoE stack: a prompt of 12 rows at once equals the same rows in chunks of 5 and 7 through
   // the paged cache.
@@ -137,6 +144,91 @@ TEST(Qwen3OmniTalkerTest, LoadsAndComputesOnTheReleasedLayout) {
   EXPECT_EQ(predictor_logits.size(), 2048u);
 }
 
+// The prompt from the thinker's rows: the system turn skipped, the user turn's audio rows from the
+// hidden projection and its text rows from the text projection, the reply's 9 rows (text track
+// plus codec track) and its trailing text.
+TEST(Qwen3OmniTalkerTest, ThePromptTakesTheUserTurnAndTheReply) {
+  const TalkerConfig c = read_talker_config(demo_dir());
+  qwen3_tts::Talker talker(demo_dir(), c.talker);
+  const int64_t h = talker.hidden_size(), w = c.talker.text_hidden_size;
+  const int32_t start = c.talker.im_start_token_id, end = c.talker.im_end_token_id, audio = c.audio_token_id;
+  const std::vector<int32_t> ids = {start, c.system_token_id,
+                                    198,   87,
+                                    end,   198,  // system
+                                    start, c.user_token_id,
+                                    198,   64,
+                                    audio, audio,
+                                    65,    end,
+                                    198,  // user
+                                    start, c.talker.assistant_token_id,
+                                    198,   81,
+                                    82,    83,
+                                    end};  // reply
+  const size_t prompt_length = 18;
+  const int64_t n = static_cast<int64_t>(ids.size()) - 1;  // the last token never ran through the thinker
+  auto filled = [&](int64_t rows, float phase) {
+    Tensor t = Tensor::empty({rows, w}, DType::kF32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(phase + 0.013f * static_cast<float>(i));
+    return t;
+  };
+  ThinkerRows thinker{ids, prompt_length, filled(n, 0.0f), filled(n, 1.0f), filled(3, 2.0f)};
+  const qwen3_tts::TalkerPrompt prompt = build_talker_prompt(talker, c, thinker, *c.talker.speaker_id("ethan"));
+
+  const Tensor text = talker.project_rows(thinker.embeddings, qwen3_tts::Talker::Projection::kText);
+  const Tensor media = talker.project_rows(thinker.accepted_hidden, qwen3_tts::Talker::Projection::kHidden);
+  const Tensor specials = talker.project_rows(thinker.special_embeddings, qwen3_tts::Talker::Projection::kText);
+  auto row = [&](const Tensor& t, int64_t r) {
+    return std::vector<float>(t.data<float>() + r * h, t.data<float>() + (r + 1) * h);
+  };
+  auto with_codec = [&](std::vector<float> r, int32_t id) {
+    talker.add_codec_embedding(id, r.data());
+    return r;
+  };
+  std::vector<std::vector<float>> want;
+  for (int64_t p = 6; p < 15; ++p) want.push_back(row(ids[p] == audio ? media : text, p));
+  const std::vector<float> tts_bos = row(specials, 0), tts_eos = row(specials, 1), tts_pad = row(specials, 2);
+  want.push_back(row(text, 15));
+  want.push_back(row(text, 16));
+  want.push_back(row(text, 17));
+  want.push_back(with_codec(tts_pad, c.talker.codec_nothink_id));
+  want.push_back(with_codec(tts_pad, c.talker.codec_think_bos_id));
+  want.push_back(with_codec(tts_pad, c.talker.codec_think_eos_id));
+  want.push_back(with_codec(tts_pad, 2302));
+  want.push_back(with_codec(tts_bos, c.talker.codec_pad_id));
+  want.push_back(with_codec(row(text, 18), c.talker.codec_bos_id));
+  // The projections here ran over other row counts than the prompt's: equal within float32 rounding.
+  auto expect_near = [](const std::vector<float>& got, const std::vector<float>& expected, const std::string& what) {
+    ASSERT_EQ(got.size(), expected.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], expected[i], 1e-5f * (1.0f + std::abs(expected[i]))) << what << ", element " << i;
+    }
+  };
+  ASSERT_EQ(prompt.rows.shape(), (tensor::Shape{static_cast<int64_t>(want.size()), h}));
+  for (size_t r = 0; r < want.size(); ++r)
+    expect_near(row(prompt.rows, static_cast<int64_t>(r)), want[r], "row " + std::to_string(r));
+  ASSERT_EQ(prompt.trailing.shape(), (tensor::Shape{3, h}));  // the reply's 2nd and 3rd tokens, then tts_eos
+  expect_near(row(prompt.trailing, 0), row(text, 19), "trailing 0");
+  expect_near(row(prompt.trailing, 1), row(text, 20), "trailing 1");
+  expect_near(row(prompt.trailing, 2), tts_eos, "trailing 2");
+  expect_near(std::vector<float>(prompt.tts_pad.data<float>(), prompt.tts_pad.data<float>() + h), tts_pad, "tts_pad");
+  // The audio rows are the hidden projection's, not the text projection's.
+  EXPECT_GT(std::abs(row(prompt.rows, 4)[0] - row(text, 10)[0]), 1e-4f);
+
+  // A conversation that does not end in the reply, and a reply without a first token.
+  ThinkerRows no_reply{std::span(ids).first(15), 15, rows_prefix(thinker.embeddings, 15),
+                       rows_prefix(thinker.accepted_hidden, 15), thinker.special_embeddings};
+  EXPECT_THROW(build_talker_prompt(talker, c, no_reply, 2302), Error);
+  ThinkerRows too_early{std::span(ids).first(18), 18, rows_prefix(thinker.embeddings, 18),
+                        rows_prefix(thinker.accepted_hidden, 18), thinker.special_embeddings};
+  try {
+    build_talker_prompt(talker, c, too_early, 2302);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "talker prompt: the reply has no first token yet (the assistant segment has 3 rows, 4 needed)");
+  }
+}
+
 // The demo's code2wav loads and decodes (its numbers: code2wav_test.cc).
 TEST(Qwen3OmniTalkerTest, TheDemoCheckpointHasCode2Wav) {
   auto decoder = load_code2wav(demo_dir());
@@ -163,7 +255,8 @@ TEST(Qwen3OmniTalkerTest, ConfigErrorsNameTheField) {
   EXPECT_EQ(error_of(c), "config.json: talker_config: codec id 5000 is outside text_config.vocab_size 3072");
   c = config;
   c["talker_config"]["accept_hidden_layer"] = 9;
-  EXPECT_EQ(error_of(c), "config.json: talker_config: accept_hidden_layer 9 is outside the thinker's 0..2 hidden states");
+  EXPECT_EQ(error_of(c),
+            "config.json: talker_config: accept_hidden_layer 9 is outside the thinker's 0..2 hidden states");
   c = config;
   c["talker_config"]["speaker_id"]["ethan"] = "x";
   EXPECT_EQ(error_of(c), "config.json: talker_config: speaker_id.ethan is not a codec id below 3072 (got \"x\")");

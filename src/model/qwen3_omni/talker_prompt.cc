@@ -1,0 +1,125 @@
+#include "model/qwen3_omni/talker_prompt.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/error.h"
+
+namespace omni::model::qwen3_omni {
+
+using tensor::DType;
+using tensor::Tensor;
+using Projection = qwen3_tts::Talker::Projection;
+
+namespace {
+
+// Rows [begin, end) of a host float32 [n, w] tensor, copied.
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) {
+  const int64_t w = t.dim(1);
+  Tensor out = Tensor::empty({end - begin, w}, DType::kF32);
+  std::copy_n(t.data<float>() + begin * w, (end - begin) * w, out.data<float>());
+  return out;
+}
+
+}  // namespace
+
+qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,
+                                            const ThinkerRows& thinker, int32_t speaker_codec_id) {
+  const qwen3_tts::TalkerConfig& c = config.talker;
+  const int64_t h = talker.hidden_size(), width = c.text_hidden_size;
+  const int64_t n = thinker.embeddings.defined() ? thinker.embeddings.dim(0) : 0;
+  if (thinker.embeddings.rank() != 2 || thinker.embeddings.dim(1) != width ||
+      thinker.accepted_hidden.shape() != thinker.embeddings.shape() || n > static_cast<int64_t>(thinker.ids.size()) ||
+      thinker.prompt_length > thinker.ids.size() || thinker.special_embeddings.shape() != tensor::Shape{3, width}) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "talker prompt: the thinker's rows must be [rows <= {} ids, {}] embeddings and hidden states and [3, "
+                "{}] special embeddings",
+                thinker.ids.size(), width, width);
+  }
+  const Tensor specials = talker.project_rows(thinker.special_embeddings, Projection::kText);
+  const float* tts_bos = specials.data<float>();
+  const float* tts_eos = tts_bos + h;
+  const float* tts_pad = tts_bos + 2 * h;
+
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < thinker.prompt_length; ++i) {
+    if (thinker.ids[i] == c.im_start_token_id) starts.push_back(static_cast<int64_t>(i));
+  }
+  if (starts.empty()) throw_error(ErrorCode::kInvalidArgument, "talker prompt: the prompt has no <|im_start|>");
+  starts.push_back(n);
+  std::vector<float> rows;
+  qwen3_tts::TalkerPrompt prompt;
+  bool assistant_seen = false;
+  for (size_t s = 0; s + 1 < starts.size(); ++s) {
+    const int64_t begin = starts[s], end = std::min(starts[s + 1], n);
+    if (begin + 1 >= static_cast<int64_t>(thinker.ids.size())) {
+      throw_error(ErrorCode::kInvalidArgument, "talker prompt: <|im_start|> at position {} has no role after it",
+                  begin);
+    }
+    const int32_t role = thinker.ids[static_cast<size_t>(begin + 1)];
+    const bool last = s + 2 == starts.size();
+    if (role == config.system_token_id || (role == c.assistant_token_id && !last)) continue;
+    if (role == config.user_token_id) {
+      // Text rows from the embeddings, multimodal rows from the accepted hidden states, in order.
+      auto multimodal = [&](int64_t p) {
+        const int32_t id = thinker.ids[static_cast<size_t>(p)];
+        return id == config.audio_token_id || id == config.image_token_id || id == config.video_token_id;
+      };
+      bool any_media = false;
+      for (int64_t p = begin; p < end; ++p) any_media = any_media || multimodal(p);
+      const Tensor text = talker.project_rows(rows_of(thinker.embeddings, begin, end), Projection::kText);
+      const Tensor media =
+          any_media ? talker.project_rows(rows_of(thinker.accepted_hidden, begin, end), Projection::kHidden) : Tensor();
+      for (int64_t p = begin; p < end; ++p) {
+        const float* row = (multimodal(p) ? media : text).data<float>() + (p - begin) * h;
+        rows.insert(rows.end(), row, row + h);
+      }
+      continue;
+    }
+    if (role != c.assistant_token_id) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "talker prompt: the role after <|im_start|> at position {} is token {}, not system, user or "
+                  "assistant",
+                  begin, role);
+    }
+    if (end - begin < 4) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "talker prompt: the reply has no first token yet (the assistant segment has {} rows, 4 needed)",
+                  end - begin);
+    }
+    assistant_seen = true;
+    const Tensor a = talker.project_rows(rows_of(thinker.embeddings, begin, end), Projection::kText);
+    const float* text[9] = {
+        a.data<float>(), a.data<float>() + h,    a.data<float>() + 2 * h, tts_pad, tts_pad, tts_pad, tts_pad,
+        tts_bos,         a.data<float>() + 3 * h};
+    const int32_t codec[9] = {-1,
+                              -1,
+                              -1,
+                              c.codec_nothink_id,
+                              c.codec_think_bos_id,
+                              c.codec_think_eos_id,
+                              speaker_codec_id,
+                              c.codec_pad_id,
+                              c.codec_bos_id};
+    for (int r = 0; r < 9; ++r) {
+      rows.insert(rows.end(), text[r], text[r] + h);
+      if (codec[r] >= 0) talker.add_codec_embedding(codec[r], rows.data() + rows.size() - h);
+    }
+    const int64_t trailing = end - begin - 4 + 1;
+    prompt.trailing = Tensor::empty({trailing, h}, DType::kF32);
+    std::copy_n(a.data<float>() + 4 * h, (trailing - 1) * h, prompt.trailing.data<float>());
+    std::copy_n(tts_eos, h, prompt.trailing.data<float>() + (trailing - 1) * h);
+  }
+  if (!assistant_seen) {
+    throw_error(ErrorCode::kInvalidArgument, "talker prompt: the conversation does not end in the assistant's reply");
+  }
+  const int64_t count = static_cast<int64_t>(rows.size()) / h;
+  prompt.rows = Tensor::empty({count, h}, DType::kF32);
+  std::copy(rows.begin(), rows.end(), prompt.rows.data<float>());
+  prompt.tts_pad = Tensor::empty({h}, DType::kF32);
+  std::copy_n(tts_pad, h, prompt.tts_pad.data<float>());
+  prompt.text_ids.assign(thinker.ids.begin() + static_cast<std::ptrdiff_t>(thinker.prompt_length), thinker.ids.end());
+  return prompt;
+}
+
+}  // namespace omni::model::qwen3_omni

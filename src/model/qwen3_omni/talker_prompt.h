@@ -1,0 +1,44 @@
+// The Qwen3-Omni talker's prompt (docs/models/qwen3_omni.md, "Speech output: the talker's
+// prompt"), from what the thinker computed for one request, as transformers 5.17's
+// Qwen3OmniMoeForConditionalGeneration.generate builds it:
+//   - the conversation is cut at each <|im_start|> of the prompt; the last segment runs from the
+//     last <|im_start|> of the prompt to the end of the thinker's rows (its reply);
+//   - system segments and earlier assistant segments are skipped;
+//   - a user segment gives one row per token: hidden_projection(the thinker's hidden state after
+//     accept_hidden_layer) at audio, image and video placeholders, text_projection(the thinker's
+//     input embedding) elsewhere;
+//   - the last (assistant) segment, A = text_projection(its input embeddings), gives 9 rows:
+//     text track [A0, A1, A2, tts_pad x 4, tts_bos, A3] + codec track [0, 0, 0, nothink,
+//     think_bos, think_eos, speaker, pad, bos] (codec embeddings), and the decode steps' text
+//     track trailing = [A4, ..., tts_eos], then tts_pad;
+//   - tts_bos, tts_eos, tts_pad are text_projection of the thinker's embeddings of those tokens.
+// The thinker's last generated token has no row (it never went through the thinker), so it never
+// reaches the talker. Errors: omni::Error(kInvalidArgument) naming the position and token at fault.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "model/qwen3_omni/talker_config.h"
+#include "model/qwen3_tts/prompt.h"
+#include "model/qwen3_tts/talker.h"
+#include "tensor/tensor.h"
+
+namespace omni::model::qwen3_omni {
+
+// What the thinker hands the talker for one request: its token ids (prompt, then reply), and per
+// position it ran, its input embedding and the hidden state after accept_hidden_layer (host
+// float32 [rows, thinker hidden], rows <= ids.size()).
+struct ThinkerRows {
+  std::span<const int32_t> ids;
+  size_t prompt_length = 0;
+  tensor::Tensor embeddings;
+  tensor::Tensor accepted_hidden;
+  // The thinker's input embeddings of tts_bos, tts_eos and tts_pad ([3, thinker hidden]).
+  tensor::Tensor special_embeddings;
+};
+
+qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,
+                                            const ThinkerRows& thinker, int32_t speaker_codec_id);
+
+}  // namespace omni::model::qwen3_omni
