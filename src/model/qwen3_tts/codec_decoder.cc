@@ -472,7 +472,10 @@ Tensor CodecDecoder::mean_code_embedding(const std::vector<Tensor>& ids, int64_t
     }
   }
   Tensor x = Tensor::empty({total, config_.hidden_size}, DType::kF32, device_);
-  ops::gather_weighted_sum(weights_->code_embedding, index.to(device_), weights.to(device_), x);
+  // The index from the host (validated, uploaded without a synchronisation), the weights likewise.
+  Tensor device_weights = Tensor::empty({total, groups}, DType::kF32, device_);
+  ops::upload(weights, device_weights);
+  ops::gather_weighted_sum(weights_->code_embedding, index, device_weights, x);
   return x;
 }
 
