@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from the folder scripts/gpu/bundle.sh packs: the audio encoders' ops on
-# CUDA against the CPU (tensor_test, also under compute-sanitizer memcheck), the speaker encoder
-# and the speech-tokenizer encoder on CUDA against the references and the CPU (codec_gpu_test's
-# VoiceEncodersGpu), then the voice-clone benchmark in context and from the x-vector
+# Runs on the GPU machine from the folder scripts/gpu/bundle.sh packs: the audio encoders' ops and
+# add_row_scaled on CUDA against the CPU (tensor_test, the encoders' ops also under
+# compute-sanitizer memcheck), the speaker encoder and the speech-tokenizer encoder on CUDA against
+# the references and the CPU, the codec decoders (Qwen3-TTS's, a copied stream, the Qwen3-Omni
+# code2wav) on CUDA (codec_gpu_test), then the voice-clone benchmark in context and from the x-vector
 # (run_tts_bench_on_gpu.sh --clone, its other arguments passed on). Logs go to $OUT (or ./out).
 #
 #   bash run_voice_encoders_on_gpu.sh [--concurrency "1 64"] [...]
