@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -107,26 +106,6 @@ def bf16_round(x):
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.astype(np.uint32).view(np.float32).reshape(x.shape)
-
-
-def write_bf16_safetensors(path, tensors):
-    header = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    blobs = []
-    for name in sorted(tensors):
-        bits = np.ascontiguousarray(tensors[name], dtype=np.float32).view(np.uint32) >> 16
-        data = bits.astype("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
 
 
 def decode(codes, w, c):
@@ -207,7 +186,7 @@ def main():
     wave = decode(codes, {k: v.astype(np.float64) for k, v in weights.items()}, CODE2WAV)
     assert wave.shape == (FRAMES * 1920 - 555,), wave.shape
     os.makedirs(args.out, exist_ok=True)
-    write_bf16_safetensors(os.path.join(args.out, "model.safetensors"), weights)
+    tts.write_safetensors(os.path.join(args.out, "model.safetensors"), weights, dtype="BF16")
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(config_json(CODE2WAV), f, indent=2)
         f.write("\n")

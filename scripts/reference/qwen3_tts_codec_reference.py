@@ -145,13 +145,15 @@ def make_weights(c, rng):
     return w
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, dtype="F32"):
+    """F32, or BF16 of float32 values that are BF16 values already (their upper 16 bits)."""
     header = {"__metadata__": {"format": "pt"}}
     offset = 0
     blobs = []
     for name in sorted(tensors):
-        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        data = np.ascontiguousarray(tensors[name], dtype="<f4")
+        data = (data.view(np.uint32) >> 16).astype("<u2").tobytes() if dtype == "BF16" else data.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     text = json.dumps(header, separators=(",", ":")).encode()

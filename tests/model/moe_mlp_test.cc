@@ -55,7 +55,9 @@ Weights random_weights(std::mt19937& rng) {
   return w;
 }
 
-void write_per_expert(const fs::path& dir, const Weights& w) {
+// The per-expert layout, as released checkpoints store it; with `shared`, plus a shared expert
+// (the Qwen3-Omni talker's block).
+void write_per_expert(const fs::path& dir, const Weights& w, bool shared = false) {
   fs::create_directories(dir);
   SafetensorsWriter writer(DType::kF32);
   writer.add("layer.mlp.gate.weight", {kExperts, kHidden}, w.router.data());
@@ -65,24 +67,12 @@ void write_per_expert(const fs::path& dir, const Weights& w) {
     writer.add(p + "up_proj.weight", {kInter, kHidden}, w.up[e].data());
     writer.add(p + "down_proj.weight", {kHidden, kInter}, w.down[e].data());
   }
-  writer.write(dir / "model.safetensors");
-}
-
-// The per-expert layout plus a shared expert (the Qwen3-Omni talker's block).
-void write_with_shared_expert(const fs::path& dir, const Weights& w) {
-  fs::create_directories(dir);
-  SafetensorsWriter writer(DType::kF32);
-  writer.add("layer.mlp.gate.weight", {kExperts, kHidden}, w.router.data());
-  for (int e = 0; e < kExperts; ++e) {
-    const std::string p = "layer.mlp.experts." + std::to_string(e) + ".";
-    writer.add(p + "gate_proj.weight", {kInter, kHidden}, w.gate[e].data());
-    writer.add(p + "up_proj.weight", {kInter, kHidden}, w.up[e].data());
-    writer.add(p + "down_proj.weight", {kHidden, kInter}, w.down[e].data());
+  if (shared) {
+    writer.add("layer.mlp.shared_expert.gate_proj.weight", {kShared, kHidden}, w.shared_gate.data());
+    writer.add("layer.mlp.shared_expert.up_proj.weight", {kShared, kHidden}, w.shared_up.data());
+    writer.add("layer.mlp.shared_expert.down_proj.weight", {kHidden, kShared}, w.shared_down.data());
+    writer.add("layer.mlp.shared_expert_gate.weight", {1, kHidden}, w.shared_expert_gate.data());
   }
-  writer.add("layer.mlp.shared_expert.gate_proj.weight", {kShared, kHidden}, w.shared_gate.data());
-  writer.add("layer.mlp.shared_expert.up_proj.weight", {kShared, kHidden}, w.shared_up.data());
-  writer.add("layer.mlp.shared_expert.down_proj.weight", {kHidden, kShared}, w.shared_down.data());
-  writer.add("layer.mlp.shared_expert_gate.weight", {1, kHidden}, w.shared_expert_gate.data());
   writer.write(dir / "model.safetensors");
 }
 
@@ -195,7 +185,7 @@ TEST(MoeMlpTest, ASharedExpertAddsItsGatedOutput) {
   std::mt19937 rng(5);
   const Weights w = random_weights(rng);
   testing::TempDir dir;
-  write_with_shared_expert(dir.path(), w);
+  write_per_expert(dir.path(), w, /*shared=*/true);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(kTokens * kHidden);
   for (float& v : x) v = normal(rng);

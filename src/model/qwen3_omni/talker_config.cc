@@ -30,12 +30,7 @@ TalkerConfig parse_talker_config(const Json& config, const std::string& source) 
   if (!config.is_object()) throw_error(ErrorCode::kLoadFailed, "{}: not a JSON object", source);
   TalkerConfig out;
   qwen3_tts::TalkerConfig& c = out.talker;
-  c.im_start_token_id = field_or<int32_t>(config, "im_start_token_id", c.im_start_token_id, source);
-  c.im_end_token_id = field_or<int32_t>(config, "im_end_token_id", c.im_end_token_id, source);
-  c.assistant_token_id = field_or<int32_t>(config, "assistant_token_id", c.assistant_token_id, source);
-  c.tts_pad_token_id = field_or<int32_t>(config, "tts_pad_token_id", c.tts_pad_token_id, source);
-  c.tts_bos_token_id = field_or<int32_t>(config, "tts_bos_token_id", c.tts_bos_token_id, source);
-  c.tts_eos_token_id = field_or<int32_t>(config, "tts_eos_token_id", c.tts_eos_token_id, source);
+  qwen3_tts::read_text_token_ids(config, source, c);
   out.system_token_id = field_or<int32_t>(config, "system_token_id", out.system_token_id, source);
   out.user_token_id = field_or<int32_t>(config, "user_token_id", out.user_token_id, source);
 

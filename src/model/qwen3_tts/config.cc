@@ -138,6 +138,15 @@ std::vector<std::string> TalkerConfig::speaker_names() const {
   return names;
 }
 
+void read_text_token_ids(const Json& config, const std::string& source, TalkerConfig& c) {
+  c.im_start_token_id = field_or<int32_t>(config, "im_start_token_id", c.im_start_token_id, source);
+  c.im_end_token_id = field_or<int32_t>(config, "im_end_token_id", c.im_end_token_id, source);
+  c.assistant_token_id = field_or<int32_t>(config, "assistant_token_id", c.assistant_token_id, source);
+  c.tts_pad_token_id = field_or<int32_t>(config, "tts_pad_token_id", c.tts_pad_token_id, source);
+  c.tts_bos_token_id = field_or<int32_t>(config, "tts_bos_token_id", c.tts_bos_token_id, source);
+  c.tts_eos_token_id = field_or<int32_t>(config, "tts_eos_token_id", c.tts_eos_token_id, source);
+}
+
 TalkerConfig parse_talker_config(const Json& config, const std::string& source) {
   if (!config.is_object()) throw_error(ErrorCode::kLoadFailed, "{}: not a JSON object", source);
   TalkerConfig c;
@@ -153,12 +162,7 @@ TalkerConfig parse_talker_config(const Json& config, const std::string& source) 
                 source, type);
   }
   c.model_size = field_or<std::string>(config, "tts_model_size", "", source);
-  c.im_start_token_id = field_or<int32_t>(config, "im_start_token_id", c.im_start_token_id, source);
-  c.im_end_token_id = field_or<int32_t>(config, "im_end_token_id", c.im_end_token_id, source);
-  c.assistant_token_id = field_or<int32_t>(config, "assistant_token_id", c.assistant_token_id, source);
-  c.tts_pad_token_id = field_or<int32_t>(config, "tts_pad_token_id", c.tts_pad_token_id, source);
-  c.tts_bos_token_id = field_or<int32_t>(config, "tts_bos_token_id", c.tts_bos_token_id, source);
-  c.tts_eos_token_id = field_or<int32_t>(config, "tts_eos_token_id", c.tts_eos_token_id, source);
+  read_text_token_ids(config, source, c);
 
   auto talker_it = config.find("talker_config");
   if (talker_it == config.end() || !talker_it->is_object()) {

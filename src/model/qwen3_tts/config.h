@@ -90,6 +90,10 @@ struct TalkerConfig {
   std::vector<std::string> speaker_names() const;
 };
 
+// The top-level text ids of a config.json (im_start, im_end, assistant, tts_pad, tts_bos,
+// tts_eos) into `c`, where present; `source` names it in errors.
+void read_text_token_ids(const Json& config, const std::string& source, TalkerConfig& c);
+
 // Parses a Qwen3-TTS config.json; `source` names it in errors.
 TalkerConfig parse_talker_config(const Json& config, const std::string& source);
 TalkerConfig read_talker_config(const std::filesystem::path& dir);

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "model/qwen3_tts/random_codec.h"
 #include "support/temp_dir.h"
+#include "support/waveform_error.h"
 #include "tensor/npy.h"
 
 namespace omni::model::qwen3_tts {
@@ -60,17 +61,11 @@ TEST(CodecDecoderTest, MatchesTheFloat64ReferenceOnTinyWeights) {
   const std::vector<float> got = decoder->decode(codes);
   ASSERT_EQ(static_cast<int64_t>(got.size()), want.numel());
   ASSERT_EQ(got.size(), codes.size() / 16 * 1920);
-  double peak = 0.0, worst = 0.0;
-  int64_t worst_at = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) peak = std::max(peak, std::abs(double{want.data<float>()[i]}));
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double error = std::abs(double{got[i]} - want.data<float>()[i]);
-    if (error > worst) worst = error, worst_at = i;
-  }
+  const testing::WaveformError e = testing::waveform_error(got, std::span(want.data<float>(), got.size()));
   // float32 through ~40 layers against float64: the error is a few 1e-6 of the peak.
-  EXPECT_LT(worst, 1e-4 * peak) << "sample " << worst_at << ": got " << got[worst_at] << ", want "
-                                << want.data<float>()[worst_at] << " (peak " << peak << ")";
-  RecordProperty("max_error_relative_to_peak", std::to_string(worst / peak));
+  EXPECT_LT(e.worst, 1e-4 * e.peak) << "sample " << e.at << ": got " << got[e.at] << ", want "
+                                    << want.data<float>()[e.at] << " (peak " << e.peak << ")";
+  RecordProperty("max_error_relative_to_peak", std::to_string(e.worst / e.peak));
 }
 
 TEST(CodecDecoderTest, StreamingInAnyChunkingEqualsOneShotBitForBit) {
