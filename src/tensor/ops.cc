@@ -418,26 +418,17 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec) 
   }
   if (!(spec.theta > 0.0f)) throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: theta must be > 0");
   if (positions.dtype() == DType::kF32) {
-    // Float positions (fractional M-RoPE positions) are host values. The CPU kernel reads them as
-    // they are; the CUDA kernel takes integers, so they go there only when all are whole.
+    // Float positions (fractional M-RoPE positions) are host values, which both kernels read as
+    // they are: on a device, after a copy there.
     if (positions.device().type != DeviceType::kCpu || !positions.is_contiguous()) {
       throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: float positions must be a contiguous host tensor");
     }
-    if (device.type == DeviceType::kCpu) {
-      cpu::rotary_embedding(x, positions, spec);
-      return;
-    }
-    Tensor ints = Tensor::empty(positions.shape(), DType::kI32);
     const float* p = positions.data<float>();
     for (int64_t i = 0; i < positions.numel(); ++i) {
-      if (p[i] != std::floor(p[i]) || std::abs(p[i]) > 2e9f) {
-        throw_error(ErrorCode::kUnsupported,
-                    "rotary_embedding: fractional positions ({}) run on the CPU only (the {} kernel takes integers)",
-                    p[i], device_name(device));
-      }
-      ints.data<int32_t>()[i] = static_cast<int32_t>(p[i]);
+      if (!std::isfinite(p[i]))
+        throw_error(ErrorCode::kInvalidArgument, "rotary_embedding: position {} is not finite", p[i]);
     }
-    const Tensor positions_here = index_tensor(op, "positions", ints, device);
+    const Tensor positions_here = device.type == DeviceType::kCpu ? positions : positions.to(device);
     OMNI_DISPATCH(device, rotary_embedding(x, positions_here, spec));
     return;
   }

@@ -113,10 +113,10 @@ struct RopeSpec {
 };
 
 // Rotates x [T, heads, head_dim] in place (head_dim even). positions: [T] i32 for kNeox, [3, T]
-// i32 (t, h, w streams) for the M-RoPE layouts; or f32 on the host (fractional M-RoPE positions, as
-// Qwen3-Omni's video at 1.5 fps gives), taken as they are on the CPU and as integers by other
-// devices, which refuse a fractional one (kUnsupported). inv_freq[i] = theta^(-2i/head_dim) and the
-// angles are computed in float32, as Hugging Face does.
+// i32 (t, h, w streams) for the M-RoPE layouts; or f32 on the host, finite (fractional M-RoPE
+// positions, as Qwen3-Omni's video at 1.5 fps gives), taken as they are on every device (copied to
+// it first, with a synchronisation). inv_freq[i] = theta^(-2i/head_dim) and the angles are
+// computed in float32, as Hugging Face does.
 void rotary_embedding(Tensor& x, const Tensor& positions, const RopeSpec& spec);
 
 // The attention-input step of a Qwen3 layer in one pass, in place: each head of q [T, heads, D] and

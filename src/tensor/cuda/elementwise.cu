@@ -145,9 +145,10 @@ __device__ int stream_of_slot(int layout, int s0, int s1, int s2, int slot) {
   return 0;
 }
 
-// One block per token; threads cover (head, frequency slot) pairs.
-template <typename T>
-__global__ void rotary_kernel(T* x, const int32_t* positions, int64_t tokens, int heads, int head_dim, float theta,
+// One block per token; threads cover (head, frequency slot) pairs. Positions are int32, or float32
+// (fractional M-RoPE positions), either read as float32.
+template <typename T, typename P>
+__global__ void rotary_kernel(T* x, const P* positions, int64_t tokens, int heads, int head_dim, float theta,
                               int layout, int s0, int s1, int s2) {
   const int half = head_dim / 2;
   const int64_t t = blockIdx.x;
@@ -438,9 +439,16 @@ void rotary_embedding(Tensor& x, const Tensor& positions, const ops::RopeSpec& s
   const auto& s = spec.mrope_section;
   with_float_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    rotary_kernel<T><<<x.dim(0), kThreads, 0, stream_of(x)>>>(
-        ptr<T>(x), ptr<int32_t>(positions), x.dim(0), static_cast<int>(x.dim(1)), static_cast<int>(x.dim(2)),
-        spec.theta, static_cast<int>(spec.layout), s[0], s[1], s[2]);
+    const auto launch = [&](const auto* p) {
+      rotary_kernel<<<x.dim(0), kThreads, 0, stream_of(x)>>>(ptr<T>(x), p, x.dim(0), static_cast<int>(x.dim(1)),
+                                                          static_cast<int>(x.dim(2)), spec.theta,
+                                                          static_cast<int>(spec.layout), s[0], s[1], s[2]);
+    };
+    if (positions.dtype() == DType::kF32) {
+      launch(ptr<float>(positions));
+    } else {
+      launch(ptr<int32_t>(positions));
+    }
   });
   check_launch("rotary_kernel", x);
 }
