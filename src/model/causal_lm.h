@@ -64,6 +64,18 @@ struct ForwardBatch {
   // added to the output of decoder layer k at the input_rows (zero rows where a row has none, as
   // audio rows). Empty: nothing is added.
   std::vector<std::vector<float>> input_row_deepstack;
+
+  // What a downstream stage reads of this forward (the Qwen3-Omni talker reads the thinker's rows),
+  // on the ordinary forward() path of a decoder: with `capture` set, capture->embeddings receives
+  // every row's input embedding and capture->hidden the output of decoder layer capture->layer - 1
+  // (Hugging Face's hidden_states[layer]: the embeddings for layer 0, before any DeepStack add),
+  // host float32 [tokens, hidden_size] each. kInvalidArgument for a layer outside 0..num_layers.
+  struct HiddenCapture {
+    int layer = 0;
+    std::vector<float> embeddings;
+    std::vector<float> hidden;
+  };
+  HiddenCapture* capture = nullptr;
 };
 
 // The key of a request's additional_information under which its media travel to the stage (the

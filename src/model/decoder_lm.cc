@@ -35,6 +35,14 @@ Tensor host_copy_as(const Tensor& rows, DType dtype) {
   return out;
 }
 
+// A tensor's values as host float32 (a capture for a downstream stage).
+std::vector<float> host_floats(const Tensor& t) {
+  const Tensor host = t.device().type == DeviceType::kCpu ? t : t.to(tensor::Device::cpu());
+  std::vector<float> out(static_cast<size_t>(host.numel()));
+  tensor::convert_to_f32(host.dtype(), host.raw(), out.data(), out.size());
+  return out;
+}
+
 }  // namespace
 
 DecoderLm::DecoderLm(const std::filesystem::path& dir, const TextModelConfig& config, DecoderVariant variant,
@@ -299,6 +307,14 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     reduce_partial_sums(h);
     if (!batch.input_rows.empty()) substitute_input_rows(batch, h);
   }
+  if (batch.capture != nullptr) {
+    if (batch.capture->layer < 0 || batch.capture->layer > static_cast<int>(layers_.size())) {
+      throw_error(ErrorCode::kInvalidArgument, "forward: capture layer {} is outside 0..{}", batch.capture->layer,
+                  layers_.size());
+    }
+    batch.capture->embeddings = host_floats(h);
+    if (batch.capture->layer == 0) batch.capture->hidden = batch.capture->embeddings;
+  }
   Tensor mrope_positions;
   if (!batch.mrope_positions.empty()) {
     if (mrope_.layout == ops::RopeLayout::kNeox) {
@@ -314,6 +330,9 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   const Tensor last =
       run_layers(h, positions, slots, AttentionBatch{seqs, Tensor(), Tensor()}, mrope_positions, &batch);
   if (last.defined()) ops::add(h, last, h);
+  if (batch.capture != nullptr && batch.capture->layer == static_cast<int>(layers_.size()) && !layers_.empty()) {
+    batch.capture->hidden = host_floats(h);
+  }
 
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);
   Tensor picked = Tensor::empty({r, hidden}, dtype_, device_);
@@ -351,14 +370,16 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
   // fused op that falls back costs one kernel more, so this layout (4 products + fallbacks) is taken
   // where at most one of the four products falls back (the other takes 4 products + 2 add_rms_norm;
   // the layers share their shapes).
-  const bool fused =
-      shard_.size == 1 && !has_moe_ && !mrope_positions.defined() && deepstack_layers == 0 && !layers_.empty() && [&] {
-        const Layer& l = layers_[0];
-        const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) + ops::linear_fuses(h, l.gate_up_proj, gate_up) +
-                           ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
-                           ops::linear_fuses(act, l.down_proj, h);
-        return native >= 3;
-      }();
+  const bool capture = media != nullptr && media->capture != nullptr;
+  const bool fused = shard_.size == 1 && !has_moe_ && !mrope_positions.defined() && deepstack_layers == 0 && !capture &&
+                     !layers_.empty() && [&] {
+                       const Layer& l = layers_[0];
+                       const int native = ops::linear_fuses(h, l.qkv_proj, qkv_rows) +
+                                          ops::linear_fuses(h, l.gate_up_proj, gate_up) +
+                                          ops::linear_fuses(attn.reshape({tokens, heads * hd}), l.o_proj, h) +
+                                          ops::linear_fuses(act, l.down_proj, h);
+                       return native >= 3;
+                     }();
   // Otherwise h is the residual stream; each sublayer's output is added to it by the next norm
   // (add_rms_norm), the last one's by the caller.
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -404,6 +425,12 @@ Tensor DecoderLm::run_layers(Tensor& h, const Tensor& positions, const Tensor& s
       ops::silu_and_mul(gate_up, act);
       ops::linear(act, l.down_proj, Tensor(), proj);
       reduce_partial_sums(proj);
+    }
+    if (capture && media->capture->layer == static_cast<int>(i) + 1 && i + 1 < layers_.size()) {
+      // The layer's output is the residual stream plus its MLP output (before any DeepStack add).
+      Tensor output = Tensor::empty({tokens, hidden}, dtype_, device_);
+      ops::add(h, proj, output);
+      media->capture->hidden = host_floats(output);
     }
     if (i < deepstack_layers) {
       // DeepStack adds to the layer's output: the residual stream is completed here, and the next
