@@ -1,11 +1,12 @@
 // The generation runner over the Qwen3-TTS code2wav stage model on a random-weight codec: chunk
 // sizes from the input connector's extra, streamed payloads decoded as they arrive, several
-// requests, abort, errors.
+// requests, abort, errors; and over the Qwen3-Omni code2wav on its tiny fixture.
 #include "runtime/generation_stage_runner.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "model/qwen3_omni/code2wav.h"
 #include "model/qwen3_tts/codec_decoder.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/random_codec.h"
@@ -105,6 +107,49 @@ TEST_F(GenerationRunnerTest, DecodesStreamedFramesInTheConfiguredChunksExactly) 
   EXPECT_EQ(finish, "stop");
   EXPECT_EQ(runner->running_requests(), 0u);
   const std::vector<float> want = one_shot(codes);
+  ASSERT_EQ(audio.size(), want.size());
+  EXPECT_EQ(std::memcmp(audio.data(), want.data(), audio.size() * sizeof(float)), 0);
+}
+
+// The Qwen3-Omni code2wav stage through the same runner: its first chunk is 555 samples short (the
+// decoder blocks' left trim), the rest whole, and the streamed audio is the one-shot decode.
+TEST_F(GenerationRunnerTest, ServesTheQwen3OmniCode2WavStreamedExactly) {
+  const std::filesystem::path fixture = std::filesystem::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni_code2wav";
+  StageRunnerContext context;
+  context.stage_id = 2;
+  auto runner = make_stage_runner({{"runner", "generation"},
+                                   {"stage_model", "qwen3_omni_code2wav"},
+                                   {"model", fixture.string()},
+                                   {"connector_extra", {{"initial_codec_chunk_frames", 2}, {"codec_chunk_frames", 4}}},
+                                   {"device", "cpu"}},
+                                  context);
+  std::vector<int32_t> codes(static_cast<size_t>(9) * 16);
+  for (int32_t& c : codes) c = static_cast<int32_t>(rng_() % 128);  // the fixture's codebooks hold 128 codes
+  StageRequest request;
+  request.request_id = "omni";
+  request.input_open = true;
+  runner->add_request(request);
+  std::vector<float> audio;
+  std::vector<size_t> chunk_samples;
+  std::optional<std::string> finish;
+  auto drain = [&] {
+    while (runner->can_step()) {
+      for (StageOutput& out : runner->step()) {
+        EXPECT_FALSE(out.error) << (out.error ? out.error->what() : "");
+        EXPECT_EQ(out.audio_sample_rate, 24000);
+        chunk_samples.push_back(out.audio.size());
+        audio.insert(audio.end(), out.audio.begin(), out.audio.end());
+        if (out.finish_reason) finish = out.finish_reason;
+      }
+    }
+  };
+  runner->add_input("omni", StageInputChunk{{}, {payload(std::span(codes).first(size_t{5} * 16))}, false});
+  drain();
+  runner->add_input("omni", StageInputChunk{{}, {payload(std::span(codes).subspan(size_t{5} * 16))}, true});
+  drain();
+  EXPECT_EQ(chunk_samples, (std::vector<size_t>{2 * 1920 - 555, 4 * 1920, 3 * 1920}));
+  EXPECT_EQ(finish, "stop");
+  const std::vector<float> want = model::qwen3_omni::load_code2wav(fixture)->decode(codes);
   ASSERT_EQ(audio.size(), want.size());
   EXPECT_EQ(std::memcmp(audio.data(), want.data(), audio.size() * sizeof(float)), 0);
 }
