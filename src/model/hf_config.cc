@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/json_get.h"
 
 namespace omni::model {
 namespace {
@@ -28,7 +29,7 @@ class Fields {
   template <typename T>
   T get(const char* key) const {
     try {
-      return json_.at(key).get<T>();
+      return get_exact<T>(json_.at(key));
     } catch (const Json::exception&) {
       throw_error(ErrorCode::kLoadFailed, "{}: field '{}' has the wrong type (got {})", source_, key,
                   json_.at(key).dump());

@@ -1,5 +1,6 @@
 // libFuzzer target for a checkpoint's config.json and generation_config.json (model/hf_config):
-// the input, written as both files of a model folder, is read the way a stage reads it.
+// the input, written as both files of a model folder, is read the way a stage reads it, and as a
+// Qwen3-Omni config.json's talker_config and code2wav_config.
 // What must hold: anything malformed or out of range is an omni::Error naming the file and field.
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include "base/json.h"
 #include "fuzz_guard.h"
 #include "model/hf_config.h"
+#include "model/qwen3_omni/code2wav.h"
+#include "model/qwen3_omni/talker_config.h"
 
 namespace {
 
@@ -48,6 +51,10 @@ void run(const uint8_t* data, size_t size) {
         omni::model::parse_token_ids((*parsed)["eos_token_id"], "eos_token_id");
       }
     });
+    omni::fuzz::expect_only_omni_errors("hf_config_fuzzer",
+                                        [&] { omni::model::qwen3_omni::parse_talker_config(*parsed, "config.json"); });
+    omni::fuzz::expect_only_omni_errors(
+        "hf_config_fuzzer", [&] { omni::model::qwen3_omni::parse_code2wav_config(*parsed, "config.json"); });
   }
 }
 

@@ -131,6 +131,16 @@ TEST(HfConfigTest, ErrorsNameTheSourceAndTheField) {
   Json missing = base_config();
   missing.erase("hidden_size");
   EXPECT_EQ(error_of(missing), "/m/config.json: missing field 'hidden_size'");
+  // Found by the hf_config fuzzer: an integer field holding a float beyond int's range was
+  // converted by nlohmann (undefined behaviour); a fraction was truncated.
+  for (const Json& value : {Json(8.0066e32), Json(3.5), Json(int64_t{1} << 40)}) {
+    Json huge = base_config();
+    huge["vocab_size"] = value;
+    EXPECT_EQ(error_of(huge), "/m/config.json: field 'vocab_size' has the wrong type (got " + value.dump() + ")");
+  }
+  Json whole = base_config();
+  whole["vocab_size"] = 320.0;  // a whole number written as a float is the integer
+  EXPECT_EQ(parse_text_model_config(whole, "c").vocab_size, 320);
   Json wrong = base_config();
   wrong["vocab_size"] = "ten";
   EXPECT_EQ(error_of(wrong), "/m/config.json: field 'vocab_size' has the wrong type (got \"ten\")");

@@ -1,6 +1,8 @@
 #include "model/qwen3_omni/code2wav.h"
 
 #include "base/error.h"
+#include "base/json_dump.h"
+#include "base/json_get.h"
 #include "model/safetensors.h"
 
 namespace omni::model::qwen3_omni {
@@ -19,11 +21,12 @@ qwen3_tts::CodecDecoderConfig parse_code2wav_config(const Json& config, const st
   auto number = [&](const char* key, int fallback) {
     const auto f = fields.find(key);
     if (f == fields.end() || f->is_null()) return fallback;
-    if (!f->is_number_integer()) {
-      throw_error(ErrorCode::kLoadFailed, "{}: field 'code2wav_config.{}' has the wrong type (got {})", file, key,
-                  f->dump());
+    try {
+      if (f->is_number_integer()) return get_exact<int>(*f);
+    } catch (const Json::exception&) {
     }
-    return f->get<int>();
+    throw_error(ErrorCode::kLoadFailed, "{}: field 'code2wav_config.{}' has the wrong type (got {})", file, key,
+                dump_for_message(*f));
   };
   const int hidden = number("hidden_size", defaults.hidden_size);
   const int heads = number("num_attention_heads", defaults.num_attention_heads);

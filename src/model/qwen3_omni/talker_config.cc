@@ -1,6 +1,7 @@
 #include "model/qwen3_omni/talker_config.h"
 
 #include "base/error.h"
+#include "base/json_get.h"
 #include "model/hf_config.h"
 
 namespace omni::model::qwen3_omni {
@@ -18,7 +19,7 @@ T field_or(const Json& object, const char* key, T fallback, const std::string& s
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
   try {
-    return it->get<T>();
+    return get_exact<T>(*it);
   } catch (const Json::exception&) {
     throw_error(ErrorCode::kLoadFailed, "{}: field '{}' has the wrong type (got {})", source, key, it->dump());
   }

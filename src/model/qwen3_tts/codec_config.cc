@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/json_get.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -19,7 +20,7 @@ template <typename T>
 void read_field(const Json& obj, const std::string& file, const std::string& prefix, const char* key, T& value) {
   if (!obj.contains(key) || obj[key].is_null()) return;  // the default
   try {
-    obj[key].get_to(value);
+    value = get_exact<T>(obj[key]);
   } catch (const Json::exception&) {
     throw_error(ErrorCode::kLoadFailed, "{}: field '{}{}' has the wrong type (got {})", file, prefix, key,
                 obj[key].dump());

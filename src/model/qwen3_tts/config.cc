@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/json_get.h"
 
 namespace omni::model::qwen3_tts {
 
@@ -13,7 +14,7 @@ std::optional<T> optional_field(const Json& object, const char* key, const std::
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return std::nullopt;
   try {
-    return it->get<T>();
+    return get_exact<T>(*it);
   } catch (const Json::exception&) {
     throw_error(ErrorCode::kLoadFailed, "{}: field '{}' has the wrong type (got {})", source, key, it->dump());
   }
