@@ -86,21 +86,26 @@ uint16_t f32_to_f16(float value) {
 
 namespace {
 
+// The 16-bit value at `p`, which a file's layout may leave at an odd address (safetensors offsets
+// are not required to be aligned): read through memcpy, which compiles to one unaligned load.
+uint16_t load_u16(const unsigned char* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 void convert_range(DType src_dtype, const void* src, float* dst, size_t count) {
+  const auto* in = static_cast<const unsigned char*>(src);
   switch (src_dtype) {
     case DType::kF32:
       std::memcpy(dst, src, count * sizeof(float));
       return;
-    case DType::kBF16: {
-      const auto* in = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(in[i]);
+    case DType::kBF16:
+      for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(load_u16(in + 2 * i));
       return;
-    }
-    case DType::kF16: {
-      const auto* in = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < count; ++i) dst[i] = f16_to_f32(in[i]);
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) dst[i] = f16_to_f32(load_u16(in + 2 * i));
       return;
-    }
     default:
       throw_error(ErrorCode::kUnsupported, "cannot convert {} to float32", dtype_name(src_dtype));
   }
