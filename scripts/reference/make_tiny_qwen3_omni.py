@@ -326,6 +326,22 @@ def build(out, torch, transformers, log):
     log.write(f"total size {total} bytes\n")
 
 
+def run_logged(log_path, work):
+    """Runs work(log) with a log file open at log_path, its traceback logged on failure, and the
+    log printed either way (the GPU machine's run tool returns stdout)."""
+    try:
+        with open(log_path, "w") as log:
+            try:
+                work(log)
+            except Exception:
+                import traceback
+
+                log.write(traceback.format_exc())
+                raise
+    finally:
+        print(open(log_path).read())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", help="output folder (created; becomes tests/data/tiny_qwen3_omni)")
@@ -342,17 +358,7 @@ def main():
         shutil.rmtree(args.out)
     os.makedirs(args.out)
     log_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "make_tiny_qwen3_omni.log")
-    try:
-        with open(log_path, "w") as log:
-            try:
-                build(args.out, torch, transformers, log)
-            except Exception:
-                import traceback
-
-                log.write(traceback.format_exc())
-                raise
-    finally:
-        print(open(log_path).read())
+    run_logged(log_path, lambda log: build(args.out, torch, transformers, log))
     return 0
 
 

@@ -210,17 +210,7 @@ def main():
         shutil.rmtree(args.out)
     os.makedirs(args.out)
     log_path = os.path.join(os.path.dirname(os.path.abspath(args.out)), "qwen3_omni_speech_reference.log")
-    try:
-        with open(log_path, "w") as log:
-            try:
-                build(args.out, torch, transformers, log)
-            except Exception:
-                import traceback
-
-                log.write(traceback.format_exc())
-                raise
-    finally:
-        print(open(log_path).read())
+    thinker_fixture.run_logged(log_path, lambda log: build(args.out, torch, transformers, log))
     return 0
 
 
