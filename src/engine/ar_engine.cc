@@ -44,8 +44,17 @@ struct ArEngine::Completion {
   bool finish_sent = false;
   // Async scheduling: the row of the step in flight that holds this completion's next token.
   int in_flight_row = -1;
-  // An embedding-input model's step outputs not yet reported, one per unsent output token.
+  // An embedding-input model's step outputs not yet reported, one per unsent output token (for a
+  // request that feeds a downstream stage: the payloads of its rows).
   std::vector<std::vector<uint8_t>> unsent_step_outputs;
+  // A request that feeds a downstream stage: the rows computed since its last sampled token, from
+  // position downstream_first on, and the first position not captured yet (a recompute after a
+  // preemption computes earlier rows again; they went out already).
+  int downstream_first = 0;
+  int downstream_until = 0;
+  std::vector<int32_t> downstream_ids;
+  std::vector<float> downstream_embeddings;
+  std::vector<float> downstream_hidden;
 };
 
 struct ArEngine::Request {
@@ -63,6 +72,11 @@ struct ArEngine::Request {
   std::unique_ptr<model::ArRequestState> state;
   std::vector<model::TokenRange> suppressed_tokens;
   bool acquired = false;
+  // Streamed input: more follows (add_input); the request's sequence is in the scheduler (queued
+  // once the model can build its prompt).
+  bool input_open = false;
+  bool queued = false;
+  bool feeds_downstream = false;
   // A prompt with media: the rows that replace its placeholders' embeddings (fed again when a
   // preempted sequence recomputes its prompt).
   std::optional<model::MultimodalPrompt> media;
@@ -254,6 +268,15 @@ void ArEngine::add_request(EngineRequest request) {
   r->text_holdback = stop_string_holdback(params.stop, params.include_stop_str_in_output);
   r->params = std::move(params);
   if (needs_host_history(*r)) ++num_synchronous_requests_;
+  r->feeds_downstream = request.feeds_downstream && !embedding_lm_ && model_.downstream_layer().has_value();
+  if (r->feeds_downstream) {
+    if (r->params.n != 1) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "request {}: sampling parameter 'n' must be 1 when a later stage reads the output, got {}",
+                  request.request_id, r->params.n);
+    }
+    ++num_downstream_requests_;
+  }
 
   for (int i = 0; i < r->params.n; ++i) {
     // vLLM's parallel sampling gives completion i the seed `seed + i`.
@@ -275,15 +298,53 @@ void ArEngine::add_request(EngineRequest request) {
       c->seq.token_ids = request.prompt_token_ids;
       // Media placeholders are the same ids for any media: such a prompt's blocks are never shared.
       c->seq.media_prompt = r->media.has_value();
+      c->seq.feeds_downstream = r->feeds_downstream;
     }
     if (detokenizer_) c->detokenizer = detokenizer_->start(request.prompt_token_ids, r->params.skip_special_tokens);
     completions_[&c->seq] = c.get();
     r->completions.push_back(std::move(c));
   }
   r->num_unfinished = r->params.n;
-  for (auto& c : r->completions) scheduler_.add(c->seq);
+  r->input_open = embedding_lm_ && request.input_open;
+  // A streamed request waits outside the scheduler until its prompt can be built.
+  r->queued = !embedding_lm_ || embedding_lm_->ready(*r->state);
+  if (r->queued) {
+    for (auto& c : r->completions) scheduler_.add(c->seq);
+  }
   std::string id = r->id;
   requests_.emplace(std::move(id), std::move(r));
+}
+
+void ArEngine::add_input(std::string_view request_id, std::span<const std::span<const uint8_t>> payloads, bool last) {
+  auto it = requests_.find(std::string(request_id));
+  if (it == requests_.end()) throw_error(ErrorCode::kInvalidArgument, "request {}: not in the engine", request_id);
+  Request& r = *it->second;
+  if (!r.input_open) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: its input has ended; no more may follow", request_id);
+  }
+  embedding_lm_->add_input(*r.state, payloads, last);
+  r.input_open = !last;
+  if (!r.queued && embedding_lm_->ready(*r.state)) {
+    r.queued = true;
+    for (auto& c : r.completions) scheduler_.add(c->seq);
+  }
+}
+
+bool ArEngine::can_step() const {
+  if (in_flight_) return true;
+  if (!embedding_lm_) return !requests_.empty();
+  for (const auto& [id, r] : requests_) {
+    if (embedding_lm_->ready(*r->state)) return true;
+  }
+  return false;
+}
+
+void ArEngine::update_awaiting_input() {
+  for (auto& [id, r] : requests_) {
+    if (!r->queued) continue;
+    const bool waits = r->input_open && !embedding_lm_->ready(*r->state);
+    for (auto& c : r->completions) c->seq.awaiting_input = waits;
+  }
 }
 
 void ArEngine::add_media_rows(const model::MultimodalPrompt& media, const ScheduledSequence& s,
@@ -333,8 +394,9 @@ int ArEngine::start_embedding_request(const EngineRequest& request, SamplingPara
     throw_error(ErrorCode::kInvalidArgument, "request {}: sampling parameter 'n' must be 1 for this model, got {}", id,
                 params.n);
   }
-  model::ArRequestStart start = embedding_lm_->start_request(
-      {id, request.additional_information, params.max_tokens, params.seed, params.ignore_eos});
+  model::ArRequestStart start = embedding_lm_->start_request({id, request.additional_information, params.max_tokens,
+                                                              params.seed, params.ignore_eos, params.greedy(),
+                                                              request.inputs, request.input_open});
   if (start.num_prompt_rows < 1 || start.num_prompt_rows > config_.max_model_len) {
     throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt has {} rows, max_model_len is {}", id,
                 start.num_prompt_rows, config_.max_model_len);
@@ -354,9 +416,10 @@ bool ArEngine::needs_host_history(const Request& r) {
 
 std::vector<RequestOutput> ArEngine::step() {
   if (asleep_) throw_error(ErrorCode::kUnavailable, "the engine is asleep");
-  const bool overlap = config_.async_scheduling && num_synchronous_requests_ == 0;
+  const bool overlap = config_.async_scheduling && num_synchronous_requests_ == 0 && num_downstream_requests_ == 0;
   // The next step needs the tokens of the one in flight on the host: read them first.
   if (in_flight_ && !overlap) return finish_in_flight();
+  if (embedding_lm_) update_awaiting_input();
   SchedulerOutput plan = scheduler_.schedule();
   ++num_steps_;
   last_step_num_seqs_ = static_cast<int>(plan.scheduled.size());
@@ -419,8 +482,17 @@ std::vector<RequestOutput> ArEngine::step() {
     if (s.samples) sampling_.push_back(completions_.at(s.seq));
   }
   if (overlap) return launch_and_overlap(plan, reads_previous_step);
+  batch_.capture = nullptr;
+  if (num_downstream_requests_ > 0) {
+    const auto feeds = [&](const ScheduledSequence& s) { return completions_.at(s.seq)->request.feeds_downstream; };
+    if (std::any_of(plan.scheduled.begin(), plan.scheduled.end(), feeds)) {
+      capture_.layer = *model_.downstream_layer();
+      batch_.capture = &capture_;
+    }
+  }
   sampled_.resize(sampling_.size());
   forward_and_sample(plan);
+  if (batch_.capture) keep_downstream_rows(plan);
   return finish_step();
 }
 
@@ -619,11 +691,55 @@ bool ArEngine::picks_plain_argmax(const Completion& c) const {
          p.frequency_penalty == 0.0f;
 }
 
+void ArEngine::keep_downstream_rows(const SchedulerOutput& plan) {
+  const size_t tokens = batch_.positions.size();
+  const size_t hidden = tokens == 0 ? 0 : capture_.embeddings.size() / tokens;
+  if (capture_.embeddings.size() != tokens * hidden || capture_.hidden.size() != tokens * hidden) {
+    throw_error(ErrorCode::kInternal, "the model captured {} and {} values for {} rows", capture_.embeddings.size(),
+                capture_.hidden.size(), tokens);
+  }
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const ScheduledSequence& s = plan.scheduled[i];
+    Completion& c = *completions_.at(s.seq);
+    if (!c.request.feeds_downstream) continue;
+    const size_t start = static_cast<size_t>(batch_.seqs[i].query_start);
+    for (int k = 0; k < s.num_new_tokens; ++k) {
+      const int position = s.context_len + k;
+      if (position < c.downstream_until) continue;
+      if (c.downstream_ids.empty()) c.downstream_first = position;
+      c.downstream_until = position + 1;
+      const size_t row = start + static_cast<size_t>(k);
+      c.downstream_ids.push_back(batch_.token_ids[row]);
+      const auto values = [&](const std::vector<float>& from) { return from.begin() + row * hidden; };
+      c.downstream_embeddings.insert(c.downstream_embeddings.end(), values(capture_.embeddings),
+                                     values(capture_.embeddings) + hidden);
+      c.downstream_hidden.insert(c.downstream_hidden.end(), values(capture_.hidden), values(capture_.hidden) + hidden);
+    }
+  }
+  // Each sampled token takes the rows kept for it: the step output of that token.
+  step_outputs_.assign(sampling_.size(), {});
+  for (size_t row = 0; row < sampling_.size(); ++row) {
+    Completion& c = *sampling_[row];
+    if (!c.request.feeds_downstream || c.downstream_ids.empty()) continue;
+    model::DownstreamRows rows;
+    rows.token_ids = c.downstream_ids;
+    rows.first_position = c.downstream_first;
+    rows.prompt_length = c.seq.num_prompt_tokens;
+    rows.hidden_size = static_cast<int>(hidden);
+    rows.embeddings = c.downstream_embeddings;
+    rows.hidden = c.downstream_hidden;
+    step_outputs_[row] = model_.encode_downstream_rows(rows);
+    c.downstream_ids.clear();
+    c.downstream_embeddings.clear();
+    c.downstream_hidden.clear();
+  }
+}
+
 std::vector<RequestOutput> ArEngine::finish_step() {
   std::vector<Request*> touched;
   for (size_t row = 0; row < sampling_.size(); ++row) {
     Completion& c = *sampling_[row];
-    if (embedding_lm_) c.unsent_step_outputs.push_back(std::move(step_outputs_[row]));
+    if (embedding_lm_ || c.request.feeds_downstream) c.unsent_step_outputs.push_back(std::move(step_outputs_[row]));
     append_token(c, sampled_[row]);
     Request& r = c.request;
     if (!r.in_step_output) {
@@ -734,6 +850,7 @@ RequestOutput ArEngine::take_output(Request& r) {
 
 void ArEngine::forget(Request& r) {
   if (needs_host_history(r)) --num_synchronous_requests_;
+  if (r.feeds_downstream) --num_downstream_requests_;
   if (r.acquired) embedding_lm_->release(*r.state);
   for (auto& c : r.completions) {
     std::replace(in_flight_rows_.begin(), in_flight_rows_.end(), c.get(), static_cast<Completion*>(nullptr));

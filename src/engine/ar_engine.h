@@ -25,6 +25,13 @@
 // async scheduling) and a request has one completion. A model that cannot recompute KV has each
 // request's whole prompt + max_tokens reserved at admission and is never preempted.
 //
+// A request may also stream in (an embedding-input model reading an upstream stage that still
+// generates: add_input); it is queued once the model can build its prompt, and while running it
+// is passed over whenever its next row waits for input. A text LM whose model gives rows to a
+// downstream stage (CausalLm::downstream_layer) captures them for each request that feeds one
+// (EngineRequest::feeds_downstream): such steps run synchronously, off the prefix cache, and each
+// sampled token carries the payload of the rows computed since the previous one.
+//
 // Threads: an ArEngine is owned by one thread, which makes every call (a stage worker's loop). The
 // exception is check_request(), which reads only immutable state and may be called from any thread.
 // Ownership: the engine borrows the model and the detokenizer; both must outlive it. It sizes and
@@ -35,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -57,8 +65,15 @@ struct EngineRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;  // ignored by an embedding-input model, which builds its prompt
   SamplingParams sampling_params;
-  // What an embedding-input model starts the request from (model::ArRequestInput).
+  // What an embedding-input model starts the request from (model::ArRequestInput): its fields,
+  // the upstream stage's payloads so far (read during add_request only) and whether more follow
+  // through add_input.
   Json additional_information;
+  std::vector<std::span<const uint8_t>> inputs;
+  bool input_open = false;
+  // A downstream stage reads this request's rows (the model's CausalLm::downstream_layer): each
+  // sampled token's step output is the payload of the rows computed since the previous one.
+  bool feeds_downstream = false;
 };
 
 struct EngineStats {
@@ -95,6 +110,11 @@ class ArEngine {
   // its prompt expanded by the model, which encodes the media here (kInvalidArgument naming the
   // media at fault); such a prompt's blocks are never prefix-cached.
   void add_request(EngineRequest request);
+  // The next payloads of a request added with input_open (an embedding-input model's streamed
+  // input), `last` when its upstream stage finished. Throws omni::Error(kInvalidArgument) for an
+  // unknown id, a request whose input ended, or input the model refuses (the request stays; the
+  // caller aborts it).
+  void add_input(std::string_view request_id, std::span<const std::span<const uint8_t>> payloads, bool last);
   // Ends an unfinished request now, freeing its KV blocks, and returns its last output (finish
   // reason abort, carrying `error` if given). nullopt when the id is unknown or already finished.
   std::optional<RequestOutput> abort(std::string_view request_id, std::optional<Error> error = std::nullopt);
@@ -105,6 +125,9 @@ class ArEngine {
   std::vector<RequestOutput> step();
   // Also true while a launched step's ids are still to be read (async scheduling).
   bool has_unfinished_requests() const { return !requests_.empty() || in_flight_; }
+  // Whether step() can make progress now: false while every unfinished request waits for streamed
+  // input (and no step is in flight).
+  bool can_step() const;
   EngineStats stats() const;
 
   // Sleep mode (level 1): with no unfinished request, frees the model's KV storage (its weights
@@ -138,6 +161,12 @@ class ArEngine {
   // Whether the completion's next token is the argmax of its raw logits (greedy, and nothing that
   // edits the row first: logprobs, logit_bias, penalties, an active min_tokens mask).
   bool picks_plain_argmax(const Completion& completion) const;
+  // Streamed input: marks which running sequences await input and queues the requests whose
+  // prompt became ready.
+  void update_awaiting_input();
+  // The rows the step computed of each request that feeds a downstream stage, kept until its next
+  // sampled token takes them.
+  void keep_downstream_rows(const SchedulerOutput& plan);
   // Appends sampled_[row] to sampling_[row] for every row and returns the step's outputs.
   std::vector<RequestOutput> finish_step();
   // An embedding-input model's step: forward_step, the host sampler after each row's suppressed ranges, then
@@ -203,6 +232,9 @@ class ArEngine {
   std::vector<Completion*> launched_rows_;
   std::vector<int32_t> previous_rows_;
   int num_synchronous_requests_ = 0;
+  // Requests that feed a downstream stage (their steps run synchronously, with a capture).
+  int num_downstream_requests_ = 0;
+  model::ForwardBatch::HiddenCapture capture_;
 };
 
 }  // namespace omni::engine

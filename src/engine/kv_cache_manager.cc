@@ -26,7 +26,7 @@ PrefixCacheStats KvCacheManager::stats() const {
 
 PrefixHit KvCacheManager::find_prefix(Sequence& seq) {
   PrefixHit hit;
-  if (!prefix_caching_ || seq.embedded_prompt || seq.media_prompt || !seq.block_ids.empty()) return hit;
+  if (!prefix_caching_ || seq.embedded_prompt || seq.media_prompt || seq.feeds_downstream || !seq.block_ids.empty()) return hit;
   // The last token is always recomputed: its logits are what the forward is for.
   int max_blocks = (seq.num_tokens() - 1) / kKvBlockSize;
   hit.num_queried_blocks = max_blocks;
@@ -73,7 +73,7 @@ bool KvCacheManager::allocate(Sequence& seq, int num_new_tokens, const PrefixHit
 }
 
 void KvCacheManager::cache_computed_blocks(Sequence& seq) {
-  if (!prefix_caching_ || seq.embedded_prompt || seq.media_prompt) return;
+  if (!prefix_caching_ || seq.embedded_prompt || seq.media_prompt || seq.feeds_downstream) return;
   int full = seq.num_computed_tokens / kKvBlockSize;
   if (full <= seq.num_cached_blocks) return;
   std::span<const int32_t> tokens(seq.token_ids);

@@ -21,8 +21,9 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Sequence* seq = running[i];
     int wanted = seq->num_tokens() + seq->num_placeholders - seq->num_computed_tokens;
-    // Nothing to feed: the sequence's last token is still on the device and will end it.
-    if (wanted == 0) continue;
+    // Nothing to feed: the sequence's last token is still on the device and will end it; or its
+    // next row waits for streamed input.
+    if (wanted == 0 || seq->awaiting_input) continue;
     int granted = std::min(wanted, budget);
     if (granted < wanted && !config_.enable_chunked_prefill) continue;
     if (!admission_.reserve(*seq, granted, out.preempted)) break;
@@ -33,7 +34,7 @@ SchedulerOutput Scheduler::schedule() {
   if (out.preempted.empty()) {
     while (budget > 0) {
       Sequence* head = admission_.admissible_head();
-      if (!head) break;
+      if (!head || head->awaiting_input) break;
       PrefixHit hit = kv_.find_prefix(*head);
       int wanted = head->num_tokens() - hit.num_tokens;
       if (wanted > budget && !config_.enable_chunked_prefill) break;

@@ -3,7 +3,8 @@
 // for a prefilling one (with enable_chunked_prefill a prompt may be split across steps, so that
 // prefill chunks share a batch with decodes instead of stalling them). Running sequences go first,
 // in admission order; the remaining token budget then goes to admitting waiting sequences through
-// AdmissionControl (no admission in a step that had to preempt: the pool is already short).
+// AdmissionControl (no admission in a step that had to preempt: the pool is already short). A
+// sequence awaiting streamed input is passed over (running) or holds admission up (waiting head).
 //
 // Not thread-safe: the engine thread owns it.
 #pragma once

@@ -42,6 +42,12 @@ struct Sequence {
   // The prompt holds media placeholders (whose KV depends on the media, not on the ids): none of
   // its blocks is prefix-cached.
   bool media_prompt = false;
+  // Every row of it is computed for a downstream stage (CausalLm::downstream_layer): none of its
+  // blocks is taken from or given to the prefix cache.
+  bool feeds_downstream = false;
+  // Its model cannot build its next step until more streamed input comes
+  // (EmbeddingInputLm::ready): the scheduler passes it over.
+  bool awaiting_input = false;
   // > 0: admission takes blocks for this many tokens at once, so that the sequence never grows its
   // KV and is never preempted (a model that cannot recompute it).
   int reserved_tokens = 0;

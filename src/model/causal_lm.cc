@@ -17,6 +17,11 @@ std::optional<MultimodalPrompt> CausalLm::prepare_multimodal_prompt(std::span<co
               media->is_object() ? media->begin().key() : std::string("media"));
 }
 
+std::vector<uint8_t> CausalLm::encode_downstream_rows(const DownstreamRows& rows) const {
+  (void)rows;
+  throw_error(ErrorCode::kUnsupported, "this model gives no rows to a downstream stage");
+}
+
 void CausalLm::launch_step(const ForwardBatch& batch, std::span<const tensor::ops::SamplingParams> params,
                            std::span<const int32_t> previous_rows) {
   if (!previous_rows.empty() && previous_rows.size() != batch.token_ids.size()) {

@@ -66,7 +66,8 @@ struct ForwardBatch {
   std::vector<std::vector<float>> input_row_deepstack;
 
   // What a downstream stage reads of this forward (the Qwen3-Omni talker reads the thinker's rows),
-  // on the ordinary forward() path of a decoder: with `capture` set, capture->embeddings receives
+  // through forward(), forward_greedy() and forward_sample() of a decoder (a batch with a capture
+  // never runs as a fixed-size decode step, nor asynchronously): with `capture` set, capture->embeddings receives
   // every row's input embedding and capture->hidden the output of decoder layer capture->layer - 1
   // (Hugging Face's hidden_states[layer]: the embeddings for layer 0, before any DeepStack add),
   // host float32 [tokens, hidden_size] each. kInvalidArgument for a layer outside 0..num_layers.
@@ -104,6 +105,17 @@ struct MultimodalPrompt {
   // plain positions.
   std::vector<float> mrope_positions;
   float rope_delta = 0.0f;
+};
+
+// One request's rows of the forwards up to a step that sampled for it, as a downstream stage reads
+// them (CausalLm::encode_downstream_rows): consecutive positions from first_position on.
+struct DownstreamRows {
+  std::span<const int32_t> token_ids;  // each position's input token (media placeholders expanded)
+  int first_position = 0;
+  int prompt_length = 0;  // the request's prompt as the model fed it
+  int hidden_size = 0;
+  std::span<const float> embeddings;  // [token_ids.size(), hidden_size]: each row's input embedding
+  std::span<const float> hidden;      // [token_ids.size(), hidden_size]: downstream_layer()'s output
 };
 
 struct CausalLmInfo {
@@ -209,6 +221,15 @@ class CausalLm {
     (void)max_logit_rows;
     return 0;
   }
+
+  // What a downstream stage reads of a request's forwards (the Qwen3-Omni talker reads the
+  // thinker's rows): the layer whose output it takes (ForwardBatch::HiddenCapture::layer), nullopt
+  // when the model gives none. The engine then runs the steps of a request that feeds a downstream
+  // stage with a capture, and each step that samples for it gives, as that token's step output, the
+  // payload encode_downstream_rows() makes of the rows computed since the previous one.
+  virtual std::optional<int> downstream_layer() const { return std::nullopt; }
+  // Called only when downstream_layer() is set; this default throws kUnsupported.
+  virtual std::vector<uint8_t> encode_downstream_rows(const DownstreamRows& rows) const;
 
  private:
   // The default launch_step's results: the latest launched step's ids, and those not yet waited for.

@@ -15,6 +15,11 @@
 // returned logits (each request's suppressed token ranges first), then finish_step() with the
 // sampled tokens, which returns each row's extra output. Prompts are fed whole (no chunked prefill)
 // and never prefix-cached: their rows are not token ids that a hash could name.
+//
+// A model may also read what an upstream stage sends (the Qwen3-Omni talker reads the thinker's
+// rows): start_request gets the payloads so far and, while the upstream stage still generates,
+// add_input the later ones. A request whose next step needs input that has not come yet is not
+// ready(); the engine schedules it again once it is.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "base/json.h"
 #include "model/causal_lm.h"
 
@@ -38,14 +44,19 @@ class ArRequestState {
   virtual ~ArRequestState() = default;
 };
 
-// A request as the stage model sees it when it starts: its fields and the sampling parameters
-// that the model's own request fields may override.
+// A request as the stage model sees it when it starts: its fields, the sampling parameters that
+// the model's own request fields may override, and what its upstream stage sent so far.
 struct ArRequestInput {
   std::string_view request_id;
   const Json& additional_information;
   std::optional<int> max_tokens;  // sampling_params.max_tokens
   std::optional<int64_t> seed;    // sampling_params.seed
   bool ignore_eos = false;
+  bool greedy = false;  // the request's own tokens are picked greedily (temperature 0)
+  // The upstream stage's payloads so far, in order (read during start_request only), and whether
+  // more follow through add_input (the upstream stage still generates: async_chunk).
+  std::span<const std::span<const uint8_t>> inputs;
+  bool input_open = false;
 };
 
 // Token ids in [first, end) that a request never samples: their logits are -inf before sampling.
@@ -107,6 +118,24 @@ class EmbeddingInputLm : public CausalLm {
   // that entered it ends (finished or aborted).
   virtual void acquire(ArRequestState& state) = 0;
   virtual void release(ArRequestState& state) = 0;
+  // Streamed input (a request started with input_open): the next payloads of its upstream stage,
+  // `last` when the upstream stage finished. Throws omni::Error(kInvalidArgument) naming what is
+  // wrong with the input (the engine then ends the request); this default takes none
+  // (kUnsupported).
+  virtual void add_input(ArRequestState& state, std::span<const std::span<const uint8_t>> payloads, bool last) {
+    (void)state;
+    (void)payloads;
+    (void)last;
+    throw_error(ErrorCode::kUnsupported, "this stage model takes no streamed input");
+  }
+  // Whether the request's next step (its prompt, or its next decode row) can be built from the
+  // input it has; one that cannot waits, holding its KV, until add_input makes it ready. A request
+  // whose input is complete is always ready.
+  virtual bool ready(const ArRequestState& state) const {
+    (void)state;
+    return true;
+  }
+
   // Whether the model can recompute a request's KV from the request alone. A model that cannot (its
   // decode rows depend on sub-model outputs it does not keep) has the KV of its whole prompt +
   // max_tokens reserved when it starts and is never preempted.

@@ -111,7 +111,23 @@ class ArStageRunner final : public StageRunner {
     engine_request.prompt_token_ids = std::move(request.prompt_token_ids);
     engine_request.sampling_params = engine::sampling_params_from_json(params, base_, source);
     engine_request.additional_information = std::move(request.additional_information);
+    engine_request.input_open = request.input_open;
+    engine_request.feeds_downstream = request.feeds_downstream;
+    if (!request.inputs.empty() || request.input_open) {
+      if (!embedding_lm_) {
+        throw_error(ErrorCode::kInvalidArgument, "stage {}: request {}: this stage's model reads no upstream payloads",
+                    stage_id_, request.request_id);
+      }
+      for (const PayloadView& input : request.inputs) engine_request.inputs.push_back(input.bytes());
+    }
     engine_->add_request(std::move(engine_request));
+  }
+
+  void add_input(const std::string& request_id, StageInputChunk chunk) override {
+    if (!embedding_lm_) return StageRunner::add_input(request_id, std::move(chunk));
+    std::vector<std::span<const uint8_t>> payloads;
+    for (const PayloadView& payload : chunk.payloads) payloads.push_back(payload.bytes());
+    engine_->add_input(request_id, payloads, chunk.last);
   }
 
   void abort(const std::string& request_id) override { engine_->abort(request_id); }
@@ -121,7 +137,7 @@ class ArStageRunner final : public StageRunner {
     return static_cast<size_t>(stats.num_running) + static_cast<size_t>(stats.num_waiting);
   }
 
-  bool can_step() const override { return engine_->has_unfinished_requests(); }
+  bool can_step() const override { return engine_->can_step(); }
 
   void sleep() override {
     engine_->sleep();

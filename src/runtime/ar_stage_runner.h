@@ -5,7 +5,10 @@
 // that builds its own input rows (model/embedding_input_lm.h) starts each request from its
 // additional_information; its per-step outputs leave as the outputs' payloads, each output
 // carrying the tokens whose step produced one (a stop token produces none), and its step parts
-// (take_step_timings) are the model's.
+// (take_step_timings) are the model's. Such a model may read its upstream stage's payloads: those
+// of the request (full payload) or, with async_chunk, each chunk as it comes (add_input). A text LM
+// whose model gives rows to a downstream stage (CausalLm::downstream_layer) sends them, for a
+// request that a later stage reads, as its outputs' payloads, one per token.
 //
 // engine_args read here (vLLM's names; absent or null = the engine's default), through EngineArgs
 // (engine_args.h), plus whatever the model reads from them:

@@ -33,6 +33,8 @@ struct StageRequest {
   bool input_open = false;
   // GenerationRequest::additional_information of the request (a JSON object).
   Json additional_information = Json::object();
+  // A later stage on the request's route reads this stage's payloads for it.
+  bool feeds_downstream = false;
 };
 
 // The next piece of a streamed (async_chunk) request input.

@@ -301,6 +301,7 @@ class Worker {
         const auto taken = Clock::now();
         routes_[submit->request_id] = RequestRoute{submit->output_stages, 0, taken, false, from};
         request.inputs = read_payloads(submit->inputs);
+        request.feeds_downstream = !submit->output_stages.empty();
         runner_->add_request(std::move(request));
         // The messages behind this one wait for it: the head counts that wait in their hop.
         step_timings_.push_back({"add_request", std::chrono::duration<double>(Clock::now() - taken).count()});

@@ -33,6 +33,10 @@ class FakeEmbeddingLm final : public model::EmbeddingInputLm {
     int num_rows = 0;
     int last_output = -1;  // the sub-model's output of the previous step
     int slot = -1;
+    // Streamed input: the payloads so far, whether more follow, and the steps the request ran.
+    int inputs = 0;
+    bool input_open = false;
+    int steps = 0;
   };
   struct Slice {
     std::string kind;  // "prompt" or "decode"
@@ -62,7 +66,24 @@ class FakeEmbeddingLm final : public model::EmbeddingInputLm {
     start.state = std::move(state);
     if (info.contains("max_new")) start.max_tokens = info["max_new"].get<int>();
     if (info.contains("suppress")) start.suppressed_tokens = {{info["suppress"][0], info["suppress"][1]}};
+    auto& streamed = static_cast<State&>(*start.state);
+    streamed.inputs = static_cast<int>(input.inputs.size());
+    streamed.input_open = input.input_open;
     return start;
+  }
+  // Streamed input: step k of a request (its prompt for k = 0) needs payload k, or the input's end.
+  void add_input(model::ArRequestState& state, std::span<const std::span<const uint8_t>> payloads,
+                 bool last) override {
+    auto& s = static_cast<State&>(state);
+    for (std::span<const uint8_t> payload : payloads) {
+      if (payload.size() != 1) throw_error(ErrorCode::kInvalidArgument, "a payload of {} bytes", payload.size());
+    }
+    s.inputs += static_cast<int>(payloads.size());
+    s.input_open = !last;
+  }
+  bool ready(const model::ArRequestState& state) const override {
+    const auto& s = static_cast<const State&>(state);
+    return !s.input_open || s.steps < s.inputs;
   }
   void prepare_requests(int max_num_seqs, const std::vector<int>&, bool) override {
     for (int s = max_num_seqs - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -86,8 +107,10 @@ class FakeEmbeddingLm final : public model::EmbeddingInputLm {
     logits.assign(batch.seqs.size() * kVocab, 0.0f);
     for (size_t i = 0; i < batch.seqs.size(); ++i) {
       const model::SequenceSlice& seq = batch.seqs[i];
-      const auto& state = static_cast<const State&>(*states[i]);
+      auto& state = static_cast<State&>(*states[i]);
       EXPECT_GE(state.slot, 0) << "a running request holds its resources";
+      EXPECT_TRUE(ready(state)) << "only ready requests are scheduled";
+      ++state.steps;
       const bool prompt = seq.context_len == 0;
       EXPECT_EQ(seq.query_len, prompt ? state.num_rows : 1) << "prompts are fed whole";
       int64_t sum = 0;
@@ -264,6 +287,65 @@ TEST(EmbeddingInputEngine, RejectsWhatTheModelCannotRun) {
             std::string::npos);
   EXPECT_NE(message(speech("r", {{"rows", 2}}, {.n = 2})).find("'n' must be 1"), std::string::npos);
   EXPECT_FALSE(engine.has_unfinished_requests());
+}
+
+TEST(EmbeddingInputEngine, StreamedInputHoldsARequestUntilItsNextStepCanBeBuilt) {
+  FakeEmbeddingLm model;
+  ArEngine engine(model, {.max_num_seqs = 4, .num_gpu_blocks_override = 64});
+  const std::vector<uint8_t> byte = {1};
+  const std::vector<std::span<const uint8_t>> one = {byte};
+  // "late" has no input yet: it is not admitted; "streamed" has its first payload (its prompt).
+  EngineRequest late = speech("late", {{"rows", 4}, {"base", 2}, {"max_new", 3}});
+  late.input_open = true;
+  engine.add_request(std::move(late));
+  EngineRequest streamed = speech("streamed", {{"rows", 6}, {"base", 5}, {"max_new", 5}});
+  streamed.inputs = one;
+  streamed.input_open = true;
+  engine.add_request(std::move(streamed));
+  engine.add_request(speech("whole", {{"rows", 3}, {"base", 9}, {"max_new", 6}}));
+  EXPECT_EQ(engine.stats().num_waiting, 2) << "the request without input waits outside the scheduler";
+
+  std::map<std::string, Stream> streams;
+  auto step = [&] {
+    for (const RequestOutput& out : engine.step()) {
+      for (const CompletionOutput& c : out.completions) {
+        Stream& st = streams[out.request_id];
+        st.tokens.insert(st.tokens.end(), c.token_ids.begin(), c.token_ids.end());
+        if (c.finish_reason) st.finish = c.finish_reason;
+      }
+    }
+  };
+  step();  // both prompts; "streamed" has its first token, its next row needs a second payload
+  EXPECT_EQ(streams["streamed"].tokens.size(), 1u);
+  EXPECT_EQ(streams.count("late"), 0u);
+  for (int i = 0; i < 8; ++i) step();  // "whole" runs to its end past the waiting ones
+  EXPECT_EQ(streams["whole"].tokens, expected_tokens(9, 3, 6));
+  EXPECT_EQ(streams["streamed"].tokens.size(), 1u);
+  EXPECT_FALSE(engine.can_step()) << "every unfinished request waits for input";
+  EXPECT_TRUE(engine.has_unfinished_requests());
+
+  engine.add_input("streamed", one, false);
+  EXPECT_TRUE(engine.can_step());
+  step();
+  EXPECT_EQ(streams["streamed"].tokens.size(), 2u);
+  EXPECT_FALSE(engine.can_step());
+  engine.add_input("late", one, false);
+  engine.add_input("streamed", {}, true);  // the end: every later row can be built
+  for (int i = 0; i < 10 && engine.can_step(); ++i) step();
+  EXPECT_EQ(streams["streamed"].tokens, expected_tokens(5, 6, 5)) << "waiting changes nothing it generates";
+  EXPECT_EQ(streams["streamed"].finish, FinishReason::kLength);
+  EXPECT_EQ(streams["late"].tokens.size(), 1u) << "its prompt ran once its first payload came";
+  EXPECT_FALSE(engine.can_step());
+
+  // Input the model refuses, for a request whose input ended, or for no request: errors; abort frees it.
+  EXPECT_THROW(engine.add_input("late", std::vector<std::span<const uint8_t>>{std::span<const uint8_t>()}, false),
+               Error);
+  EXPECT_THROW(engine.add_input("streamed", one, false), Error);
+  EXPECT_THROW(engine.add_input("nobody", one, false), Error);
+  ASSERT_TRUE(engine.abort("late"));
+  EXPECT_FALSE(engine.has_unfinished_requests());
+  EXPECT_EQ(engine.stats().num_free_blocks, 64);
+  EXPECT_EQ(model.acquired, model.released);
 }
 
 }  // namespace
