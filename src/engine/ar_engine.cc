@@ -394,9 +394,9 @@ int ArEngine::start_embedding_request(const EngineRequest& request, SamplingPara
     throw_error(ErrorCode::kInvalidArgument, "request {}: sampling parameter 'n' must be 1 for this model, got {}", id,
                 params.n);
   }
-  model::ArRequestStart start = embedding_lm_->start_request({id, request.additional_information, params.max_tokens,
-                                                              params.seed, params.ignore_eos, params.greedy(),
-                                                              request.inputs, request.input_open});
+  model::ArRequestStart start =
+      embedding_lm_->start_request({id, request.additional_information, params.max_tokens, params.seed,
+                                    params.ignore_eos, params.greedy(), request.inputs, request.input_open});
   if (start.num_prompt_rows < 1 || start.num_prompt_rows > config_.max_model_len) {
     throw_error(ErrorCode::kInvalidArgument, "request {}: the prompt has {} rows, max_model_len is {}", id,
                 start.num_prompt_rows, config_.max_model_len);

@@ -59,6 +59,20 @@ struct ArRequestInput {
   bool input_open = false;
 };
 
+// The field `key` of a request's additional_information as T; nullopt when absent or null.
+// kInvalidArgument naming the request and the field when it has another type.
+template <typename T>
+std::optional<T> request_field(const Json& additional_information, const char* key, std::string_view request_id) {
+  auto it = additional_information.find(key);
+  if (it == additional_information.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->get<T>();
+  } catch (const std::exception&) {
+    throw_error(ErrorCode::kInvalidArgument, "request {}: additional_information.{} has the wrong type ({})",
+                request_id, key, it->dump());
+  }
+}
+
 // Token ids in [first, end) that a request never samples: their logits are -inf before sampling.
 struct TokenRange {
   int32_t first = 0;

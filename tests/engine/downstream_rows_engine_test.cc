@@ -36,10 +36,10 @@ class RowsLm final : public FakeCausalLm {
     batch.capture->embeddings.clear();
     batch.capture->hidden.clear();
     for (size_t i = 0; i < batch.token_ids.size(); ++i) {
-      batch.capture->embeddings.insert(batch.capture->embeddings.end(),
-                                       {static_cast<float>(batch.token_ids[i]), static_cast<float>(batch.positions[i])});
-      batch.capture->hidden.insert(batch.capture->hidden.end(), {static_cast<float>(batch.capture->layer),
-                                                                 static_cast<float>(batch.token_ids[i])});
+      batch.capture->embeddings.insert(batch.capture->embeddings.end(), {static_cast<float>(batch.token_ids[i]),
+                                                                         static_cast<float>(batch.positions[i])});
+      batch.capture->hidden.insert(batch.capture->hidden.end(),
+                                   {static_cast<float>(batch.capture->layer), static_cast<float>(batch.token_ids[i])});
     }
   }
   std::vector<uint8_t> encode_downstream_rows(const model::DownstreamRows& rows) const override {

@@ -72,8 +72,7 @@ class FakeEmbeddingLm final : public model::EmbeddingInputLm {
     return start;
   }
   // Streamed input: step k of a request (its prompt for k = 0) needs payload k, or the input's end.
-  void add_input(model::ArRequestState& state, std::span<const std::span<const uint8_t>> payloads,
-                 bool last) override {
+  void add_input(model::ArRequestState& state, std::span<const std::span<const uint8_t>> payloads, bool last) override {
     auto& s = static_cast<State&>(state);
     for (std::span<const uint8_t> payload : payloads) {
       if (payload.size() != 1) throw_error(ErrorCode::kInvalidArgument, "a payload of {} bytes", payload.size());

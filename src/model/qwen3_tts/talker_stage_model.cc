@@ -20,10 +20,6 @@ namespace {
 using tensor::DType;
 using tensor::Tensor;
 
-// The control ids: the top of the codec vocabulary (specials, languages, speakers), never sampled
-// except codec EOS.
-constexpr int32_t kNumControlIds = 1024;
-
 template <typename T>
 std::optional<T> engine_arg(const Json& args, const char* key) {
   auto it = args.find(key);
@@ -32,18 +28,6 @@ std::optional<T> engine_arg(const Json& args, const char* key) {
     return it->get<T>();
   } catch (const std::exception&) {
     throw_error(ErrorCode::kInvalidConfig, "engine argument {} has the wrong type ({})", key, it->dump());
-  }
-}
-
-template <typename T>
-std::optional<T> request_field(const Json& info, const char* key, std::string_view request_id) {
-  auto it = info.find(key);
-  if (it == info.end() || it->is_null()) return std::nullopt;
-  try {
-    return it->get<T>();
-  } catch (const std::exception&) {
-    throw_error(ErrorCode::kInvalidArgument, "request {}: additional_information.{} has the wrong type ({})",
-                request_id, key, it->dump());
   }
 }
 
@@ -111,24 +95,15 @@ SubtalkerSampling subtalker_sampling(const TalkerGenerationDefaults& d, const Js
   return p;
 }
 
-void log_steps(const char* what, bool prepared, bool graphs) {
-  spdlog::info("Qwen3-TTS talker: {} {}", what,
-               !prepared ? "unavailable on this device"
-               : graphs  ? "with CUDA graphs"
-                         : "eager (enforce_eager)");
-}
-
 }  // namespace
 
-struct TalkerStageModel::Request final : ArRequestState {
-  TalkerPromptPlan plan;       // until the prompt is built
-  TalkerPrompt prompt;         // from the first step on
-  int slot = -1;               // the predictor slot, while running
-  std::vector<int32_t> frame;  // the last complete frame's codes
-  int frames = 0;
+struct TalkerStageModel::Request final : TalkerStream {
+  TalkerPromptPlan plan;  // until the prompt is built
+  TalkerPrompt prompt;    // from the first step on
 
+  const Tensor& prompt_rows() const override { return prompt.rows; }
   // The text-track vector decode step k adds: the prompt's trailing rows, then tts_pad.
-  const float* text_track(int64_t k) const {
+  const float* text_track(int64_t k) const override {
     const Tensor& trailing = prompt.trailing;
     return k < trailing.shape()[0] ? trailing.data<float>() + k * trailing.shape()[1] : prompt.tts_pad.data<float>();
   }
@@ -136,6 +111,7 @@ struct TalkerStageModel::Request final : ArRequestState {
 
 TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device) {
   talker_ = std::make_unique<Talker>(dir, read_talker_config(dir), device);
+  steps_ = std::make_unique<TalkerSteps>(*talker_, "Qwen3-TTS talker");
   tokenizer_ = text::Tokenizer::load(dir);
   const TalkerGenerationDefaults defaults = read_talker_generation_defaults(dir);
   defaults_ = talker_defaults(defaults);
@@ -162,10 +138,7 @@ void TalkerStageModel::forward(const ForwardBatch& /*batch*/, std::vector<float>
 
 bool TalkerStageModel::prepare_decode_steps(const std::vector<int>& batch_sizes, int max_blocks_per_seq,
                                             bool capture_graphs) {
-  if (!decode_steps_ || talker_->device().type != tensor::DeviceType::kCuda) return false;
-  const bool prepared = talker_->prepare_decode_steps(batch_sizes, max_blocks_per_seq, capture_graphs);
-  log_steps("talker decode steps", prepared, capture_graphs);
-  return prepared;
+  return decode_steps_ && steps_->prepare_decode_steps(batch_sizes, max_blocks_per_seq, capture_graphs);
 }
 
 size_t TalkerStageModel::activation_bytes(int max_tokens, int max_logit_rows) const {
@@ -206,168 +179,44 @@ ArRequestStart TalkerStageModel::start_request(const ArRequestInput& input) {
   if (auto v = request_field<int64_t>(info, "seed", id)) start.seed = *v;
   // The prompt itself is built on its first step, together with the others starting then.
   auto request = std::make_unique<Request>();
+  request->predictor = subtalker_;
   request->plan = plan_talker_prompt(speech, *talker_, *tokenizer_, max_instructions_length_);
   start.num_prompt_rows = static_cast<int>(request->plan.num_rows());
   start.state = std::move(request);
-  const int32_t vocab = talker_->codec_vocab_size();
-  const int32_t eos = talker_->config().codec_eos_id;
-  const int32_t controls = std::max(0, vocab - kNumControlIds);
-  // ignore_eos: exactly max_new_tokens frames (benchmarks).
-  if (input.ignore_eos || eos < controls || eos >= vocab) {
-    start.suppressed_tokens = {{controls, vocab}};
-    if (input.ignore_eos && (eos < controls || eos >= vocab)) start.suppressed_tokens.push_back({eos, eos + 1});
-  } else {
-    start.suppressed_tokens = {{controls, eos}, {eos + 1, vocab}};
-  }
+  start.suppressed_tokens = suppressed_codec_tokens(*talker_, input.ignore_eos);
   return start;
 }
 
 void TalkerStageModel::prepare_requests(int max_num_seqs, const std::vector<int>& batch_sizes, bool capture_graphs) {
-  talker_->init_predictor_cache(max_num_seqs);
-  free_slots_.clear();
-  for (int slot = max_num_seqs - 1; slot >= 0; --slot) free_slots_.push_back(slot);
-  if (frame_steps_ && talker_->device().type == tensor::DeviceType::kCuda) {
-    log_steps("code predictor frame steps", talker_->prepare_frame_steps(batch_sizes, capture_graphs), capture_graphs);
-  }
-  spdlog::info("Qwen3-TTS talker on {}, {} predictor slots", tensor::device_name(talker_->device()), max_num_seqs);
+  steps_->prepare(max_num_seqs, batch_sizes, capture_graphs, frame_steps_);
 }
 
-void TalkerStageModel::acquire(ArRequestState& state) {
-  auto& request = static_cast<Request&>(state);
-  if (free_slots_.empty()) {
-    throw_error(ErrorCode::kInternal, "Qwen3-TTS talker: more running requests than predictor slots");
-  }
-  request.slot = free_slots_.back();
-  free_slots_.pop_back();
-}
+void TalkerStageModel::acquire(ArRequestState& state) { steps_->acquire(static_cast<Request&>(state)); }
 
-void TalkerStageModel::release(ArRequestState& state) {
-  auto& request = static_cast<Request&>(state);
-  if (request.slot >= 0) free_slots_.push_back(request.slot);
-  request.slot = -1;
-}
+void TalkerStageModel::release(ArRequestState& state) { steps_->release(static_cast<Request&>(state)); }
 
 void TalkerStageModel::forward_step(const ForwardBatch& batch, std::span<ArRequestState* const> states,
                                     std::vector<float>& logits) {
-  step_started_ = Clock::now();
-  requests_.clear();
   std::vector<Request*> starting;
+  std::vector<TalkerStream*> streams;
   for (size_t i = 0; i < states.size(); ++i) {
     auto* request = static_cast<Request*>(states[i]);
-    requests_.push_back(request);
+    streams.push_back(request);
     if (batch.seqs[i].context_len == 0) starting.push_back(request);
   }
-  if (starting.empty()) {
-    feed_frames(batch, requests_, logits);
-  } else {
+  if (!starting.empty()) {
     // One text projection for every prompt of the step reads its weights once.
     std::vector<TalkerPromptPlan> plans;
     plans.reserve(starting.size());
     for (Request* request : starting) plans.push_back(std::move(request->plan));
     std::vector<TalkerPrompt> prompts = build_talker_prompts(plans, *talker_);
     for (size_t i = 0; i < starting.size(); ++i) starting[i]->prompt = std::move(prompts[i]);
-    forward_rows(batch, requests_, logits);
   }
-  talker_time_ = Clock::now() - step_started_;
-}
-
-void TalkerStageModel::feed_frames(const ForwardBatch& batch, std::span<Request* const> requests,
-                                   std::vector<float>& logits) {
-  std::vector<int32_t> slots, frames;
-  std::vector<const float*> text;
-  for (const Request* request : requests) {
-    slots.push_back(request->slot);
-    frames.insert(frames.end(), request->frame.begin(), request->frame.end());
-    // Decode step k feeds frame k.
-    text.push_back(request->text_track(request->frames - 1));
-  }
-  talker_->forward_frames(batch, slots, frames, text, logits, hidden_);
-}
-
-void TalkerStageModel::forward_rows(const ForwardBatch& batch, std::span<Request* const> requests,
-                                    std::vector<float>& logits) {
-  const int64_t h = talker_->hidden_size();
-  Tensor inputs = Tensor::zeros({static_cast<int64_t>(batch.positions.size()), h}, DType::kF32);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Request& request = *requests[i];
-    const SequenceSlice& seq = batch.seqs[i];
-    float* out = inputs.data<float>() + static_cast<int64_t>(seq.query_start) * h;
-    if (seq.context_len == 0) {
-      if (seq.query_len != request.prompt.rows.shape()[0]) {
-        throw_error(ErrorCode::kInternal, "Qwen3-TTS talker: a prompt slice of {} rows for a prompt of {}",
-                    seq.query_len, request.prompt.rows.shape()[0]);
-      }
-      std::copy_n(request.prompt.rows.data<float>(), seq.query_len * h, out);
-    } else {
-      std::copy_n(request.text_track(request.frames - 1), h, out);
-      talker_->add_frame_embedding(request.frame, out);
-    }
-  }
-  talker_->forward(batch, inputs, logits, hidden_);
+  steps_->forward(batch, streams, logits);
 }
 
 void TalkerStageModel::finish_step(std::span<const ArSampledRow> rows, std::vector<std::vector<uint8_t>>& outputs) {
-  const auto predicting = Clock::now();
-  // The code predictor for the rows whose code0 is not the end of speech: one batch per codebook on
-  // the talker's device, the draws there too (one copy back per step).
-  const int32_t eos = talker_->config().codec_eos_id;
-  const int groups = talker_->num_code_groups() - 1;
-  std::vector<Request*> framed;
-  std::vector<int32_t> row_ids, slots, code0s;
-  std::vector<tensor::ops::SamplingParams> params;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].token == eos) continue;
-    auto* request = static_cast<Request*>(rows[i].state);
-    framed.push_back(request);
-    row_ids.push_back(static_cast<int32_t>(i));
-    slots.push_back(request->slot);
-    code0s.push_back(rows[i].token);
-    tensor::ops::SamplingParams p;
-    p.temperature = subtalker_.temperature;
-    p.top_k = subtalker_.top_k;
-    p.top_p = subtalker_.top_p;
-    p.seed = rows[i].seed;
-    p.step = static_cast<uint64_t>(request->frames) * groups;
-    params.push_back(p);
-  }
-  if (!framed.empty()) {
-    Tensor hidden = hidden_;
-    if (framed.size() != rows.size()) {
-      Tensor ids = Tensor::empty({static_cast<int64_t>(row_ids.size())}, DType::kI32);
-      std::copy(row_ids.begin(), row_ids.end(), ids.data<int32_t>());
-      hidden = Tensor::empty({ids.dim(0), hidden_.dim(1)}, hidden_.dtype(), hidden_.device());
-      tensor::ops::embedding(hidden_, ids, hidden);
-    }
-    std::vector<int32_t> codes;
-    talker_->predict_frames(slots, hidden, code0s, params, codes);
-    for (size_t i = 0; i < framed.size(); ++i) {
-      Request& request = *framed[i];
-      request.frame.assign(1, code0s[i]);
-      request.frame.insert(request.frame.end(), codes.begin() + static_cast<std::ptrdiff_t>(i * groups),
-                           codes.begin() + static_cast<std::ptrdiff_t>((i + 1) * groups));
-      ++request.frames;
-      outputs[row_ids[i]] = encode_codec_frames(request.frame, talker_->num_code_groups());
-    }
-  }
-  const auto predicted = Clock::now();
-  step_log_.add(rows.size(), talker_time_, predicted - predicting);
-  step_times_.push_back({"talker", std::chrono::duration<double>(talker_time_).count()});
-  step_times_.push_back({"code_predictor", std::chrono::duration<double>(predicted - predicting).count()});
-}
-
-void TalkerStageModel::StepLog::add(size_t batch, Clock::duration talker, Clock::duration predictor) {
-  constexpr std::chrono::seconds kInterval{5};
-  ++steps_;
-  rows_ += batch;
-  talker_ += talker;
-  predictor_ += predictor;
-  if (Clock::now() - since_ < kInterval) return;
-  const double steps = static_cast<double>(steps_);
-  spdlog::info("Qwen3-TTS talker: {} steps, mean batch {:.1f}; per step: talker {:.2f} ms, code predictor {:.2f} ms",
-               steps_, static_cast<double>(rows_) / steps,
-               std::chrono::duration<double, std::milli>(talker_).count() / steps,
-               std::chrono::duration<double, std::milli>(predictor_).count() / steps);
-  *this = StepLog();
+  steps_->finish(rows, outputs);
 }
 
 void register_family(ModelRegistry& registry) {

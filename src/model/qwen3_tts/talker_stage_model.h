@@ -2,16 +2,12 @@
 // qwen3_tts pipeline, driven by engine::ArEngine. Each request's prompt is the talker prompt
 // (prompt.h) of its additional_information; the prompts admitted in one step are projected together
 // (one text projection for all). Every step the engine samples codebook 0 on the host from the
-// talker's logits (the control ids, the top 1024 of the codec vocabulary, are suppressed except
-// codec EOS, and EOS too with ignore_eos; the repetition penalty sees the earlier code0s only;
-// at least two code0s, min_tokens 2), and finish_step runs the code predictor for codebooks
-// 1..15 in 15 batched steps with the sub-talker sampling parameters, drawn on the talker's device
-// (Talker::predict_frames: no host synchronisation until the frame's codes come back in one copy).
-// A frame's step output is the frame in the codec_frames format; codec EOS gives none (the request
-// ends with "stop"), max_new_tokens frames end it with "length". A decode row is the request's
-// last frame's embedding plus its text track, built on the device where the talker has decode
-// steps (Talker::forward_frames). The talker cannot recompute its KV (the frames are not kept), so
-// the engine reserves each request's whole prompt + max_new_tokens on admission.
+// talker's logits (suppressed_codec_tokens; the repetition penalty sees the earlier code0s only;
+// at least two code0s, min_tokens 2), and the frame loop (talker_steps.h) runs the code
+// predictor with the sub-talker sampling parameters; a frame's step output is the frame in the
+// codec_frames format, codec EOS gives none (the request ends with "stop"), max_new_tokens frames
+// end it with "length". The talker cannot recompute its KV (the frames are not kept), so the
+// engine reserves each request's whole prompt + max_new_tokens on admission.
 //
 // engine_args read here (besides the engine's own):
 //   subtalker_sampling_params: {do_sample, temperature, top_k, top_p} over generation_config.json's
@@ -30,12 +26,9 @@
 // seed (over sampling_params.seed), speaker_embedding (Base: the x-vector, an array of floats),
 // non_streaming_mode (the prompt's text layout, prompt.h), ref_code and ref_text (Base in-context
 // cloning: the reference's codec frames, flat and frame-major, and its transcript).
-// take_step_times() gives each step's "talker" and "code_predictor" time; every few seconds the
-// log gets their means and the mean batch.
 // Threads: like every CausalLm, used by one thread.
 #pragma once
 
-#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -44,16 +37,10 @@
 #include "model/embedding_input_lm.h"
 #include "model/model_registry.h"
 #include "model/qwen3_tts/talker.h"
+#include "model/qwen3_tts/talker_steps.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace omni::model::qwen3_tts {
-
-// The sub-talker's draw parameters (seed and step are set per frame).
-struct SubtalkerSampling {
-  float temperature = 1.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-};
 
 class TalkerStageModel final : public EmbeddingInputLm {
  public:
@@ -79,33 +66,13 @@ class TalkerStageModel final : public EmbeddingInputLm {
   void forward_step(const ForwardBatch& batch, std::span<ArRequestState* const> states,
                     std::vector<float>& logits) override;
   void finish_step(std::span<const ArSampledRow> rows, std::vector<std::vector<uint8_t>>& outputs) override;
-  std::vector<StepPartTime> take_step_times() override { return std::exchange(step_times_, {}); }
+  std::vector<StepPartTime> take_step_times() override { return steps_->take_step_times(); }
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Request;
 
-  // The talker and code predictor time of the steps, logged every few seconds (the stage process
-  // has no metrics endpoint of its own): where a step's time goes, at what batch size.
-  class StepLog {
-   public:
-    void add(size_t batch, Clock::duration talker, Clock::duration predictor);
-
-   private:
-    Clock::time_point since_ = Clock::now();
-    int64_t steps_ = 0;
-    size_t rows_ = 0;
-    Clock::duration talker_{};
-    Clock::duration predictor_{};
-  };
-
-  // A step of decode rows alone: the talker builds them from the last frames (on the device where it
-  // has decode steps).
-  void feed_frames(const ForwardBatch& batch, std::span<Request* const> requests, std::vector<float>& logits);
-  // A step with prompts in it: every row built on the host.
-  void forward_rows(const ForwardBatch& batch, std::span<Request* const> requests, std::vector<float>& logits);
-
   std::unique_ptr<Talker> talker_;
+  std::unique_ptr<TalkerSteps> steps_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
   CausalLmInfo info_;
   ArSamplingDefaults defaults_;
@@ -114,13 +81,6 @@ class TalkerStageModel final : public EmbeddingInputLm {
   int max_instructions_length_ = 0;
   bool frame_steps_ = true;
   bool decode_steps_ = true;
-  std::vector<int> free_slots_;
-  std::vector<Request*> requests_;  // of the step in flight
-  tensor::Tensor hidden_;           // the talker's post-norm hidden states of the last step, on its device
-  Clock::time_point step_started_;
-  Clock::duration talker_time_{};
-  StepLog step_log_;
-  std::vector<StepPartTime> step_times_;  // since take_step_times()
 };
 
 // Registers the talker's architecture (Qwen3TTSForConditionalGeneration) as a stage model.
