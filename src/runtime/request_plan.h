@@ -5,10 +5,10 @@
 //
 // The outputs follow the request's modalities: the last stage with final_output whose
 // final_output_type is requested is the route's end, and every final-output stage on its route
-// whose type is requested delivers to the client (Qwen3-Omni: ["text"] runs and delivers the
-// thinker only; ["audio"] runs thinker, talker and code2wav and delivers code2wav's audio only).
-// Without modalities the request gets the pipeline's default: the route of the last final-output
-// stage and every final-output stage on it (Qwen3-Omni: the thinker's text and code2wav's audio).
+// whose type is requested delivers to the client. For a pipeline text stage 0 → stage 1 → audio
+// stage 2: ["text"] runs and delivers stage 0 only; ["audio"] runs all three and delivers stage 2's
+// audio only. Without modalities the request gets the pipeline's default: the route of the last
+// final-output stage and every final-output stage on it (there: stage 0's text and stage 2's audio).
 #pragma once
 
 #include <map>

@@ -46,7 +46,7 @@ struct GenerationRequest {
 };
 
 // One streamed piece of a request's output. A request delivers one output per stage of its plan's
-// output_stages (request_plan.h): Qwen3-Omni's default is the thinker's text and code2wav's audio,
+// output_stages (request_plan.h), e.g. a text stage's text and a later stage's audio,
 // interleaved as the stages produce them, each output's events in order.
 struct ResponseEvent {
   // The output this event belongs to: the final_output_type of the stage that produced it ("text",
