@@ -27,7 +27,7 @@ constexpr std::array<std::pair<std::string_view, media::AudioFormat>, 7> kChatAu
     {"pcm", media::AudioFormat::kPcm},
 }};
 
-constexpr int64_t kAudioLifetimeSeconds = 24 * 60 * 60;
+constexpr int64_t kAudioLifetimeSeconds = int64_t{24} * 60 * 60;
 
 }  // namespace
 
@@ -41,6 +41,7 @@ ChatAudioOptions read_chat_audio(const FieldReader& fields) {
                            [&](const auto& entry) { return entry.first == *format; });
     if (it == kChatAudioFormats.end()) {
       std::vector<std::string_view> names;
+      names.reserve(kChatAudioFormats.size());
       for (const auto& entry : kChatAudioFormats) names.push_back(entry.first);
       throw_invalid_field("audio.format", "'audio.format' must be one of {}, got '{}'", fmt::join(names, ", "),
                           *format);
