@@ -90,9 +90,14 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
   progress->tokens.insert(progress->tokens.end(), output.token_ids.begin(), output.token_ids.end());
   bool finished = output.finish_reason.has_value() && !output.more_choices;
   std::vector<int32_t> chunk_tokens = output.token_ids;
-  if (replica.stage_id == request.plan.final_stage) {
+  if (replica.stage_id == request.plan.primary_stage) {
     request.completion_tokens += static_cast<int>(output.token_ids.size());
+  }
+  const bool last_output = finished && outputs_finished_but(request, replica.stage_id);
+  if (request.plan.delivers(replica.stage_id)) {
     ResponseEvent event;
+    event.modality = pipeline_.stages[replica.stage_id].final_output_type;
+    event.stage_id = replica.stage_id;
     event.index = output.index;
     event.token_ids = std::move(output.token_ids);
     event.text = std::move(output.text);
@@ -101,7 +106,8 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
     event.audio_sample_rate = output.audio_sample_rate;
     event.image = std::move(output.image);
     event.finish_reason = output.finish_reason;
-    event.finished = finished;
+    event.output_finished = finished;
+    event.finished = last_output;
     event.prompt_tokens = request.prompt_tokens;
     event.completion_tokens = request.completion_tokens;
     deliver_to_client(request, std::move(event));
@@ -120,7 +126,8 @@ void RequestRouter::on_output(Replica& replica, OutputMessage& output) {
     }
     replicas_.release(replica, id);
     release_edges_into(request, replica.stage_id);
-    if (replica.stage_id == request.plan.final_stage) {
+    if (last_output) {
+      abort_unfinished_stages(request);  // none on the routes we have: every stage feeds an output
       close_request(id);
       return;
     }
@@ -305,9 +312,10 @@ void RequestRouter::replica_lost(const Replica& lost, const std::set<std::string
     auto stage = request.stages.find(lost.stage_id);
     if (stage == request.stages.end() || stage->second.replica != lost.index || stage->second.finished) continue;
     StageProgress& progress = stage->second;
-    const bool final_stage = lost.stage_id == request.plan.final_stage;
+    const bool only_to_client =
+        request.plan.delivers(lost.stage_id) && request.plan.consumers.at(lost.stage_id).empty();
     if (!replay_ || request.delivered || !progress.submit ||
-        (!final_stage && (!progress.tokens.empty() || !progress.payloads.empty()))) {
+        (!only_to_client && (!progress.tokens.empty() || !progress.payloads.empty()))) {
       std::string why = !replay_ || !progress.submit ? ""
                         : request.delivered          ? " while its output was streaming to the client"
                                                      : " after its output had gone on to the next stage";
@@ -322,8 +330,8 @@ void RequestRouter::replica_lost(const Replica& lost, const std::set<std::string
     }
     Replica& next = replicas_.at(lost.stage_id, index);
     spdlog::warn("request {}: {}; replayed on stage {} replica {}", id, failure, lost.stage_id, index);
-    request.held.clear();
-    if (final_stage) request.completion_tokens = 0;
+    std::erase_if(request.held, [&](const ResponseEvent& held) { return held.stage_id == lost.stage_id; });
+    if (lost.stage_id == request.plan.primary_stage) request.completion_tokens = 0;
     progress.tokens.clear();
     progress.replica = index;
     progress.submitted = Clock::now();
@@ -357,12 +365,7 @@ void RequestRouter::end_request(const std::string& id, std::optional<Error> erro
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   Request& request = it->second;
-  for (auto& [stage_id, progress] : request.stages) {
-    if (progress.finished) continue;
-    Replica& replica = replicas_.at(stage_id, progress.replica);
-    replicas_.release(replica, id);
-    if (replica.phase == ReplicaPhase::kReady) links_.send(replica, AbortMessage{id});
-  }
+  abort_unfinished_stages(request);
   ResponseEvent event;
   if (error) {
     spdlog::warn("request {} failed: {}", id, error->what());
@@ -376,6 +379,25 @@ void RequestRouter::end_request(const std::string& id, std::optional<Error> erro
   request.held.clear();  // an error or abort replaces what a non-streaming client would have read
   deliver(request.sink, std::move(event));
   close_request(id);
+}
+
+bool RequestRouter::outputs_finished_but(const Request& request, int stage_id) const {
+  for (int output : request.plan.output_stages) {
+    if (output == stage_id) continue;
+    auto it = request.stages.find(output);
+    if (it == request.stages.end() || !it->second.finished) return false;
+  }
+  return true;
+}
+
+void RequestRouter::abort_unfinished_stages(Request& request) {
+  for (auto& [stage_id, progress] : request.stages) {
+    if (progress.finished) continue;
+    progress.finished = true;
+    Replica& replica = replicas_.at(stage_id, progress.replica);
+    replicas_.release(replica, request.id);
+    if (replica.phase == ReplicaPhase::kReady) links_.send(replica, AbortMessage{request.id});
+  }
 }
 
 void RequestRouter::end_all(const Error& error) {

@@ -26,8 +26,9 @@ struct GenerationRequest {
   std::string request_id;  // unique per live request; chosen by the server
   // The entry stage's prompt, already rendered (chat template) and tokenized by the server.
   std::vector<int32_t> prompt_token_ids;
-  // OpenAI/vLLM sampling fields for the stage that produces the client-visible output
-  // (temperature, top_p, max_tokens, stop, seed, logprobs, …), validated by the engine.
+  // OpenAI/vLLM sampling fields for the plan's primary stage (the text stage where the route has
+  // one, else the output stage: temperature, top_p, max_tokens, stop, seed, logprobs, …),
+  // validated by the engine.
   Json sampling_params = Json::object();
   // Optional per-stage sampling parameters (index = stage_id), over the deploy defaults.
   std::vector<Json> sampling_params_list;
@@ -35,8 +36,8 @@ struct GenerationRequest {
   std::vector<std::string> output_modalities;
   // Model-specific request inputs beyond the prompt (vLLM-Omni's additional_information), given
   // to every stage the request runs on: for a speech request the text, voice, language,
-  // instructions and task_type of /v1/audio/speech. A JSON object; the stages validate what they
-  // read.
+  // instructions and task_type of /v1/audio/speech; for a chat request with audio output its
+  // "voice". A JSON object; the stages validate what they read.
   Json additional_information = Json::object();
   // The client reads the events as they come. When false the response is written once the request
   // finished, so the backend may hold the events until then (and replay a request whose replica
@@ -44,17 +45,33 @@ struct GenerationRequest {
   bool stream = true;
 };
 
-// One streamed piece of a request's output.
+// One streamed piece of a request's output. A request delivers one output per stage of its plan's
+// output_stages (request_plan.h), e.g. a text stage's text and a later stage's audio,
+// interleaved as the stages produce them, each output's events in order.
 struct ResponseEvent {
-  int index = 0;                   // choice index (n > 1)
+  // The output this event belongs to: the final_output_type of the stage that produced it ("text",
+  // "audio", "image") and that stage's id. An event that ends the request without output (an
+  // error, an abort) has modality "" and stage_id -1.
+  std::string modality;
+  int stage_id = -1;
+  int index = 0;                   // choice index within the output (n > 1)
   std::vector<int32_t> token_ids;  // new tokens since the previous event
   std::string text;                // new text since the previous event (may be empty)
   // One per entry of token_ids when the request asked for logprobs; empty otherwise.
   std::vector<GeneratedTokenLogprobs> logprobs;
-  std::optional<std::string> finish_reason;  // "stop", "length", "abort" on the choice's last event
-  std::optional<Error> error;                // set when the request failed; finished is then true
-  bool finished = false;                     // the request's last event: every choice has finished
-  int prompt_tokens = 0;                     // totals so far, for usage
+  // "stop", "length", "abort" on the choice's last event in this output.
+  std::optional<std::string> finish_reason;
+  std::optional<Error> error;  // set when the request failed; finished is then true
+  // This output's last event: every choice of it has finished. Another output of the request may
+  // still be running (finished false): a text output that ends while audio still streams.
+  bool output_finished = false;
+  // The request's last event: every output has finished (output_finished is then set too), or the
+  // request failed or was aborted.
+  bool finished = false;
+  // Totals so far, for usage: the prompt as the entry stage counted it, and the tokens the plan's
+  // primary stage generated (the text stage's where the route has one, whichever output this
+  // event belongs to).
+  int prompt_tokens = 0;
   int completion_tokens = 0;
   // New audio since the previous event (mono float32 PCM in [-1, 1]) from a stage that outputs
   // audio; audio_sample_rate is set whenever audio is.

@@ -1,8 +1,12 @@
 // POST /v1/chat/completions: messages are rendered through the model's chat template and
 // tokenized here; the backend gets token ids. vLLM-Omni's extras are honoured: `modalities`
-// (the requested output modalities) and `sampling_params_list` (per-stage sampling parameters).
-// Streams send, per choice, a first chunk with the assistant role, then content deltas, then a
-// chunk with the finish reason; each chunk names its `modality`, as vLLM-Omni's do.
+// (the requested output modalities; absent: every output of the pipeline's default route, for
+// Qwen3-Omni text and audio) and `sampling_params_list` (per-stage sampling parameters). OpenAI's
+// `audio` object sets the audio output's format and voice (chat_audio.h); the voice goes to the
+// stages as additional_information["voice"].
+// Streams send, per choice, a first chunk with the assistant role (when the request delivers
+// text), then content deltas, then a chunk with the finish reason; each chunk names its
+// `modality`, as vLLM-Omni's do (completion_response.h).
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "server/chat_audio.h"
 #include "server/chat_media.h"
 #include "server/completion_response.h"
 #include "server/mm_processor_kwargs.h"
@@ -86,6 +91,12 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   CompletionResponseSpec spec =
       response_spec_from_request(CompletionApi::kChat, std::move(model), fields, generation.sampling_params);
   generation.output_modalities = read_modalities(fields, context);
+  const std::vector<std::string>& delivered =
+      generation.output_modalities.empty() ? context.output_modalities : generation.output_modalities;
+  spec.text_output = std::find(delivered.begin(), delivered.end(), "text") != delivered.end();
+  const ChatAudioOptions audio = read_chat_audio(fields);
+  spec.audio_format = audio.format;
+  if (audio.voice) generation.additional_information["voice"] = *audio.voice;
   generation.sampling_params_list = read_sampling_params_list(fields);
   generation.prompt_token_ids =
       context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));

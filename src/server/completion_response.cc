@@ -2,7 +2,9 @@
 
 #include <optional>
 
+#include "base/base64.h"
 #include "base/utf8.h"
+#include "server/chat_audio.h"
 #include "server/generation.h"
 #include "server/logprobs_format.h"
 #include "server/openai_error.h"
@@ -18,6 +20,25 @@ struct Choice {
   Json chat_logprobs = Json::array();
   CompletionLogprobs text_logprobs;
 };
+
+// A request's audio output, for the non-streamed audio choice.
+struct AudioOutput {
+  bool seen = false;  // an audio event arrived
+  std::vector<float> samples;
+  int sample_rate = 0;
+  std::optional<std::string> finish_reason;
+};
+
+// The sample rate of an audio output that ended without any samples (Qwen3-Omni's codec rate), so
+// that even empty audio is a well-formed file.
+constexpr int kDefaultAudioSampleRate = 24000;
+
+// A streamed chunk's finish_reason: a choice finishes once, with the output that ends last, so the
+// last event of an output that ends while another still runs carries none.
+std::optional<std::string> streamed_finish_reason(const runtime::ResponseEvent& event) {
+  if (event.output_finished && !event.finished) return std::nullopt;
+  return event.finish_reason;
+}
 
 // The state of one response, touched only on the connection's executor.
 class CompletionResponse {
@@ -38,7 +59,7 @@ class CompletionResponse {
 
   void start_stream() {
     responder_->start_stream(200, kSseContentType, {{"Cache-Control", "no-cache"}});
-    if (spec_.api != CompletionApi::kChat) return;
+    if (spec_.api != CompletionApi::kChat || !spec_.text_output) return;
     for (size_t i = 0; i < choices_.size(); ++i) {
       Json delta = {{"role", "assistant"}, {"content", ""}};
       responder_->write(sse_event(chunk(Json::array(
@@ -52,6 +73,10 @@ class CompletionResponse {
     if (event.error) {
       if (!error_) error_ = event.error;
       run->abort_all();
+      return;
+    }
+    if (event.modality == "audio") {
+      if (spec_.api == CompletionApi::kChat) on_audio(prompt_index, event);
       return;
     }
     size_t index = prompt_index * static_cast<size_t>(spec_.n) + static_cast<size_t>(event.index);
@@ -82,15 +107,40 @@ class CompletionResponse {
       }
     }
     if (!spec_.stream.stream || error_) return;
-    if (text.empty() && !event.finish_reason && event.logprobs.empty()) return;
+    const std::optional<std::string> finish_reason = streamed_finish_reason(event);
+    if (text.empty() && !finish_reason && event.logprobs.empty()) return;
     Json entry = {{"index", index}, {"logprobs", std::move(logprobs)}, {"finish_reason", nullptr}};
     if (spec_.api == CompletionApi::kChat) {
       entry["delta"] = text.empty() ? Json::object() : Json{{"content", text}};
     } else {
       entry["text"] = text;
     }
-    if (event.finish_reason) entry["finish_reason"] = *event.finish_reason;
+    if (finish_reason) entry["finish_reason"] = *finish_reason;
     responder_->write(sse_event(chunk(Json::array({std::move(entry)}))));
+  }
+
+  void on_audio(size_t prompt_index, const runtime::ResponseEvent& event) {
+    if (!audio_.seen) {
+      audio_.seen = true;
+      audio_.sample_rate = event.audio_sample_rate > 0 ? event.audio_sample_rate : kDefaultAudioSampleRate;
+    }
+    if (event.finish_reason) audio_.finish_reason = event.finish_reason;
+    if (!spec_.stream.stream) {
+      audio_.samples.insert(audio_.samples.end(), event.audio.begin(), event.audio.end());
+      return;
+    }
+    if (error_) return;
+    const std::optional<std::string> finish_reason = streamed_finish_reason(event);
+    if (event.audio.empty() && !finish_reason) return;
+    std::string piece = event.audio.empty()
+                            ? ""
+                            : base64_encode(encode_audio_file(spec_.audio_format, event.audio, audio_.sample_rate));
+    const size_t index = prompt_index * static_cast<size_t>(spec_.n) + static_cast<size_t>(event.index);
+    Json entry = {{"index", index},
+                  {"delta", {{"role", "assistant"}, {"content", std::move(piece)}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", finish_reason ? Json(*finish_reason) : Json(nullptr)}};
+    responder_->write(sse_event(chunk(Json::array({std::move(entry)}), "audio")));
   }
 
   void on_finished() {
@@ -107,7 +157,7 @@ class CompletionResponse {
     }
     if (error_) return responder_->respond(error_response(*error_));
     Json choices = Json::array();
-    for (size_t i = 0; i < choices_.size(); ++i) {
+    for (size_t i = 0; i < choices_.size() && spec_.text_output; ++i) {
       const Choice& choice = choices_[i];
       Json entry = {{"index", i},
                     {"logprobs", nullptr},
@@ -121,6 +171,7 @@ class CompletionResponse {
       }
       choices.push_back(std::move(entry));
     }
+    if (audio_.seen) choices.push_back(audio_choice());
     responder_->respond(
         json_response({{"id", spec_.id},
                        {"object", spec_.api == CompletionApi::kChat ? "chat.completion" : "text_completion"},
@@ -144,14 +195,24 @@ class CompletionResponse {
     return usage_json(prompt, completion);
   }
 
-  Json chunk(Json choices) const {
+  // The audio output as vLLM-Omni's chat answers it: a choice of its own, its index the one it
+  // speaks for (0).
+  Json audio_choice() const {
+    const std::string file = encode_audio_file(spec_.audio_format, audio_.samples, audio_.sample_rate);
+    return {{"index", 0},
+            {"message", {{"role", "assistant"}, {"content", nullptr}, {"audio", chat_message_audio(file)}}},
+            {"logprobs", nullptr},
+            {"finish_reason", audio_.finish_reason ? Json(*audio_.finish_reason) : Json(nullptr)}};
+  }
+
+  Json chunk(Json choices, const char* modality = "text") const {
     bool chat = spec_.api == CompletionApi::kChat;
     Json out = {{"id", spec_.id},
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created_},
                 {"model", spec_.model},
                 {"choices", std::move(choices)}};
-    if (chat) out["modality"] = "text";
+    if (chat) out["modality"] = modality;
     if (spec_.stream.include_usage) out["usage"] = spec_.stream.continuous_usage ? usage() : Json(nullptr);
     return out;
   }
@@ -161,6 +222,7 @@ class CompletionResponse {
   const CompletionResponseSpec spec_;
   const int64_t created_ = unix_seconds();
   std::vector<Choice> choices_;
+  AudioOutput audio_;
   std::vector<int64_t> prompt_tokens_;      // per prompt, as the backend reports
   std::vector<int64_t> completion_tokens_;  // per prompt, over its choices
   std::optional<Error> error_;

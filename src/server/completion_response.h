@@ -5,6 +5,14 @@
 // usage chunk, then [DONE]) or one JSON body at the end. An error event aborts the request's other
 // backend requests and becomes the response (or the stream's last event).
 //
+// Chat with audio output (a request with several outputs, ResponseEvent::modality), as vLLM-Omni
+// answers it: not streamed, the text choices come first, then one audio choice (index 0, the
+// choice it speaks) whose message has content null and `audio` (chat_audio.h); streamed, text
+// deltas are chunks with modality "text" and each audio event is a chunk with modality "audio"
+// whose delta is {role, content: base64 of that piece as a file of its own}. A choice's
+// finish_reason goes out once, on the chunk of the output that finishes last. The completions API
+// reads the text output only.
+//
 // Threads: start() runs in a route handler, on the connection's executor, which also runs every
 // later step (GenerationRun's callbacks).
 #pragma once
@@ -14,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "media/audio_encoder.h"
 #include "runtime/serving_backend.h"
 #include "server/http.h"
 #include "server/request_fields.h"
@@ -45,6 +54,10 @@ struct CompletionResponseSpec {
   // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N" rather than by their text.
   bool tokens_as_ids = false;
   std::vector<std::string> echo;  // text only, per prompt: text put before the choice's output
+  // Chat: whether the request delivers text (a stream then opens with the assistant role chunks),
+  // and the format its audio output is encoded in.
+  bool text_output = true;
+  media::AudioFormat audio_format = media::AudioFormat::kWav;
 };
 
 // The spec's fields that come from the request: stream options, n and logprobs (from the

@@ -1,6 +1,7 @@
 // POST /v1/completions: OpenAI's legacy completions, with vLLM's extra sampling fields. A
 // request may carry several prompts (texts or token-id lists); each becomes one backend request
 // and its choices get indexes prompt_index * n + i, as in vLLM.
+#include <algorithm>
 #include <optional>
 
 #include "server/completion_response.h"
@@ -92,12 +93,16 @@ void handle_completion(const ServingContext& context, HttpRequest& request, std:
   }
 
   spec.id = random_request_id("cmpl-");
+  // Text completions read text: a pipeline that also speaks (Qwen3-Omni) runs its text stage only.
+  const bool has_text = std::find(context.output_modalities.begin(), context.output_modalities.end(), "text") !=
+                        context.output_modalities.end();
   std::vector<runtime::GenerationRequest> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
     runtime::GenerationRequest generation;
     generation.request_id = prompts.size() == 1 ? spec.id : fmt::format("{}-{}", spec.id, i);
     generation.prompt_token_ids = std::move(prompts[i].token_ids);
     generation.sampling_params = sampling;
+    if (has_text) generation.output_modalities = {"text"};
     requests.push_back(std::move(generation));
   }
   start_completion_response(context, request, std::move(responder), std::move(requests), std::move(spec));

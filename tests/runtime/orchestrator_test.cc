@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, TwoStageTest,
                                            TransportCase{"TcpSharedMemory", "tcp://127.0.0.1:*", size_t{300} * 1024}),
                          [](const auto& info) { return info.param.name; });
 
-TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStage) {
+TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStageAndTheDefaultDeliversBothOutputs) {
   PipelineSpec pipeline;
   pipeline.stages = {echo_stage(0, {}, true, "text", {{"max_tokens", 2}, {"payload_bytes", 100000}}),
                      echo_stage(1, {0}, true, "audio", {{"max_tokens", 7}})};
@@ -180,9 +180,28 @@ TEST(OrchestratorTest, TextOnlyRequestNeverRunsTheAudioStage) {
   EXPECT_EQ(log.tokens("t"), echo_tokens(echo_seed(std::vector<int32_t>{5, 6}, {}), 2));
   // Stage 0 wrote no payload for a stage that is not on the route.
   EXPECT_TRUE(session_segments(orchestrator.session()).empty());
+  // Without modalities both outputs come: stage 0's text and stage 1's "audio"; the request
+  // finishes with the last of them, and usage counts the text stage's tokens.
   orchestrator.submit(request("a", {5, 6}), log.sink("a"));
   ASSERT_TRUE(log.wait_finished("a"));
-  EXPECT_EQ(log.tokens("a"), expected_two_stage({5, 6}, 2, 7, 100000, 1));
+  std::vector<int32_t> text_tokens;
+  std::vector<int32_t> audio_tokens;
+  int finished = 0;
+  int outputs_finished = 0;
+  for (const ResponseEvent& event : log.events("a")) {
+    ASSERT_TRUE(event.modality == "text" || event.modality == "audio") << event.modality;
+    EXPECT_EQ(event.stage_id, event.modality == "text" ? 0 : 1);
+    auto& tokens = event.modality == "text" ? text_tokens : audio_tokens;
+    tokens.insert(tokens.end(), event.token_ids.begin(), event.token_ids.end());
+    finished += event.finished;
+    outputs_finished += event.output_finished;
+  }
+  EXPECT_EQ(text_tokens, echo_tokens(echo_seed(std::vector<int32_t>{5, 6}, {}), 2));
+  EXPECT_EQ(audio_tokens, expected_two_stage({5, 6}, 2, 7, 100000, 1));
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(outputs_finished, 2);
+  EXPECT_EQ(log.last("a").modality, "audio") << "stage 1 finishes after its source";
+  EXPECT_EQ(log.last("a").completion_tokens, 2);
 }
 
 // async_chunk: stage 1 starts on stage 0's first output and answers each output (one token and

@@ -28,24 +28,63 @@ std::string error_of(F&& f) {
   return "(no error)";
 }
 
-TEST(RequestPlanTest, TextOnlyRequestRunsOnlyTheThinker) {
+RequestPlan plan_for(const PipelineSpec& pipeline, std::vector<std::string> modalities) {
   GenerationRequest request;
-  request.output_modalities = {"text"};
-  RequestPlan plan = plan_request(omni_pipeline(), request);
-  EXPECT_EQ(plan.final_stage, 0);
-  EXPECT_EQ(plan.stages, std::vector<int>{0});
-  EXPECT_TRUE(plan.consumers.at(0).empty());
+  request.output_modalities = std::move(modalities);
+  return plan_request(pipeline, request);
 }
 
-TEST(RequestPlanTest, AudioRunsTheWholeChainAndDefaultIsTheLastFinalStage) {
-  GenerationRequest request;
-  request.output_modalities = {"text", "audio"};
-  RequestPlan plan = plan_request(omni_pipeline(), request);
-  EXPECT_EQ(plan.final_stage, 2);
+TEST(RequestPlanTest, TextOnlyRequestRunsAndDeliversOnlyTheThinker) {
+  RequestPlan plan = plan_for(omni_pipeline(), {"text"});
+  EXPECT_EQ(plan.output_stages, std::vector<int>{0});
+  EXPECT_EQ(plan.primary_stage, 0);
+  EXPECT_EQ(plan.stages, std::vector<int>{0});
+  EXPECT_TRUE(plan.consumers.at(0).empty());
+  EXPECT_TRUE(plan.delivers(0));
+  EXPECT_FALSE(plan.delivers(2));
+}
+
+TEST(RequestPlanTest, TheDefaultDeliversTextAndAudioFromTheWholeChain) {
+  RequestPlan plan = plan_for(omni_pipeline(), {});
+  EXPECT_EQ(plan.output_stages, (std::vector<int>{0, 2}));
+  EXPECT_EQ(plan.primary_stage, 0) << "usage and the request's sampling fields belong to the text stage";
   EXPECT_EQ(plan.stages, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(plan.consumers.at(0), std::vector<int>{1});
   EXPECT_EQ(plan.consumers.at(1), std::vector<int>{2});
-  EXPECT_EQ(plan_request(omni_pipeline(), GenerationRequest{}).final_stage, 2);
+  EXPECT_TRUE(plan.consumers.at(2).empty());
+  EXPECT_FALSE(plan.delivers(1)) << "the talker has no final output";
+}
+
+TEST(RequestPlanTest, TextAndAudioIsTheDefault) {
+  RequestPlan both = plan_for(omni_pipeline(), {"text", "audio"});
+  EXPECT_EQ(both.output_stages, (std::vector<int>{0, 2}));
+  EXPECT_EQ(both.stages, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(both.primary_stage, 0);
+  EXPECT_EQ(plan_for(omni_pipeline(), {"audio", "text"}).output_stages, (std::vector<int>{0, 2}));
+}
+
+TEST(RequestPlanTest, AudioOnlyRunsTheWholeChainButDeliversOnlyTheAudio) {
+  RequestPlan plan = plan_for(omni_pipeline(), {"audio"});
+  EXPECT_EQ(plan.output_stages, std::vector<int>{2});
+  EXPECT_EQ(plan.stages, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(plan.primary_stage, 0) << "the thinker still generates the tokens usage counts";
+  EXPECT_FALSE(plan.delivers(0));
+}
+
+TEST(RequestPlanTest, SingleOutputPipelinesKeepTheirOneOutput) {
+  PipelineSpec text;
+  text.stages = {{0, {}, true, "text"}};
+  RequestPlan text_plan = plan_for(text, {});
+  EXPECT_EQ(text_plan.output_stages, std::vector<int>{0});
+  EXPECT_EQ(text_plan.primary_stage, 0);
+
+  PipelineSpec tts;  // talker → code2wav (audio)
+  tts.stages = {{0, {}, false, "latents"}, {1, {0}, true, "audio"}};
+  RequestPlan tts_plan = plan_for(tts, {"audio"});
+  EXPECT_EQ(tts_plan.output_stages, std::vector<int>{1});
+  EXPECT_EQ(tts_plan.primary_stage, 1) << "without a text stage the output stage is the primary one";
+  EXPECT_EQ(tts_plan.stages, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan_for(tts, {}).output_stages, std::vector<int>{1});
 }
 
 TEST(RequestPlanTest, UnknownModalityNamesWhatThePipelineProduces) {
@@ -60,11 +99,18 @@ TEST(RequestPlanTest, SamplingParamsLayerDefaultsRequestListAndConstraints) {
   request.sampling_params = {{"max_tokens", 5}, {"seed", 1}};
   request.sampling_params_list = {Json{{"temperature", 0.1}}, Json{{"stop_token_ids", {1}}, {"top_k", 3}}, nullptr};
   RequestPlan plan = plan_request(omni_pipeline(), request);
-  EXPECT_EQ(plan.sampling_params.at(0), (Json{{"temperature", 0.1}, {"max_tokens", 100}}));
+  // The request's top-level sampling_params apply to the primary (text) stage only, under its list
+  // entry.
+  EXPECT_EQ(plan.sampling_params.at(0), (Json{{"temperature", 0.1}, {"max_tokens", 5}, {"seed", 1}}));
   // The pipeline's constraint wins over the request's list entry.
   EXPECT_EQ(plan.sampling_params.at(1), (Json{{"temperature", 0.9}, {"top_k", 3}, {"stop_token_ids", {2150}}}));
-  // The request's top-level sampling_params apply to the final stage only.
-  EXPECT_EQ(plan.sampling_params.at(2), (Json{{"max_tokens", 5}, {"seed", 1}}));
+  EXPECT_EQ(plan.sampling_params.at(2), Json::object());
+
+  PipelineSpec tts;
+  tts.stages = {{0, {}, false, "latents"}, {1, {0}, true, "audio"}};
+  request.sampling_params_list.clear();
+  EXPECT_EQ(plan_request(tts, request).sampling_params.at(1), (Json{{"max_tokens", 5}, {"seed", 1}}))
+      << "without a text stage they are the output stage's";
 }
 
 TEST(RequestPlanTest, BadSamplingParamsListIsRejected) {
@@ -136,17 +182,21 @@ TEST(StageSpecTest, JsonRoundTripKeepsEveryField) {
             "x: input_connectors key 'stage0' must be from_stage_<id>");
 }
 
-TEST(RequestPlanTest, OnlyTheFinalStageMayGenerateSeveralChoices) {
+TEST(RequestPlanTest, OnlyAStageThatFeedsNoOtherMayGenerateSeveralChoices) {
   GenerationRequest request;
   request.output_modalities = {"text"};
   request.sampling_params = {{"n", 3}};
   EXPECT_EQ(plan_request(omni_pipeline(), request).sampling_params.at(0)["n"], 3);
 
+  request.output_modalities = {};  // text and audio: the thinker feeds the talker
+  EXPECT_EQ(error_of([&] { plan_request(omni_pipeline(), request); }),
+            "n: stage 0 feeds stage 1 on this request's route, so it generates one choice, not 3");
+
   request.output_modalities = {"audio"};
   request.sampling_params = Json::object();
   request.sampling_params_list = {Json{{"n", 2}}};
   EXPECT_EQ(error_of([&] { plan_request(omni_pipeline(), request); }),
-            "n: stage 0 feeds a later stage (the final one is 2), so it generates one choice, not 2");
+            "n: stage 0 feeds stage 1 on this request's route, so it generates one choice, not 2");
 }
 
 }  // namespace

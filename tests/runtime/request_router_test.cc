@@ -25,8 +25,13 @@ PipelineSpec two_stage_pipeline(bool async_chunk) {
 class RequestRouterTest : public ::testing::Test {
  protected:
   void build(bool async_chunk, int edge_limit = 64, int consumer_replicas = 1) {
-    pipeline_ = two_stage_pipeline(async_chunk);
-    pipeline_.stages[1].num_replicas = consumer_replicas;
+    PipelineSpec pipeline = two_stage_pipeline(async_chunk);
+    pipeline.stages[1].num_replicas = consumer_replicas;
+    build_with(std::move(pipeline), edge_limit);
+  }
+
+  void build_with(PipelineSpec pipeline, int edge_limit = 64) {
+    pipeline_ = std::move(pipeline);
     replicas_ = std::make_unique<ReplicaSet>(pipeline_);
     for (int stage = 0; stage < replicas_->num_stages(); ++stage) {
       for (Replica& replica : replicas_->stage(stage)) replica.phase = ReplicaPhase::kReady;
@@ -43,9 +48,11 @@ class RequestRouterTest : public ::testing::Test {
                                               std::move(links));
   }
 
-  void start(const std::string& id, std::vector<int32_t> prompt = {1, 2, 3}, bool stream = true) {
+  void start(const std::string& id, std::vector<int32_t> prompt = {1, 2, 3}, bool stream = true,
+             std::vector<std::string> modalities = {}) {
     GenerationRequest request;
     request.request_id = id;
+    request.output_modalities = std::move(modalities);
     request.stream = stream;
     request.prompt_token_ids = std::move(prompt);
     request.additional_information = {{"voice", "v"}};
@@ -346,6 +353,169 @@ TEST_F(RequestRouterTest, ARequestStreamingToItsClientEndsWithTheLostReplicaName
   std::vector<Sent> sent = take_sent();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_TRUE(std::holds_alternative<AbortMessage>(sent[0].message));
+}
+
+}  // namespace
+}  // namespace omni::runtime
+
+namespace omni::runtime {
+namespace {
+
+// thinker (text, final) → talker → code2wav (audio, final), full payload: the Qwen3-Omni shape.
+PipelineSpec text_and_audio_pipeline() {
+  PipelineSpec p;
+  p.stages = {{0, {}, true, "text"}, {1, {0}, false, "latents"}, {2, {1}, true, "audio"}};
+  return p;
+}
+
+OutputMessage stage_output(const std::string& id, std::vector<int32_t> tokens, bool finished, std::string text = "",
+                           std::vector<float> audio = {}) {
+  OutputMessage out;
+  out.request_id = id;
+  out.token_ids = std::move(tokens);
+  out.text = std::move(text);
+  if (!audio.empty()) out.audio_sample_rate = 24000;
+  out.audio = std::move(audio);
+  if (finished) out.finish_reason = "stop";
+  return out;
+}
+
+class TextAndAudioRouterTest : public RequestRouterTest {
+ protected:
+  void SetUp() override { build_with(text_and_audio_pipeline()); }
+  void feed(int stage, OutputMessage out) { router_->on_output(replicas_->at(stage, 0), out); }
+};
+
+TEST_F(TextAndAudioRouterTest, TheRequestFinishesOnlyAfterItsTextAndItsAudioFinished) {
+  start("r");
+  feed(0, stage_output("r", {11}, false, "He"));
+  feed(0, stage_output("r", {12}, true, "y"));
+  ASSERT_EQ(events_["r"].size(), 2u);
+  const ResponseEvent& text_end = events_["r"][1];
+  EXPECT_EQ(text_end.modality, "text");
+  EXPECT_EQ(text_end.stage_id, 0);
+  EXPECT_EQ(text_end.text, "y");
+  EXPECT_EQ(text_end.finish_reason, "stop");
+  EXPECT_TRUE(text_end.output_finished);
+  EXPECT_FALSE(text_end.finished) << "the audio is still to come";
+  EXPECT_EQ(text_end.completion_tokens, 2);
+  EXPECT_TRUE(router_->live("r"));
+  EXPECT_TRUE(closed_.empty());
+  std::vector<Sent> sent = take_sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].to, "stage1.replica0");
+  EXPECT_EQ(std::get<SubmitMessage>(sent[1].message).prompt_token_ids, (std::vector<int32_t>{11, 12}));
+
+  feed(1, stage_output("r", {500, 501, 502}, true));
+  EXPECT_EQ(events_["r"].size(), 2u) << "the talker's output goes to code2wav, not to the client";
+  sent = take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].to, "stage2.replica0");
+
+  feed(2, stage_output("r", {}, false, "", {0.25f, -0.5f}));
+  feed(2, stage_output("r", {}, true, "", {0.125f}));
+  ASSERT_EQ(events_["r"].size(), 4u);
+  const ResponseEvent& first_audio = events_["r"][2];
+  EXPECT_EQ(first_audio.modality, "audio");
+  EXPECT_EQ(first_audio.stage_id, 2);
+  EXPECT_EQ(first_audio.audio, (std::vector<float>{0.25f, -0.5f}));
+  EXPECT_EQ(first_audio.audio_sample_rate, 24000);
+  EXPECT_FALSE(first_audio.output_finished);
+  EXPECT_FALSE(first_audio.finished);
+  const ResponseEvent& last = events_["r"][3];
+  EXPECT_EQ(last.audio, std::vector<float>{0.125f});
+  EXPECT_TRUE(last.output_finished);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(last.prompt_tokens, 3);
+  EXPECT_EQ(last.completion_tokens, 2) << "usage counts the text stage's tokens, not the talker's";
+  EXPECT_EQ(closed_, std::vector<std::string>{"r"});
+  EXPECT_FALSE(router_->live("r"));
+  EXPECT_TRUE(take_sent().empty()) << "every stage finished by itself: no Abort";
+}
+
+TEST_F(TextAndAudioRouterTest, AudioOnlyRunsTheThinkerButDeliversOnlyTheAudio) {
+  start("a", {1, 2}, true, {"audio"});
+  feed(0, stage_output("a", {11, 12, 13}, true, "Hey"));
+  EXPECT_TRUE(events_["a"].empty());
+  feed(1, stage_output("a", {500}, true));
+  feed(2, stage_output("a", {}, true, "", {0.5f}));
+  ASSERT_EQ(events_["a"].size(), 1u);
+  EXPECT_EQ(events_["a"][0].modality, "audio");
+  EXPECT_EQ(events_["a"][0].audio, std::vector<float>{0.5f});
+  EXPECT_TRUE(events_["a"][0].finished);
+  EXPECT_EQ(events_["a"][0].completion_tokens, 3);
+  EXPECT_FALSE(router_->live("a"));
+}
+
+TEST_F(TextAndAudioRouterTest, TextOnlyRunsOnlyTheThinkerAndFinishesWithIt) {
+  start("t", {1}, true, {"text"});
+  ASSERT_EQ(take_sent().size(), 1u);
+  feed(0, stage_output("t", {11}, true, "Hi"));
+  ASSERT_EQ(events_["t"].size(), 1u);
+  EXPECT_EQ(events_["t"][0].modality, "text");
+  EXPECT_TRUE(events_["t"][0].output_finished);
+  EXPECT_TRUE(events_["t"][0].finished);
+  EXPECT_TRUE(take_sent().empty()) << "nothing goes to the talker";
+  EXPECT_FALSE(router_->live("t"));
+}
+
+TEST_F(TextAndAudioRouterTest, AnErrorFromTheAudioStageEndsTheRequestAfterItsTextFinished) {
+  start("e");
+  feed(0, stage_output("e", {11}, true, "Hi"));
+  feed(1, stage_output("e", {500}, true));
+  take_sent();
+  router_->on_error(replicas_->at(2, 0), ErrorMessage{"e", ErrorCode::kInvalidArgument, "voice 'x' is unknown"});
+  ASSERT_EQ(events_["e"].size(), 2u);
+  const ResponseEvent& last = events_["e"][1];
+  ASSERT_TRUE(last.error.has_value());
+  EXPECT_STREQ(last.error->what(), "stage 2: voice 'x' is unknown");
+  EXPECT_EQ(last.modality, "");
+  EXPECT_TRUE(last.finished);
+  EXPECT_FALSE(router_->live("e"));
+}
+
+TEST_F(TextAndAudioRouterTest, AbortAfterTheTextStopsTheStagesStillWorking) {
+  start("x");
+  feed(0, stage_output("x", {11}, true, "Hi"));
+  take_sent();
+  router_->end_request("x", std::nullopt);
+  std::vector<Sent> sent = take_sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].to, "stage1.replica0");
+  EXPECT_EQ(std::get<AbortMessage>(sent[0].message).request_id, "x");
+  ASSERT_EQ(events_["x"].size(), 2u);
+  EXPECT_EQ(events_["x"][1].finish_reason, "abort");
+  EXPECT_TRUE(events_["x"][1].finished);
+  EXPECT_TRUE(replicas_->at(1, 0).requests.empty());
+}
+
+TEST_F(TextAndAudioRouterTest, ANonStreamingRequestsHeldTextSurvivesTheReplayOfItsAudioStage) {
+  PipelineSpec pipeline = text_and_audio_pipeline();
+  pipeline.stages[2].num_replicas = 2;
+  build_with(std::move(pipeline));
+  router_->enable_replay();
+  start("q", {1}, /*stream=*/false);
+  feed(0, stage_output("q", {11}, true, "Hi"));
+  feed(1, stage_output("q", {500}, true));
+  Replica& lost = replicas_->at(2, 0);
+  OutputMessage partial = stage_output("q", {}, false, "", {0.9f});
+  router_->on_output(lost, partial);
+  EXPECT_TRUE(events_["q"].empty()) << "held until the request finished";
+  take_sent();
+  lost.phase = ReplicaPhase::kDown;
+  std::set<std::string> held = std::exchange(lost.requests, {});
+  router_->replica_lost(lost, held, "stage 2 (replica 0) failed: its process ended");
+  std::vector<Sent> replay = take_sent();
+  ASSERT_EQ(replay.size(), 1u);
+  EXPECT_EQ(replay[0].to, "stage2.replica1");
+  OutputMessage done = stage_output("q", {}, true, "", {0.5f});
+  router_->on_output(replicas_->at(2, 1), done);
+  ASSERT_EQ(events_["q"].size(), 2u);
+  EXPECT_EQ(events_["q"][0].modality, "text");
+  EXPECT_EQ(events_["q"][0].text, "Hi");
+  EXPECT_EQ(events_["q"][1].audio, std::vector<float>{0.5f}) << "the lost replica's audio is dropped";
+  EXPECT_TRUE(events_["q"][1].finished);
+  EXPECT_EQ(events_["q"][1].completion_tokens, 1);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "base/base64.h"
+#include "media/audio_decoder.h"
 #include "server/test_server.h"
 #include "support/subprocess.h"
 
@@ -77,6 +79,51 @@ TEST_F(OpenAiClientTest, ModelsCompletionsChatStreamingUsageConcurrencyAndErrors
     saw_ignore_eos |= request.sampling_params.value("ignore_eos", false);
   }
   EXPECT_TRUE(saw_ignore_eos);
+}
+
+// Text and audio in one chat completion, as the OpenAI client reads it.
+TEST_F(OpenAiClientTest, ChatWithAudioOutputNonStreamedAndStreamed) {
+  std::string node = node_binary();
+  std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  ASSERT_FALSE(node.empty()) << "node is not installed (scripts/install-deps installs it)";
+  start();
+  ProcessResult result = run_process(
+      {node, std::string(OMNI_SOURCE_DIR) + "/tests/server/openai_chat_audio.cjs", url("/v1"), "key", kModelName},
+      {"NODE_PATH=" + modules});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  Json out = Json::parse(result.out);
+
+  const Json& choices = out["whole"]["choices"];
+  ASSERT_EQ(choices.size(), 2u) << out.dump();
+  EXPECT_EQ(choices[0]["message"]["content"], "abcd");
+  EXPECT_TRUE(choices[1]["message"]["content"].is_null());
+  const std::string file = base64_decode(choices[1]["message"]["audio"]["data"].get<std::string>());
+  media::DecodedAudio decoded = media::decode_audio(file);
+  EXPECT_EQ(decoded.container, "wav");
+  EXPECT_EQ(decoded.sample_rate, kScriptedAudioSampleRate);
+  std::vector<float> sent = ScriptedBackend::audio_samples(3 * 480);
+  ASSERT_EQ(decoded.samples.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    // 16-bit samples, read back at 1/32768 a step.
+    EXPECT_NEAR(decoded.samples[i], sent[i], 1.0 / 16384) << i;
+  }
+  EXPECT_EQ(out["whole"]["usage"]["completion_tokens"], 4);
+
+  const Json& streamed = out["streamed"];
+  EXPECT_EQ(streamed["text"], "abcd");
+  ASSERT_EQ(streamed["audio"].size(), 3u);
+  std::vector<float> joined;
+  for (const Json& piece : streamed["audio"]) {
+    media::DecodedAudio part = media::decode_audio(base64_decode(piece.get<std::string>()));
+    joined.insert(joined.end(), part.samples.begin(), part.samples.end());
+  }
+  EXPECT_EQ(joined, decoded.samples) << "the streamed pieces hold the non-streamed samples";
+  EXPECT_EQ(streamed["finishes"], Json::array({Json::array({"text", "length"})}));
+  EXPECT_EQ(streamed["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(streamed["modalities"][0], "text");
+
+  EXPECT_EQ(out["bad_format"], Json({{"status", 400}, {"param", "audio.format"}}));
+  EXPECT_EQ(backend_->submitted().front().additional_information, Json({{"voice", "Ethan"}}));
 }
 
 }  // namespace

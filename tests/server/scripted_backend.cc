@@ -1,6 +1,8 @@
 #include "server/scripted_backend.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 
 namespace omni::testing {
 
@@ -33,6 +35,9 @@ void ScriptedBackend::submit(runtime::GenerationRequest request, runtime::EventS
   live.fail = fail_error_;
   live.fail_after = fail_after_;
   live.due = std::chrono::steady_clock::now() + options_.first_token_delay;
+  const auto& modalities = request.output_modalities;
+  live.audio = std::find(modalities.begin(), modalities.end(), "audio") != modalities.end();
+  live.text = !live.audio || std::find(modalities.begin(), modalities.end(), "text") != modalities.end();
   live.request = request;
   submitted_.push_back(request);
   std::string id = request.request_id;
@@ -103,6 +108,14 @@ bool ScriptedBackend::wait_idle(std::chrono::milliseconds timeout) const {
   return changed_.wait_for(lock, timeout, [&] { return live_.empty() && !stepping_id_; });
 }
 
+std::vector<float> ScriptedBackend::audio_samples(int count) {
+  std::vector<float> samples(count);
+  for (int i = 0; i < count; ++i) {
+    samples[i] = static_cast<float>(0.5 * std::sin(2 * std::numbers::pi * 440.0 * i / kScriptedAudioSampleRate));
+  }
+  return samples;
+}
+
 bool ScriptedBackend::step(Live& live) {
   int prompt_tokens = static_cast<int>(live.request.prompt_token_ids.size());
   auto base = [&] {
@@ -125,10 +138,18 @@ bool ScriptedBackend::step(Live& live) {
     live.sink(std::move(event));
     return true;
   }
-  ++live.emitted;
-  bool last = live.emitted >= live.max_tokens;
-  for (int choice = 0; choice < live.n; ++choice) {
+  const bool text_done_before = !live.text || live.emitted >= live.max_tokens;
+  const bool audio_done_before = !live.audio || live.audio_emitted >= options_.audio_chunks;
+  if (!text_done_before) ++live.emitted;
+  if (!audio_done_before) ++live.audio_emitted;
+  const bool text_done = !live.text || live.emitted >= live.max_tokens;
+  const bool audio_done = !live.audio || live.audio_emitted >= options_.audio_chunks;
+  for (int choice = 0; choice < live.n && !text_done_before; ++choice) {
     runtime::ResponseEvent event = base();
+    if (live.audio) {
+      event.modality = "text";
+      event.stage_id = 0;
+    }
     event.completion_tokens = (live.emitted - 1) * live.n + choice + 1;
     event.index = choice;
     int32_t token = 'a' + (live.emitted - 1) % 26;
@@ -144,13 +165,30 @@ bool ScriptedBackend::step(Live& live) {
       for (int k = 0; k < *live.logprobs; ++k) logprobs.top.push_back({token + k, logprob - static_cast<float>(k)});
       event.logprobs.push_back(std::move(logprobs));
     }
-    if (last) {
+    if (text_done) {
       event.finish_reason = live.has_max_tokens ? "length" : "stop";
-      event.finished = choice == live.n - 1;
+      event.output_finished = choice == live.n - 1;
+      // In a step that ends both outputs the audio's event comes last.
+      event.finished = event.output_finished && audio_done_before;
     }
     live.sink(std::move(event));
   }
-  return last;
+  if (!audio_done_before) {
+    runtime::ResponseEvent event = base();
+    event.modality = "audio";
+    event.stage_id = 2;
+    const int samples = options_.audio_chunk_samples;
+    std::vector<float> all = audio_samples(live.audio_emitted * samples);
+    event.audio.assign(all.end() - samples, all.end());
+    event.audio_sample_rate = kScriptedAudioSampleRate;
+    if (audio_done) {
+      event.finish_reason = "stop";
+      event.output_finished = true;
+      event.finished = text_done;
+    }
+    live.sink(std::move(event));
+  }
+  return text_done && audio_done;
 }
 
 void ScriptedBackend::loop() {

@@ -4,6 +4,12 @@
 // per token, until max_tokens (finish_reason "length") or, without max_tokens, default_output_tokens
 // (finish_reason "stop"). With sampling parameter logprobs k, the i-th token (1-based) has logprob
 // -i/4 and its k alternatives are the token itself and the next letters, each 1 lower.
+//
+// A request whose output_modalities name "audio" has a second output, as a Qwen3-Omni pipeline's
+// code2wav stage gives: `audio_chunks` events of `audio_chunk_samples` samples of audio_samples()
+// (modality "audio", stage 2), one per step beside the text's events (modality "text", stage 0;
+// none when the modalities leave text out). Each output's last event has output_finished; the
+// request's very last one has finished. Without modalities the request has the text output only.
 #pragma once
 
 #include <chrono>
@@ -22,7 +28,11 @@ struct ScriptedBackendOptions {
   std::chrono::microseconds first_token_delay{0};
   std::chrono::microseconds token_delay{0};
   int default_output_tokens = 8;
+  int audio_chunks = 3;
+  int audio_chunk_samples = 480;
 };
+
+inline constexpr int kScriptedAudioSampleRate = 24000;
 
 class ScriptedBackend : public runtime::ServingBackend {
  public:
@@ -46,6 +56,9 @@ class ScriptedBackend : public runtime::ServingBackend {
   // Waits until no request is live; false on timeout.
   bool wait_idle(std::chrono::milliseconds timeout) const;
 
+  // The first `count` samples of every request's audio: a 440 Hz sine of amplitude 0.5.
+  static std::vector<float> audio_samples(int count);
+
  private:
   struct Live {
     runtime::GenerationRequest request;
@@ -55,6 +68,9 @@ class ScriptedBackend : public runtime::ServingBackend {
     int n = 1;
     std::optional<int> logprobs;  // top logprobs per token, when the request asks for logprobs
     int emitted = 0;              // per choice
+    bool text = true;             // the request has a text output
+    bool audio = false;           // the request has an audio output
+    int audio_emitted = 0;        // audio events so far
     bool aborted = false;
     std::optional<Error> fail;
     int fail_after = 0;
