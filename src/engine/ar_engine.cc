@@ -134,6 +134,13 @@ ResolvedEngineConfig resolve(model::CausalLm& model, bool builds_inputs, const E
   r.max_num_batched_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
                              : r.enable_chunked_prefill        ? kChunkedPrefillTokens
                                                                : std::max(r.max_model_len, kChunkedPrefillTokens);
+  // A model that builds its prompts feeds each whole in one step: unless max_model_len was set, a
+  // step's tokens bound it.
+  if (builds_inputs && config.max_model_len <= 0 && r.max_num_batched_tokens < r.max_model_len) {
+    spdlog::info("engine: max_model_len lowered from {} to max_num_batched_tokens ({}): prompts are fed whole",
+                 r.max_model_len, r.max_num_batched_tokens);
+    r.max_model_len = r.max_num_batched_tokens;
+  }
   if (!r.enable_chunked_prefill && r.max_num_batched_tokens < r.max_model_len) {
     throw_error(ErrorCode::kInvalidConfig,
                 "max_num_batched_tokens ({}) is smaller than max_model_len ({}) with chunked prefill disabled, so "

@@ -596,6 +596,23 @@ void DecoderLm::upload_step_inputs(const ForwardBatch& batch, DecodeStep& step) 
   ops::upload(host, step.inputs);
 }
 
+std::vector<float> DecoderLm::embed_on_host(std::span<const int32_t> ids) const {
+  if (shard_.size > 1 || !has_embedding_and_head_) {
+    throw_error(ErrorCode::kUnsupported, "embed_on_host: needs the whole embedding on one rank");
+  }
+  Tensor host_ids = Tensor::empty({static_cast<int64_t>(ids.size())}, DType::kI32);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
+      throw_error(ErrorCode::kInvalidArgument, "embed_on_host: token {} is outside the vocabulary of {}", ids[i],
+                  config_.vocab_size);
+    }
+    host_ids.data<int32_t>()[i] = ids[i];
+  }
+  Tensor rows = Tensor::empty({host_ids.dim(0), config_.hidden_size}, dtype_, device_);
+  ops::embedding(embed_tokens_, device_.type == DeviceType::kCpu ? host_ids : host_ids.to(device_), rows);
+  return host_floats(rows);
+}
+
 Tensor DecoderLm::place(const Tensor& host_f32) const { return placed(host_copy_as(host_f32, dtype_)); }
 
 void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {

@@ -106,6 +106,10 @@ class DecoderLm : public CausalLm {
   int64_t overlapped_launches() const { return overlapped_launches_; }
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
+  // The input embeddings of `ids` as host float32 [ids.size(), hidden_size] (rows a downstream
+  // stage reads). kUnsupported for a model split over ranks or without an embedding,
+  // kInvalidArgument for an id outside the vocabulary.
+  std::vector<float> embed_on_host(std::span<const int32_t> ids) const;
   // Runs the stack on caller-built input rows instead of token ids: `inputs_embeds` is
   // [tokens, hidden_size], one row per batch position (batch.token_ids must be empty; every rank
   // passes the same full rows), either a host float32 tensor or, on a CUDA model, a tensor on the

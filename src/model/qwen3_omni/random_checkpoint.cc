@@ -476,6 +476,7 @@ void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint
                           {"num_key_value_heads", t.kv_heads},
                           {"head_dim", t.head_dim},
                           {"rms_norm_eps", 1e-6},
+                          {"max_position_embeddings", 65536},
                           {"num_experts", t.experts},
                           {"num_experts_per_tok", t.top_k},
                           {"moe_intermediate_size", t.moe_inter},

@@ -1,8 +1,9 @@
 // The Qwen3-Omni stage models: the thinker (llm_ar), which describes the audio, images and video it
-// reads, and code2wav (llm_generation), which decodes the talker's codec frames (the payload of
-// model/qwen3_tts/codec_frames.h, as the Qwen3-TTS talker sends them) into 24 kHz audio. The talker
-// is not built yet.
+// reads; the talker (llm_ar), which describes its speakers (the voices); and code2wav
+// (llm_generation), which decodes the talker's codec frames (the payload of
+// model/qwen3_tts/codec_frames.h, as the Qwen3-TTS talker sends them) into 24 kHz audio.
 #include "model/qwen3_omni/code2wav.h"
+#include "model/qwen3_omni/talker_stage_model.h"
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/stage_model_registry.h"
@@ -47,6 +48,16 @@ void register_qwen3_omni_stage_models(StageModels& models) {
           facts.video_max_frames = vision.max_frames;
           facts.video_frame_multiple = vision.temporal_patch_size;
         }
+        return facts;
+      });
+  models.ar.add(
+      std::string(qwen3_omni::kTalkerStageModel),
+      [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
+        return std::make_unique<qwen3_omni::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
+      },
+      [](const std::filesystem::path& dir) {
+        ModelFacts facts;
+        facts.voices = qwen3_omni::read_talker_config(dir).talker.speaker_names();
         return facts;
       });
   models.generation.add(

@@ -1,6 +1,7 @@
 #include "model/qwen3_omni/talker_prompt.h"
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "base/error.h"
@@ -21,19 +22,63 @@ Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
+// The turns of a thinker prompt: where each <|im_start|> is and the role token after it. The last
+// one must be the assistant's (the reply's turn). kInvalidArgument naming the position at fault.
+struct Segment {
+  int64_t begin = 0;
+  int32_t role = 0;
+};
+
+std::vector<Segment> prompt_segments(const TalkerConfig& config, std::span<const int32_t> prompt) {
+  const qwen3_tts::TalkerConfig& c = config.talker;
+  std::vector<Segment> segments;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] != c.im_start_token_id) continue;
+    if (i + 1 >= prompt.size()) {
+      throw_error(ErrorCode::kInvalidArgument, "talker prompt: <|im_start|> at position {} has no role after it", i);
+    }
+    const int32_t role = prompt[i + 1];
+    if (role != config.system_token_id && role != config.user_token_id && role != c.assistant_token_id) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "talker prompt: the role after <|im_start|> at position {} is token {}, not system, user or "
+                  "assistant",
+                  i, role);
+    }
+    segments.push_back({static_cast<int64_t>(i), role});
+  }
+  if (segments.empty()) throw_error(ErrorCode::kInvalidArgument, "talker prompt: the prompt has no <|im_start|>");
+  if (segments.back().role != c.assistant_token_id) {
+    throw_error(ErrorCode::kInvalidArgument, "talker prompt: the conversation does not end in the assistant's reply");
+  }
+  return segments;
+}
+
 }  // namespace
+
+TalkerPromptSize talker_prompt_size(const TalkerConfig& config, std::span<const int32_t> prompt) {
+  const std::vector<Segment> segments = prompt_segments(config, prompt);
+  TalkerPromptSize size;
+  for (size_t s = 0; s + 1 < segments.size(); ++s) {
+    if (segments[s].role == config.user_token_id) size.rows += segments[s + 1].begin - segments[s].begin;
+  }
+  size.rows += 9;
+  size.thinker_rows = segments.back().begin + 4;
+  return size;
+}
 
 qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,
                                             const ThinkerRows& thinker, int32_t speaker_codec_id) {
   const qwen3_tts::TalkerConfig& c = config.talker;
   const int64_t h = talker.hidden_size(), width = c.text_hidden_size;
   const int64_t n = thinker.embeddings.defined() ? thinker.embeddings.dim(0) : 0;
-  if (thinker.embeddings.rank() != 2 || thinker.embeddings.dim(1) != width ||
-      thinker.accepted_hidden.shape() != thinker.embeddings.shape() || n > static_cast<int64_t>(thinker.ids.size()) ||
-      thinker.prompt_length > thinker.ids.size() || thinker.special_embeddings.shape() != tensor::Shape{3, width}) {
+  if (thinker.embeddings.rank() != 2 || thinker.embeddings.dim(1) != width || thinker.accepted_hidden.rank() != 2 ||
+      thinker.accepted_hidden.dim(1) != width ||
+      thinker.accepted_hidden.dim(0) < std::min<int64_t>(n, static_cast<int64_t>(thinker.prompt_length)) ||
+      n > static_cast<int64_t>(thinker.ids.size()) || thinker.prompt_length > thinker.ids.size() ||
+      thinker.special_embeddings.shape() != tensor::Shape{3, width}) {
     throw_error(ErrorCode::kInvalidArgument,
-                "talker prompt: the thinker's rows must be [rows <= {} ids, {}] embeddings and hidden states and [3, "
-                "{}] special embeddings",
+                "talker prompt: the thinker's rows must be [rows <= {} ids, {}] embeddings, hidden states of the "
+                "prompt's rows and [3, {}] special embeddings",
                 thinker.ids.size(), width, width);
   }
   const Tensor specials = talker.project_rows(thinker.special_embeddings, Projection::kText);
@@ -41,25 +86,13 @@ qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, con
   const float* tts_eos = tts_bos + h;
   const float* tts_pad = tts_bos + 2 * h;
 
-  std::vector<int64_t> starts;
-  for (size_t i = 0; i < thinker.prompt_length; ++i) {
-    if (thinker.ids[i] == c.im_start_token_id) starts.push_back(static_cast<int64_t>(i));
-  }
-  if (starts.empty()) throw_error(ErrorCode::kInvalidArgument, "talker prompt: the prompt has no <|im_start|>");
-  starts.push_back(n);
+  const std::vector<Segment> segments = prompt_segments(config, thinker.ids.first(thinker.prompt_length));
   std::vector<float> rows;
   qwen3_tts::TalkerPrompt prompt;
-  bool assistant_seen = false;
-  for (size_t s = 0; s + 1 < starts.size(); ++s) {
-    const int64_t begin = starts[s], end = std::min(starts[s + 1], n);
-    if (begin + 1 >= static_cast<int64_t>(thinker.ids.size())) {
-      throw_error(ErrorCode::kInvalidArgument, "talker prompt: <|im_start|> at position {} has no role after it",
-                  begin);
-    }
-    const int32_t role = thinker.ids[static_cast<size_t>(begin + 1)];
-    const bool last = s + 2 == starts.size();
-    if (role == config.system_token_id || (role == c.assistant_token_id && !last)) continue;
-    if (role == config.user_token_id) {
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const int64_t begin = segments[s].begin;
+    const int64_t end = s + 1 < segments.size() ? segments[s + 1].begin : n;
+    if (segments[s].role == config.user_token_id) {
       // Text rows from the embeddings, multimodal rows from the accepted hidden states, in order.
       auto multimodal = [&](int64_t p) {
         const int32_t id = thinker.ids[static_cast<size_t>(p)];
@@ -76,18 +109,12 @@ qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, con
       }
       continue;
     }
-    if (role != c.assistant_token_id) {
-      throw_error(ErrorCode::kInvalidArgument,
-                  "talker prompt: the role after <|im_start|> at position {} is token {}, not system, user or "
-                  "assistant",
-                  begin, role);
-    }
+    if (s + 1 < segments.size()) continue;  // a system turn or an earlier reply
     if (end - begin < 4) {
       throw_error(ErrorCode::kInvalidArgument,
                   "talker prompt: the reply has no first token yet (the assistant segment has {} rows, 4 needed)",
                   end - begin);
     }
-    assistant_seen = true;
     const Tensor a = talker.project_rows(rows_of(thinker.embeddings, begin, end), Projection::kText);
     const float* text[9] = {
         a.data<float>(), a.data<float>() + h,    a.data<float>() + 2 * h, tts_pad, tts_pad, tts_pad, tts_pad,
@@ -105,13 +132,11 @@ qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, con
       rows.insert(rows.end(), text[r], text[r] + h);
       if (codec[r] >= 0) talker.add_codec_embedding(codec[r], rows.data() + rows.size() - h);
     }
-    const int64_t trailing = end - begin - 4 + 1;
+    // The reply's later rows, then tts_eos once the reply is complete.
+    const int64_t reply = end - begin - 4, trailing = reply + (thinker.complete ? 1 : 0);
     prompt.trailing = Tensor::empty({trailing, h}, DType::kF32);
-    std::copy_n(a.data<float>() + 4 * h, (trailing - 1) * h, prompt.trailing.data<float>());
-    std::copy_n(tts_eos, h, prompt.trailing.data<float>() + (trailing - 1) * h);
-  }
-  if (!assistant_seen) {
-    throw_error(ErrorCode::kInvalidArgument, "talker prompt: the conversation does not end in the assistant's reply");
+    std::copy_n(a.data<float>() + 4 * h, reply * h, prompt.trailing.data<float>());
+    if (thinker.complete) std::copy_n(tts_eos, h, prompt.trailing.data<float>() + reply * h);
   }
   const int64_t count = static_cast<int64_t>(rows.size()) / h;
   prompt.rows = Tensor::empty({count, h}, DType::kF32);

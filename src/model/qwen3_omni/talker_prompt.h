@@ -27,8 +27,8 @@
 namespace omni::model::qwen3_omni {
 
 // What the thinker hands the talker for one request: its token ids (prompt, then reply), and per
-// position it ran, its input embedding and the hidden state after accept_hidden_layer (host
-// float32 [rows, thinker hidden], rows <= ids.size()).
+// position it ran, its input embedding (host float32 [rows, thinker hidden], rows <= ids.size()),
+// and at least for the prompt's positions the hidden state after accept_hidden_layer.
 struct ThinkerRows {
   std::span<const int32_t> ids;
   size_t prompt_length = 0;
@@ -36,7 +36,18 @@ struct ThinkerRows {
   tensor::Tensor accepted_hidden;
   // The thinker's input embeddings of tts_bos, tts_eos and tts_pad ([3, thinker hidden]).
   tensor::Tensor special_embeddings;
+  // The thinker has finished its reply: the trailing text track ends in tts_eos. While it still
+  // writes, the trailing rows are the reply's rows so far (more are projected as they come).
+  bool complete = true;
 };
+
+// What the talker prompt of a thinker prompt takes: its rows, and the thinker rows it is built
+// from (through the reply's first token: the last <|im_start|> + 4). Errors as build_talker_prompt.
+struct TalkerPromptSize {
+  int64_t rows = 0;
+  int64_t thinker_rows = 0;
+};
+TalkerPromptSize talker_prompt_size(const TalkerConfig& config, std::span<const int32_t> prompt);
 
 qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,
                                             const ThinkerRows& thinker, int32_t speaker_codec_id);

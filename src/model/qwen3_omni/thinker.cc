@@ -7,6 +7,8 @@
 
 #include "base/base64.h"
 #include "base/error.h"
+#include "model/qwen3_omni/talker_config.h"
+#include "model/qwen3_omni/thinker_payload.h"
 #include "model/safetensors.h"
 
 namespace omni::model::qwen3_omni {
@@ -153,10 +155,22 @@ Thinker::Thinker(const std::filesystem::path& dir, const Json& config, const Cau
                 DecoderVariant{.qk_norm = true, .qkv_bias = false}, thinker_weights(), options),
       ids_(parse_thinker_token_ids(config, (dir / "config.json").string())) {
   read_end_token_ids(dir, ids_);
+  const auto audio_output = config.find("enable_audio_output");
+  if (config.contains("talker_config") &&
+      (audio_output == config.end() || !audio_output->is_boolean() || audio_output->get<bool>())) {
+    const TalkerConfig talker = parse_talker_config(config, (dir / "config.json").string());
+    downstream_layer_ = talker.accept_hidden_layer;
+    special_ids_ = {talker.talker.tts_bos_token_id, talker.talker.tts_eos_token_id, talker.talker.tts_pad_token_id};
+  }
   // Random weights (a benchmark of the text model) come without the towers.
   if (options.random_weights) return;
   if (has_audio_input(dir)) audio_ = std::make_unique<ThinkerAudio>(dir, config);
   if (has_vision_input(dir)) vision_ = std::make_unique<ThinkerVision>(dir, config);
+}
+
+std::vector<uint8_t> Thinker::encode_downstream_rows(const DownstreamRows& rows) const {
+  if (rows.first_position == 0 && specials_.empty()) specials_ = embed_on_host(special_ids_);
+  return encode_thinker_payload(rows, specials_);
 }
 
 std::optional<MultimodalPrompt> Thinker::prepare_multimodal_prompt(std::span<const int32_t> prompt,

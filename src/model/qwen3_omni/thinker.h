@@ -12,6 +12,7 @@
 // (thinker_vision.h) the same way; their rows take 3-D positions and carry DeepStack rows.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <string_view>
@@ -55,8 +56,16 @@ class Thinker : public DecoderLm {
   std::optional<MultimodalPrompt> prepare_multimodal_prompt(std::span<const int32_t> prompt,
                                                             const Json& additional_information) override;
 
+  // A checkpoint with speech output gives its talker rows (thinker_payload.h): the hidden states
+  // after talker_config.accept_hidden_layer, with the embeddings; none without a talker.
+  std::optional<int> downstream_layer() const override { return downstream_layer_; }
+  std::vector<uint8_t> encode_downstream_rows(const DownstreamRows& rows) const override;
+
  private:
   ThinkerTokenIds ids_;
+  std::optional<int> downstream_layer_;
+  std::array<int32_t, 3> special_ids_{};  // tts_bos, tts_eos, tts_pad
+  mutable std::vector<float> specials_;   // their embeddings, on first use
   std::unique_ptr<ThinkerAudio> audio_;
   std::unique_ptr<ThinkerVision> vision_;
 };

@@ -44,7 +44,7 @@ void read_end_token_ids(const std::filesystem::path& dir, ThinkerTokenIds& ids) 
   for (const auto& [id, token] : added->items()) {
     if (!token.is_object() || !token.contains("content") || !token["content"].is_string()) continue;
     const std::string& content = token["content"].get_ref<const std::string&>();
-    int32_t* slot = content == "<|vision_end|>" ? &ids.vision_end_token
+    int32_t* slot = content == "<|vision_end|>"  ? &ids.vision_end_token
                     : content == "<|audio_end|>" ? &ids.audio_end_token
                                                  : nullptr;
     if (slot == nullptr) continue;
@@ -153,8 +153,9 @@ float vision_rows(std::span<const int32_t> expanded, const ThinkerTokenIds& ids,
   const int64_t bh = seg.h / seg.merge, bw = seg.w / seg.merge, per_t = bh * bw;
   const auto total = static_cast<size_t>(seg.rows() + seg.audio_rows);
   const auto is_row = [&](int32_t x) { return x == token || (seg.audio_rows > 0 && x == ids.audio_token); };
-  if (i + total > n || !std::all_of(expanded.begin() + static_cast<int64_t>(i),
-                                    expanded.begin() + static_cast<int64_t>(i + total), is_row) ||
+  if (i + total > n ||
+      !std::all_of(expanded.begin() + static_cast<int64_t>(i), expanded.begin() + static_cast<int64_t>(i + total),
+                   is_row) ||
       std::count(expanded.begin() + static_cast<int64_t>(i), expanded.begin() + static_cast<int64_t>(i + total),
                  token) != seg.rows()) {
     throw_error(ErrorCode::kInvalidArgument, "prompt token {}: the {} {} needs {} placeholder rows in a row", i, kind,
@@ -214,7 +215,8 @@ ThinkerPositions thinker_positions(std::span<const int32_t> expanded, const Thin
     const int32_t id = expanded[i];
     // A video with its audio: <|vision_start|><|audio_start|> then its interleaved rows.
     const bool audio_in_video = id == ids.audio_start_token && i > 0 && expanded[i - 1] == ids.vision_start_token &&
-                                i + 1 < n && (expanded[i + 1] == ids.video_token || expanded[i + 1] == ids.audio_token) &&
+                                i + 1 < n &&
+                                (expanded[i + 1] == ids.video_token || expanded[i + 1] == ids.audio_token) &&
                                 video < videos.size() && videos[video].audio_rows > 0;
     if (id != ids.image_token && id != ids.video_token && !audio_in_video) {
       // Text, an audio segment's start and end tokens and its rows, a vision segment's start and end
@@ -248,8 +250,8 @@ ThinkerPositions thinker_positions(std::span<const int32_t> expanded, const Thin
     count = 0;
     if (audio_in_video) {
       if (i >= n || expanded[i] != ids.audio_end_token) {
-        throw_error(ErrorCode::kInvalidArgument, "prompt token {}: the video {} with its audio must end with <|audio_end|>",
-                    i, index - 1);
+        throw_error(ErrorCode::kInvalidArgument,
+                    "prompt token {}: the video {} with its audio must end with <|audio_end|>", i, index - 1);
       }
       text(i);  // <|audio_end|>; <|vision_end|> follows as text
       ++i;

@@ -1,0 +1,38 @@
+// What the Qwen3-Omni thinker stage sends its talker for one request, one payload per sampled
+// token (engine::ArEngine's rows for a downstream stage, model/causal_lm.h's DownstreamRows): the
+// rows the thinker computed since its previous token, from first_position on — each position's
+// token id and input embedding, and for the prompt's positions the hidden state after
+// accept_hidden_layer (the talker reads hidden states only at the prompt's media placeholders).
+// The payload that starts at position 0 also carries the thinker's embeddings of tts_bos, tts_eos
+// and tts_pad, which the talker's text track is made of.
+//
+// Bytes (little-endian, the host's): "QOTR", then int32 first_position, prompt_length, rows,
+// width, hidden_rows, special_rows; int32 ids[rows]; float32 embeddings[rows][width],
+// hidden[hidden_rows][width], specials[special_rows][width].
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/causal_lm.h"
+
+namespace omni::model::qwen3_omni {
+
+struct ThinkerPayload {
+  int32_t first_position = 0;
+  int32_t prompt_length = 0;
+  int32_t width = 0;  // the thinker's hidden size
+  std::vector<int32_t> ids;
+  std::vector<float> embeddings;  // [ids.size(), width]
+  std::vector<float> hidden;      // [rows of positions < prompt_length, width]
+  std::vector<float> specials;    // [3, width] (tts_bos, tts_eos, tts_pad) from position 0 on, else empty
+};
+
+// The payload of `rows` (the hidden states past the prompt are left out); `specials` [3, width]
+// is added when rows.first_position is 0.
+std::vector<uint8_t> encode_thinker_payload(const DownstreamRows& rows, std::span<const float> specials);
+// Throws omni::Error(kInvalidArgument) naming what is malformed (its sizes).
+ThinkerPayload decode_thinker_payload(std::span<const uint8_t> bytes);
+
+}  // namespace omni::model::qwen3_omni
