@@ -12,6 +12,7 @@
 #include "server/openai_error.h"
 #include "server/openai_format.h"
 #include "server/serving_context.h"
+#include "server/speech_request.h"
 
 namespace omni::server {
 namespace {
@@ -31,7 +32,7 @@ constexpr int64_t kAudioLifetimeSeconds = int64_t{24} * 60 * 60;
 
 }  // namespace
 
-ChatAudioOptions read_chat_audio(const FieldReader& fields) {
+ChatAudioOptions read_chat_audio(const FieldReader& fields, const std::vector<std::string>& voices) {
   ChatAudioOptions options;
   const Json* audio = fields.object("audio");
   if (audio == nullptr) return options;
@@ -50,6 +51,14 @@ ChatAudioOptions read_chat_audio(const FieldReader& fields) {
   }
   options.voice = audio_fields.string("voice");
   if (options.voice && options.voice->empty()) throw_invalid_field("audio.voice", "'audio.voice' is empty");
+  if (options.voice && !voices.empty()) {
+    std::optional<std::string> known = find_voice(voices, *options.voice);
+    if (!known) {
+      throw_invalid_field("audio.voice", "unknown voice '{}'; this model's voices: {}", *options.voice,
+                          fmt::join(voices, ", "));
+    }
+    options.voice = known;
+  }
   return options;
 }
 

@@ -94,7 +94,7 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   const std::vector<std::string>& delivered =
       generation.output_modalities.empty() ? context.output_modalities : generation.output_modalities;
   spec.text_output = std::find(delivered.begin(), delivered.end(), "text") != delivered.end();
-  const ChatAudioOptions audio = read_chat_audio(fields);
+  const ChatAudioOptions audio = read_chat_audio(fields, context.voices);
   spec.audio_format = audio.format;
   if (audio.voice) generation.additional_information["voice"] = *audio.voice;
   generation.sampling_params_list = read_sampling_params_list(fields);

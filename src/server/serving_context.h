@@ -33,6 +33,8 @@ struct ServingContext {
   InflightLimit* inflight = nullptr;
   // How chat media parts are read (the model's audio input rate, the limits); null: no media.
   const ChatMediaOptions* media = nullptr;
+  // The checkpoint's built-in speakers (a chat's audio.voice must be one); empty: any voice passes.
+  std::vector<std::string> voices;
 
   // Throws InvalidField("modalities") naming the pipeline and what it produces when `modalities`
   // asks for a modality no final-output stage of the pipeline produces.

@@ -22,10 +22,6 @@ namespace {
 constexpr std::array<std::string_view, 3> kTaskTypes = {"CustomVoice", "VoiceDesign", "Base"};
 constexpr std::array<std::string_view, 2> kStreamFormats = {"sse", "audio"};
 
-bool blank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });
-}
-
 bool same_ascii_case_insensitive(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
@@ -33,12 +29,8 @@ bool same_ascii_case_insensitive(std::string_view a, std::string_view b) {
          });
 }
 
-// The voice of `voices` that `name` names, ignoring ASCII case as Qwen3-TTS does; nullopt when none.
-std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name) {
-  for (const std::string& voice : voices) {
-    if (same_ascii_case_insensitive(voice, name)) return voice;
-  }
-  return std::nullopt;
+bool blank(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });
 }
 
 void refuse_unsupported(const FieldReader& fields) {
@@ -154,7 +146,8 @@ void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, 
     return;
   }
   if (x_vector_only || ref_text) {
-    throw_invalid_field(x_vector_only ? "x_vector_only_mode" : "ref_text", "'{}' needs 'ref_audio' or an uploaded 'voice'",
+    throw_invalid_field(x_vector_only ? "x_vector_only_mode" : "ref_text",
+                        "'{}' needs 'ref_audio' or an uploaded 'voice'",
                         x_vector_only ? "x_vector_only_mode" : "ref_text");
   }
   if (!has_embedding) {
@@ -166,6 +159,13 @@ void read_clone_fields(const FieldReader& fields, const SpeechOptions& options, 
 }
 
 }  // namespace
+
+std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name) {
+  for (const std::string& voice : voices) {
+    if (same_ascii_case_insensitive(voice, name)) return voice;
+  }
+  return std::nullopt;
+}
 
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options) {
   FieldReader fields(body);

@@ -82,6 +82,9 @@ struct SpeechRequest {
 // x_vector_only_mode for another task; word_timestamps (not supported yet); a field of the wrong type.
 SpeechRequest parse_speech_request(const Json& body, const SpeechOptions& options);
 
+// The voice of `voices` that `name` names, ignoring ASCII case as Qwen3-TTS does; nullopt when none.
+std::optional<std::string> find_voice(const std::vector<std::string>& voices, std::string_view name);
+
 // The backend request: no prompt tokens, output modality audio, the talker's sampling for stage 0.
 runtime::GenerationRequest speech_generation_request(const SpeechRequest& request, std::string request_id);
 

@@ -16,13 +16,13 @@ async function main() {
   const out = {};
 
   const chat = await client.chat.completions.create({
-    model, messages: ask(inputAudio), max_tokens: 4, temperature: 0, ignore_eos: true });
+    model, messages: ask(inputAudio), max_tokens: 4, temperature: 0, ignore_eos: true, modalities: ['text'] });
   out.chat = { content: chat.choices[0].message.content, usage: chat.usage };
 
   let content = '';
   let usage = null;
   const stream = await client.chat.completions.create({
-    model, messages: ask(inputAudio), max_tokens: 4, temperature: 0, ignore_eos: true, stream: true,
+    model, messages: ask(inputAudio), max_tokens: 4, temperature: 0, ignore_eos: true, modalities: ['text'], stream: true,
     stream_options: { include_usage: true } });
   for await (const chunk of stream) {
     if (chunk.usage) usage = chunk.usage;
@@ -32,13 +32,13 @@ async function main() {
 
   const byUrl = await client.chat.completions.create({
     model, messages: ask({ type: 'audio_url', audio_url: { url: `data:audio/wav;base64,${wav}` } }),
-    max_tokens: 4, temperature: 0, ignore_eos: true });
+    max_tokens: 4, temperature: 0, ignore_eos: true, modalities: ['text'] });
   out.audio_url = { content: byUrl.choices[0].message.content, usage: byUrl.usage };
 
   try {
     await client.chat.completions.create({
       model, messages: ask({ type: 'input_audio', input_audio: { data: 'bm90IGF1ZGlv', format: 'wav' } }),
-      max_tokens: 4 });
+      max_tokens: 4, modalities: ['text'] });
     out.bad_audio = { status: 200 };
   } catch (e) {
     out.bad_audio = { status: e.status, param: e.error && e.error.param, message: e.error && e.error.message };

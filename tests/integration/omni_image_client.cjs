@@ -15,13 +15,13 @@ async function main() {
   const out = {};
 
   const chat = await client.chat.completions.create({
-    model, messages: ask(image), max_tokens: 4, temperature: 0, ignore_eos: true });
+    model, messages: ask(image), max_tokens: 4, temperature: 0, ignore_eos: true, modalities: ['text'] });
   out.chat = { content: chat.choices[0].message.content, usage: chat.usage };
 
   let content = '';
   let usage = null;
   const stream = await client.chat.completions.create({
-    model, messages: ask(image), max_tokens: 4, temperature: 0, ignore_eos: true, stream: true,
+    model, messages: ask(image), max_tokens: 4, temperature: 0, ignore_eos: true, modalities: ['text'], stream: true,
     stream_options: { include_usage: true } });
   for await (const chunk of stream) {
     if (chunk.usage) usage = chunk.usage;
@@ -32,7 +32,7 @@ async function main() {
   try {
     await client.chat.completions.create({
       model, messages: ask({ type: 'image_url', image_url: { url: 'data:image/png;base64,bm90IGFuIGltYWdl' } }),
-      max_tokens: 4 });
+      max_tokens: 4, modalities: ['text'] });
     out.bad_image = { status: 200 };
   } catch (e) {
     out.bad_image = { status: e.status, param: e.error && e.error.param, message: e.error && e.error.message };

@@ -1,8 +1,12 @@
 // `omnistage serve` of the random-weight Qwen3-Omni demo checkpoint (`demo-model --arch
-// qwen3_omni`, the Instruct layout with enable_audio_output) with the bundled deploy YAML: the
-// thinker serves text chats alone (the talker and code2wav have no stage model yet, which the log
-// says), `modalities: ["audio"]` is a 400 naming the field, and list content reaches the
-// content-part template of Qwen3-Omni. Chats with audio (input_audio, audio_url data: and file://
+// qwen3_omni`, the Instruct layout with enable_audio_output) with the bundled deploy YAML: all
+// three stages serve. Text chats (modalities ["text"]: the talker and code2wav do not run) stream
+// and not, list content reaches the content-part template of Qwen3-Omni, media needs
+// --limit-mm-per-prompt. Spoken replies (Qwen3OmniSpeechServeTest): text and audio in one request,
+// the audio streamed while the thinker still writes and equal to the non-streamed audio, audio
+// alone, the voices (GET /v1/audio/voices, audio.voice any case, a 400 for an unknown one), the
+// OpenAI npm client, and the same audio from a server started with --no-async-chunk (the talker
+// fed once the thinker finished). Chats with audio (input_audio, audio_url data: and file://
 // URLs, with curl and the OpenAI npm client) reach the thinker's audio tower through a second
 // server started with --limit-mm-per-prompt and --allowed-local-media-path; so do chats with images
 // (image_url data: and file:// URLs, with curl and the OpenAI npm client), which reach its vision
@@ -17,6 +21,7 @@
 #include "base/base64.h"
 #include "base/json.h"
 #include "integration/serve_process.h"
+#include "media/audio_decoder.h"
 #include "media/image_encoder.h"
 #include "media/video_fixture.h"
 #include "media/wav_encoder.h"
@@ -29,21 +34,18 @@ inline constexpr char kQwen3OmniArch[] = "qwen3_omni";
 class Qwen3OmniServeTest : public DemoServerSuite<kQwen3OmniArch> {
  protected:
   static Json chat(const Json& content, int max_tokens = 4) {
-    return {{"model", kModelName},
-            {"messages", {{{"role", "user"}, {"content", content}}}},
-            {"max_tokens", max_tokens},
-            {"temperature", 0},
-            {"ignore_eos", true}};
+    return {{"model", kModelName},      {"messages", {{{"role", "user"}, {"content", content}}}},
+            {"max_tokens", max_tokens}, {"temperature", 0},
+            {"ignore_eos", true},       {"modalities", {"text"}}};
   }
 };
 
-TEST_F(Qwen3OmniServeTest, TheThinkerServesAloneAndTheLogSaysWhy) {
+TEST_F(Qwen3OmniServeTest, AllThreeStagesServe) {
   const std::string log = read_file(dir_->path() / "serve.log");
-  EXPECT_NE(log.find("stage(s) 1 ('talker', stage model 'qwen3_omni_talker'), 2 ('code2wav', stage model "
-                     "'qwen3_omni_code2wav') of pipeline qwen3_omni_moe have no stage model in omnistage yet; serving "
-                     "its first 1 stage(s) alone, which produce text"),
-            std::string::npos)
-      << log;
+  for (const char* ready : {"stage 0 replica 0 ready", "stage 1 replica 0 ready", "stage 2 replica 0 ready"}) {
+    EXPECT_NE(log.find(ready), std::string::npos) << log;
+  }
+  EXPECT_EQ(log.find("have no stage model in omnistage yet"), std::string::npos) << log;
   EXPECT_NE(log.find("chat message content is rendered in the openai format (detected from the chat template)"),
             std::string::npos)
       << log;
@@ -82,21 +84,7 @@ TEST_F(Qwen3OmniServeTest, ListContentRendersLikeTheSameText) {
             Json::parse(plain.body)["choices"][0]["message"]["content"]);
 }
 
-TEST_F(Qwen3OmniServeTest, AudioOutputAndMediaInputAreRefusedNamingTheField) {
-  Json audio = chat("Say hi");
-  audio["modalities"] = {"audio"};
-  HttpResult r = curl(*server_, "/v1/chat/completions", audio.dump());
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_EQ(Json::parse(r.body)["error"]["param"], "modalities") << r.body;
-  EXPECT_NE(r.body.find("'modalities' asks for audio, but pipeline 'qwen3_omni_moe' is served without the stages that "
-                        "produce it (omnistage has no stage model for them yet): it produces text"),
-            std::string::npos)
-      << r.body;
-
-  Json text = chat("Say hi");
-  text["modalities"] = {"text"};
-  EXPECT_EQ(curl(*server_, "/v1/chat/completions", text.dump()).status, 200);
-
+TEST_F(Qwen3OmniServeTest, MediaInputWithoutItsLimitIsRefusedNamingThePart) {
   HttpResult sound =
       curl(*server_, "/v1/chat/completions",
            chat(Json::array({{{"type", "input_audio"}, {"input_audio", {{"data", "UklGRg=="}, {"format", "wav"}}}},
@@ -105,6 +93,184 @@ TEST_F(Qwen3OmniServeTest, AudioOutputAndMediaInputAreRefusedNamingTheField) {
   EXPECT_EQ(sound.status, 400) << sound.body;
   EXPECT_EQ(Json::parse(sound.body)["error"]["param"], "messages[0].content[0]") << sound.body;
   EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+}
+
+// Spoken replies. The thinker writes `thinker_tokens` tokens; the talker is greedy and bounded to
+// `frames` codec frames (random weights never end on their own).
+Json speech_chat(const std::string& text, int thinker_tokens, int frames) {
+  return {{"model", kModelName},
+          {"messages", {{{"role", "user"}, {"content", text}}}},
+          {"max_tokens", thinker_tokens},
+          {"temperature", 0},
+          {"ignore_eos", true},
+          {"sampling_params_list", {nullptr, {{"temperature", 0}, {"max_tokens", frames}}, nullptr}}};
+}
+
+struct SpokenReply {
+  std::string text;
+  std::vector<float> samples;
+  int sample_rate = 0;
+  int audio_choices = 0;
+};
+
+SpokenReply spoken(const Json& response) {
+  SpokenReply out;
+  for (const Json& choice : response["choices"]) {
+    const Json& message = choice["message"];
+    if (message.contains("audio") && message["audio"].is_object()) {
+      ++out.audio_choices;
+      EXPECT_TRUE(message["content"].is_null()) << response.dump();
+      EXPECT_EQ(message["audio"]["transcript"], "");
+      EXPECT_EQ(message["audio"]["id"].get<std::string>().rfind("audio-", 0), 0u);
+      media::DecodedAudio audio = media::decode_audio(base64_decode(message["audio"]["data"].get<std::string>()));
+      EXPECT_EQ(audio.container, "wav");
+      out.samples = std::move(audio.samples);
+      out.sample_rate = audio.sample_rate;
+    } else if (message["content"].is_string()) {
+      out.text += message["content"].get<std::string>();
+    }
+  }
+  return out;
+}
+
+// The streamed reply, and where its first audio piece came: the count of text chunks before it
+// and after it.
+struct StreamedReply {
+  SpokenReply reply;
+  int text_chunks_before_audio = -1;
+  int text_chunks_after_audio = 0;
+};
+
+StreamedReply streamed_spoken(const std::string& body) {
+  StreamedReply out;
+  int text_chunks = 0;
+  for (const Json& event : sse_events(body)) {
+    if (!event.contains("choices") || event["choices"].empty()) continue;
+    const Json& delta = event["choices"][0]["delta"];
+    if (event["modality"] == "audio") {
+      if (out.text_chunks_before_audio < 0) out.text_chunks_before_audio = text_chunks;
+      media::DecodedAudio piece = media::decode_audio(base64_decode(delta["content"].get<std::string>()));
+      out.reply.samples.insert(out.reply.samples.end(), piece.samples.begin(), piece.samples.end());
+      out.reply.sample_rate = piece.sample_rate;
+      ++out.reply.audio_choices;
+    } else if (delta.contains("content") && delta["content"].is_string() &&
+               !delta["content"].get<std::string>().empty()) {
+      out.reply.text += delta["content"].get<std::string>();
+      ++text_chunks;
+      if (out.text_chunks_before_audio >= 0) ++out.text_chunks_after_audio;
+    }
+  }
+  return out;
+}
+
+class Qwen3OmniSpeechServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::make_unique<TempDir>();
+    ProcessResult made = run_process(
+        {OMNISTAGE_BINARY, "demo-model", "--arch", kQwen3OmniArch, "--out", (dir_->path() / "model").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    server_ = std::make_unique<ServeProcess>(dir_->path() / "model", dir_->path() / "serve.log");
+  }
+  static void TearDownTestSuite() {
+    server_.reset();
+    dir_.reset();
+  }
+  void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
+  static Json post(const ServeProcess& server, const Json& body, int want_status = 200) {
+    HttpResult r = curl(server, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, want_status) << r.body;
+    return Json::parse(r.body);
+  }
+
+  static inline std::unique_ptr<TempDir> dir_;
+  static inline std::unique_ptr<ServeProcess> server_;
+};
+
+TEST_F(Qwen3OmniSpeechServeTest, TextAndAudioInOneReplyStreamedWhileTheThinkerWrites) {
+  Json body = speech_chat("Tell me about the sea", 120, 12);
+  body["audio"] = {{"voice", "Chelsie"}, {"format", "wav"}};
+  const Json whole = post(*server_, body);
+  const SpokenReply reply = spoken(whole);
+  EXPECT_EQ(reply.audio_choices, 1) << whole.dump();
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 120) << "usage counts the thinker's tokens";
+  EXPECT_FALSE(reply.text.empty());
+  EXPECT_EQ(reply.sample_rate, 24000);
+  // 12 frames of 1920 samples, less the decoder's edge.
+  EXPECT_GT(reply.samples.size(), 10u * 1920u);
+  EXPECT_LE(reply.samples.size(), 12u * 1920u);
+
+  body["stream"] = true;
+  HttpResult streamed = curl(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const StreamedReply stream = streamed_spoken(streamed.body);
+  EXPECT_EQ(stream.reply.text, reply.text) << "greedy: the same text";
+  EXPECT_EQ(stream.reply.samples, reply.samples) << "the streamed pieces join into the non-streamed audio";
+  EXPECT_GT(stream.reply.audio_choices, 1) << "the audio comes in pieces";
+  // The talker starts on the thinker's first rows: audio arrives while the text still streams.
+  EXPECT_GE(stream.text_chunks_before_audio, 1);
+  EXPECT_GT(stream.text_chunks_after_audio, 10) << streamed.body.substr(0, 2000);
+}
+
+TEST_F(Qwen3OmniSpeechServeTest, AudioAloneVoicesAndTheirErrors) {
+  HttpResult voices = curl(*server_, "/v1/audio/voices", std::nullopt);
+  ASSERT_EQ(voices.status, 200) << voices.body;
+  EXPECT_EQ(Json::parse(voices.body)["voices"], Json({"aiden", "chelsie", "ethan"}));
+
+  Json body = speech_chat("Hi", 8, 6);
+  body["modalities"] = {"audio"};
+  const Json alone = post(*server_, body);
+  ASSERT_EQ(alone["choices"].size(), 1u) << alone.dump();
+  const SpokenReply ethan = spoken(alone);
+  EXPECT_EQ(ethan.audio_choices, 1);
+  EXPECT_TRUE(ethan.text.empty());
+
+  // The default voice is Ethan; a voice is matched in any case; another voice speaks otherwise.
+  body["audio"] = {{"voice", "ETHAN"}};
+  EXPECT_EQ(spoken(post(*server_, body)).samples, ethan.samples);
+  body["audio"] = {{"voice", "aiden"}};
+  EXPECT_NE(spoken(post(*server_, body)).samples, ethan.samples);
+
+  body["audio"] = {{"voice", "nobody"}};
+  const Json unknown = post(*server_, body, 400);
+  EXPECT_EQ(unknown["error"]["param"], "audio.voice") << unknown.dump();
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("aiden, chelsie, ethan"), std::string::npos);
+  body["audio"] = {{"format", "aiff"}};
+  EXPECT_EQ(post(*server_, body, 400)["error"]["param"], "audio.format");
+  EXPECT_EQ(curl(*server_, "/health", std::nullopt).status, 200);
+}
+
+TEST_F(Qwen3OmniSpeechServeTest, OfficialOpenAiClientGetsTextAndAudio) {
+  const std::string modules = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules";
+  Json extra = speech_chat("Hi", 10, 8);
+  ProcessResult result =
+      run_process({"/usr/bin/node", std::string(OMNI_SOURCE_DIR) + "/tests/server/openai_chat_audio.cjs",
+                   server_->url("/v1"), kApiKey, kModelName, extra.dump()},
+                  {"NODE_PATH=" + modules});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json out = Json::parse(result.out);
+  const SpokenReply whole = spoken(out["whole"]);
+  EXPECT_EQ(whole.audio_choices, 1) << out.dump();
+  EXPECT_GT(whole.samples.size(), 0u);
+  std::vector<float> joined;
+  for (const Json& piece : out["streamed"]["audio"]) {
+    media::DecodedAudio decoded = media::decode_audio(base64_decode(piece.get<std::string>()));
+    joined.insert(joined.end(), decoded.samples.begin(), decoded.samples.end());
+  }
+  EXPECT_EQ(joined, whole.samples);
+  EXPECT_EQ(out["streamed"]["text"], out["whole"]["choices"][0]["message"]["content"]);
+  EXPECT_EQ(out["bad_format"]["status"], 400) << out.dump();
+}
+
+TEST_F(Qwen3OmniSpeechServeTest, WithoutAsyncChunkTheTalkerGetsTheSameRowsAtTheEnd) {
+  ServeProcess sync(dir_->path() / "model", dir_->path() / "sync.log", {"--no-async-chunk"});
+  ASSERT_GT(sync.port(), 0) << read_file(dir_->path() / "sync.log");
+  const Json body = speech_chat("Tell me about the sea", 30, 10);
+  const SpokenReply chunked = spoken(post(*server_, body));
+  const SpokenReply whole = spoken(post(sync, body));
+  EXPECT_EQ(whole.text, chunked.text);
+  ASSERT_FALSE(whole.samples.empty());
+  EXPECT_EQ(whole.samples, chunked.samples);
 }
 
 // A 16-bit PCM WAV of `seconds` of a 440 Hz tone at `rate`.
@@ -142,11 +308,9 @@ class Qwen3OmniAudioServeTest : public ::testing::Test {
   void SetUp() override { ASSERT_GT(server_->port(), 0) << "the server is not running"; }
 
   static Json chat(const Json& content) {
-    return {{"model", kModelName},
-            {"messages", {{{"role", "user"}, {"content", content}}}},
-            {"max_tokens", 4},
-            {"temperature", 0},
-            {"ignore_eos", true}};
+    return {{"model", kModelName}, {"messages", {{{"role", "user"}, {"content", content}}}},
+            {"max_tokens", 4},     {"temperature", 0},
+            {"ignore_eos", true},  {"modalities", {"text"}}};
   }
   static Json post(const Json& body, int want_status = 200) {
     HttpResult r = curl(*server_, "/v1/chat/completions", body.dump());

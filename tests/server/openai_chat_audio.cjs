@@ -1,15 +1,17 @@
 // Asks an omnistage server for text and audio with the official OpenAI client (npm `openai@6`),
 // not streamed and streamed, and prints what it received as one JSON object;
 // openai_client_test.cc checks the values (and decodes the audio).
-// Usage: node openai_chat_audio.cjs BASE_URL API_KEY MODEL   (NODE_PATH = third_party/npm/node_modules)
+// Usage: node openai_chat_audio.cjs BASE_URL API_KEY MODEL [REQUEST_JSON]
+//   (NODE_PATH = third_party/npm/node_modules; REQUEST_JSON: fields over the request's own)
 'use strict';
 const { OpenAI } = require('openai');
 
 async function main() {
-  const [baseURL, apiKey, model] = process.argv.slice(2);
+  const [baseURL, apiKey, model, extra] = process.argv.slice(2);
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30000 });
   const request = { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4,
-                    modalities: ['text', 'audio'], audio: { voice: 'Ethan', format: 'wav' } };
+                    modalities: ['text', 'audio'], audio: { voice: 'Ethan', format: 'wav' },
+                    ...(extra ? JSON.parse(extra) : {}) };
   const out = {};
 
   const whole = await client.chat.completions.create(request);
