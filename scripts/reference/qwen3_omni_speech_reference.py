@@ -73,7 +73,7 @@ def talker_config(thinker_ids):
     ids = {k: v for k, v in thinker_ids.items() if k != "position_id_per_seconds"}
     return dict(text_config=text, code_predictor_config=predictor, num_code_groups=GROUPS,
                 thinker_hidden_size=thinker_fixture.TEXT["hidden"], accept_hidden_layer=2,
-                position_id_per_seconds=13, speaker_id=dict(SPEAKERS), **CODEC, **ids)
+                position_id_per_seconds=13, spatial_merge_size=2, speaker_id=dict(SPEAKERS), **CODEC, **ids)
 
 
 def self_test():
@@ -155,7 +155,8 @@ def build(out, torch, transformers, log):
         h.remove()
     model.code2wav.chunked_decode = decode
     thinker_result, wav = result
-    sequence = thinker_result.sequences[0].tolist()
+    # generate returns the thinker's ids as a tensor (or an output with .sequences).
+    sequence = getattr(thinker_result, "sequences", thinker_result)[0].tolist()
     log.write(f"thinker sequence {sequence}\n")
     assert captured["codes"] is not None, "code2wav.chunked_decode was not called"
     codes = captured["codes"][0].T.numpy().astype(np.int32)  # [F, G]

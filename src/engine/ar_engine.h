@@ -125,6 +125,8 @@ class ArEngine {
   std::vector<RequestOutput> step();
   // Also true while a launched step's ids are still to be read (async scheduling).
   bool has_unfinished_requests() const { return !requests_.empty() || in_flight_; }
+  // Requests added and not finished (those waiting for streamed input included).
+  size_t num_unfinished_requests() const { return requests_.size(); }
   // Whether step() can make progress now: false while every unfinished request waits for streamed
   // input (and no step is in flight).
   bool can_step() const;

@@ -132,10 +132,7 @@ class ArStageRunner final : public StageRunner {
 
   void abort(const std::string& request_id) override { engine_->abort(request_id); }
 
-  size_t running_requests() const override {
-    const engine::EngineStats stats = engine_->stats();
-    return static_cast<size_t>(stats.num_running) + static_cast<size_t>(stats.num_waiting);
-  }
+  size_t running_requests() const override { return engine_->num_unfinished_requests(); }
 
   bool can_step() const override { return engine_->can_step(); }
 

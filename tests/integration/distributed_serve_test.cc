@@ -169,13 +169,6 @@ Json speech(int frames, bool stream = false) {
   return body;
 }
 
-// The value of a series in a /metrics text; -1 when absent.
-double metric(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
-}
-
 class DistributedServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -251,14 +244,14 @@ class DistributedServeTest : public ::testing::Test {
   bool wait_replicas(int stage, const std::string& state, int count, std::chrono::milliseconds timeout = 15s) {
     const std::string series = fmt::format("omnistage:stage_replicas{{stage=\"{}\",state=\"{}\"}}", stage, state);
     for (auto deadline = Clock::now() + timeout; Clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
-      if (metric(metrics(), series) == count) return true;
+      if (metric_series(metrics(), series) == count) return true;
     }
     return false;
   }
 
   double taken(int stage, int replica) {
-    return metric(metrics(),
-                  fmt::format("omnistage:replica_requests_taken{{stage=\"{}\",replica=\"{}\"}}", stage, replica));
+    return metric_series(
+        metrics(), fmt::format("omnistage:replica_requests_taken{{stage=\"{}\",replica=\"{}\"}}", stage, replica));
   }
 
   static inline std::unique_ptr<TempDir> dir_;

@@ -13,10 +13,12 @@
 // encoder.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <numbers>
 #include <string>
+#include <thread>
 
 #include "base/base64.h"
 #include "base/json.h"
@@ -260,6 +262,28 @@ TEST_F(Qwen3OmniSpeechServeTest, OfficialOpenAiClientGetsTextAndAudio) {
   EXPECT_EQ(joined, whole.samples);
   EXPECT_EQ(out["streamed"]["text"], out["whole"]["choices"][0]["message"]["content"]);
   EXPECT_EQ(out["bad_format"]["status"], 400) << out.dump();
+}
+
+TEST_F(Qwen3OmniSpeechServeTest, AClientThatHangsUpStopsEveryStage) {
+  // A reply far longer than curl's patience (the talker would write 3000 frames): cut after 2 s.
+  Json body = speech_chat("Tell me about the sea", 400, 3000);
+  body["stream"] = true;
+  HttpResult cut = curl(*server_, "/v1/chat/completions", body.dump(), {"--max-time", "2"});
+  EXPECT_NE(cut.body.find("\"modality\":\"audio\""), std::string::npos) << "audio arrived before the cut";
+  bool freed = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+       !freed && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const std::string metrics = curl(*server_, "/metrics", std::nullopt).body;
+    freed = true;
+    for (const char* stage : {"0", "1", "2"}) {
+      const std::string series = std::string("omnistage:replica_queue_length{stage=\"") + stage + "\",replica=\"0\"}";
+      freed = freed && metric_series(metrics, series) == 0;
+    }
+  }
+  EXPECT_TRUE(freed) << "a stage still holds the request";
+  const SpokenReply after = spoken(post(*server_, speech_chat("Hi", 8, 4)));
+  EXPECT_EQ(after.audio_choices, 1);
 }
 
 TEST_F(Qwen3OmniSpeechServeTest, WithoutAsyncChunkTheTalkerGetsTheSameRowsAtTheEnd) {

@@ -169,6 +169,14 @@ inline HttpResult curl(const ServeProcess& server, const std::string& path, cons
 }
 
 // The data lines of an SSE body, parsed, up to [DONE].
+// The value of a series (its name and labels, as /metrics prints them) in a /metrics text; -1 when
+// absent.
+inline double metric_series(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
 inline std::vector<Json> sse_events(const std::string& body) {
   std::vector<Json> events;
   std::istringstream lines(body);
