@@ -1,5 +1,6 @@
 #include "cli/bench_serve.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,9 @@ struct BenchServeFlags {
   std::vector<std::string> ref_audio;
   std::vector<std::string> ref_text;
   std::string speech_stream_format = "audio";
+  std::vector<std::string> modalities;
+  std::string audio_format;
+  int pcm_sample_rate = 24000;
 };
 
 // Words of a random speech input when --random-input-len is not given: a sentence, not a page.
@@ -81,6 +85,42 @@ bench::Target parse_base_url(const std::string& url) {
   }
   if (target.host.empty()) throw_error(ErrorCode::kInvalidArgument, "--base-url {}: no host", url);
   return target;
+}
+
+// What a chat request asks of its audio output, after --extra-body: its modalities (empty: the
+// server's default, which for an omni pipeline includes audio) and its audio format.
+struct ChatOutput {
+  std::vector<std::string> modalities;
+  std::string audio_format = "wav";
+};
+
+ChatOutput chat_output(const BenchServeFlags& flags, const Json& extra_body) {
+  ChatOutput out;
+  out.modalities = flags.modalities;
+  if (auto it = extra_body.find("modalities"); it != extra_body.end()) {
+    if (!it->is_array()) throw_error(ErrorCode::kInvalidArgument, "--extra-body: 'modalities' must be a list");
+    out.modalities.clear();
+    for (const Json& m : *it) {
+      if (!m.is_string())
+        throw_error(ErrorCode::kInvalidArgument, "--extra-body: 'modalities' entries must be strings");
+      out.modalities.push_back(m.get<std::string>());
+    }
+  }
+  if (!flags.audio_format.empty()) out.audio_format = flags.audio_format;
+  if (auto it = extra_body.find("audio"); it != extra_body.end() && it->is_object() && it->contains("format")) {
+    out.audio_format = (*it)["format"].is_string() ? (*it)["format"].get<std::string>() : "";
+  }
+  if (out.audio_format == "pcm16") out.audio_format = "pcm";
+  if (out.audio_format != "wav" && out.audio_format != "pcm") {
+    throw_error(ErrorCode::kInvalidArgument,
+                "audio format '{}': bench serve counts the seconds of chat audio in wav or pcm only (--audio-format)",
+                out.audio_format);
+  }
+  return out;
+}
+
+bool has(const std::vector<std::string>& list, const char* value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
 }
 
 std::vector<double> parse_percentiles(const std::string& text) {
@@ -131,9 +171,18 @@ int run_bench_serve(const BenchServeFlags& flags) {
   if (speech && flags.prompt_format == "token-ids") {
     throw_error(ErrorCode::kInvalidArgument, "--prompt-format token-ids: /v1/audio/speech speaks text prompts");
   }
-  if (!speech && !flags.voice.empty()) {
-    throw_error(ErrorCode::kInvalidArgument, "--voice is for --endpoint /v1/audio/speech");
+  const bool chat = flags.endpoint == "/v1/chat/completions";
+  if (!speech && !chat && !flags.voice.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--voice is for --endpoint /v1/audio/speech or /v1/chat/completions");
   }
+  if (!chat && !flags.modalities.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--modalities is for --endpoint /v1/chat/completions");
+  }
+  if (!chat && !flags.audio_format.empty()) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--audio-format is for --endpoint /v1/chat/completions (speech asks for wav)");
+  }
+  if (flags.pcm_sample_rate < 1) throw_error(ErrorCode::kInvalidArgument, "--pcm-sample-rate must be at least 1");
   if (!speech && !flags.ref_audio.empty()) {
     throw_error(ErrorCode::kInvalidArgument, "--ref-audio is for --endpoint /v1/audio/speech");
   }
@@ -204,7 +253,7 @@ int run_bench_serve(const BenchServeFlags& flags) {
   shape.model = model;
   shape.stream = load.stream;
   shape.ignore_eos = flags.ignore_eos;
-  shape.voice = flags.voice;
+  if (!chat) shape.voice = flags.voice;
   for (size_t i = 0; i < flags.ref_audio.size(); ++i) {
     const std::string text =
         flags.ref_text.empty() ? std::string() : flags.ref_text[flags.ref_text.size() == 1 ? 0 : i];
@@ -215,6 +264,15 @@ int run_bench_serve(const BenchServeFlags& flags) {
     if (!shape.extra_body.is_object()) {
       throw_error(ErrorCode::kInvalidArgument, "--extra-request-body must be a JSON object");
     }
+  }
+  ChatOutput chat_out;
+  if (chat) {
+    chat_out = chat_output(flags, shape.extra_body);
+    shape.modalities = flags.modalities;
+    if (!flags.voice.empty()) shape.chat_audio["voice"] = flags.voice;
+    if (!flags.audio_format.empty()) shape.chat_audio["format"] = flags.audio_format;
+    load.chat_audio_format = chat_out.audio_format;
+    load.pcm_sample_rate = flags.pcm_sample_rate;
   }
   std::vector<bench::BenchRequest> requests;
   for (size_t i = 0; i < entries.size(); ++i) requests.push_back(bench::make_request(entries[i], shape, i));
@@ -239,8 +297,15 @@ int run_bench_serve(const BenchServeFlags& flags) {
   auto before = server_histograms(load.target);
   bench::LoadResult result = bench::run_load(load, requests);
   auto after = server_histograms(load.target);
+  // Audio metrics for speech and for chats that ask for audio or get it (an omni pipeline's
+  // default); text metrics unless nothing but audio was asked for.
+  const bool chat_audio = chat && (has(chat_out.modalities, "audio") ||
+                                   std::any_of(result.outcomes.begin(), result.outcomes.end(),
+                                               [](const bench::RequestOutcome& o) { return o.audio_chunks > 0; }));
+  const bool audio_only = chat && !chat_out.modalities.empty() && !has(chat_out.modalities, "text");
   bench::ReportContext context{base_url,           flags.endpoint,        model,       flags.num_prompts,
-                               flags.request_rate, flags.max_concurrency, percentiles, speech};
+                               flags.request_rate, flags.max_concurrency, percentiles, !speech && !audio_only,
+                               speech || chat_audio};
   Json report = bench::make_report(context, result);
   if (before && after) report["server_time"] = bench::histogram_deltas(*before, *after);
   std::fputs(bench::format_report(report, percentiles).c_str(), stdout);
@@ -319,11 +384,29 @@ Command bench_command() {
                 ->add_option("--metric-percentiles", flags->metric_percentiles,
                              "Comma-separated percentiles to report, e.g. 50,90,99")
                 ->capture_default_str();
-            serve->add_option("--extra-request-body", flags->extra_request_body,
-                              "JSON object merged into every request body");
+            serve->add_option("--extra-body,--extra-request-body", flags->extra_request_body,
+                              "JSON object merged into every request body (its top-level keys replace the "
+                              "generated ones), e.g. a chat's per-stage '{\"sampling_params_list\": [{}, "
+                              "{\"max_tokens\": 200}, {}]}'");
             serve->add_option("--request-timeout", flags->request_timeout, "Seconds a read or write may take")
                 ->capture_default_str();
-            serve->add_option("--voice", flags->voice, "Speech: the voice of every request (default: the server's)");
+            serve->add_option("--voice", flags->voice,
+                              "Speech, or chat with audio output (audio.voice): the voice of every request "
+                              "(default: the server's)");
+            serve
+                ->add_option("--modalities", flags->modalities,
+                             "Chat: the output modalities to ask for, comma-separated: text, audio or text,audio "
+                             "(default: the field is not sent; an omni pipeline then answers with all it has)")
+                ->delimiter(',')
+                ->check(CLI::IsMember({"text", "audio"}));
+            serve
+                ->add_option("--audio-format", flags->audio_format,
+                             "Chat with audio output: audio.format, wav or pcm (default: not sent, the server's wav)")
+                ->check(CLI::IsMember({"wav", "pcm", "pcm16"}));
+            serve
+                ->add_option("--pcm-sample-rate", flags->pcm_sample_rate,
+                             "Chat with --audio-format pcm: the rate its headerless samples are counted at")
+                ->capture_default_str();
             serve
                 ->add_option("--ref-audio", flags->ref_audio,
                              "Speech: clone the voice of this audio file (task_type Base, sent inline); repeat "

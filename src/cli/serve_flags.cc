@@ -121,6 +121,11 @@ std::vector<FlagSpec> make_specs() {
        .default_value = "auto",
        .choices = {"auto", "half", "float16", "bfloat16", "float", "float32"},
        .help = "Weight and activation dtype"},
+      {.name = "--load-format",
+       .target = T::kStage,
+       .choices = {"auto", "safetensors", "dummy"},
+       .help = "How to load the weights: auto or safetensors (the checkpoint's files), or dummy (random "
+               "weights made on the device from config.json's shapes; the folder needs no safetensors)"},
       {.name = "--quantization", .alternatives = {"-q"}, .target = T::kStage, .help = "Weight quantization method"},
       {.name = "--seed", .kind = K::kInt, .target = T::kStage, .default_value = 0, .help = "Random seed"},
       {.name = "--max-model-len",

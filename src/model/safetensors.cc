@@ -123,6 +123,11 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 
 Checkpoint Checkpoint::open(const std::filesystem::path& dir) { return open(dir, "model"); }
 
+bool Checkpoint::has_files(const std::filesystem::path& dir, const std::string& stem) {
+  return std::filesystem::exists(dir / (stem + ".safetensors.index.json")) ||
+         std::filesystem::exists(dir / (stem + ".safetensors"));
+}
+
 Checkpoint Checkpoint::open(const std::filesystem::path& dir, const std::string& stem) {
   Checkpoint c;
   c.dir_ = dir;

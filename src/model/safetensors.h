@@ -56,6 +56,9 @@ class Checkpoint {
   // The same for files named `stem`.safetensors(.index.json): diffusers names its models'
   // weights "diffusion_pytorch_model".
   static Checkpoint open(const std::filesystem::path& dir, const std::string& stem);
+  // Whether `dir` holds `stem`.safetensors or its index: a folder without them serves only with
+  // random weights (`--load-format dummy`), and the optional towers a loader looks for are absent.
+  static bool has_files(const std::filesystem::path& dir, const std::string& stem = "model");
 
   // A checkpoint without files for `dir`'s config.json (vLLM's `--load-format dummy`): it holds
   // every tensor a loader asks for, of the shape it asks for, with values made on the destination

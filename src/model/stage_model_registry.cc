@@ -80,9 +80,18 @@ std::unique_ptr<DiffusionModel> StageModels::create_diffusion(std::string_view n
   return create(diffusion, config::ExecutionType::kDiffusion, name, args);
 }
 
+void require_checkpoint_weights(const StageModelArgs& args, std::string_view stage_model) {
+  if (!args.random_weights) return;
+  throw_error(ErrorCode::kUnsupported,
+              "stage {}: load_format dummy (random weights) is not implemented for stage model {}; it loads the "
+              "checkpoint's safetensors (load_format auto)",
+              args.stage_id, stage_model);
+}
+
 void register_causal_lm_stage_models(StageModels& models) {
   models.ar.add("causal_lm", [](const StageModelArgs& args) {
-    return builtin_model_registry().create_causal_lm(args.model_dir, {.device = args.device, .dtype = args.dtype});
+    return builtin_model_registry().create_causal_lm(
+        args.model_dir, {.device = args.device, .dtype = args.dtype, .random_weights = args.random_weights});
   });
 }
 

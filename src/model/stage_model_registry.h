@@ -48,7 +48,14 @@ struct StageModelArgs {
   std::optional<tensor::DType> dtype;  // nullopt: auto (model/model_dtype.h)
   int stage_id = 0;                    // for messages
   Json engine_args = Json::object();   // every engine argument, for the options a model reads
+  // load_format dummy: random weights made on the device from config.json's shapes
+  // (Checkpoint::random); the folder needs no safetensors. A stage model that cannot make them
+  // refuses with require_checkpoint_weights.
+  bool random_weights = false;
 };
+
+// Throws omni::Error(kUnsupported) naming `stage_model` when `args` asks for random weights.
+void require_checkpoint_weights(const StageModelArgs& args, std::string_view stage_model);
 
 // Reads what the checkpoint in `model_dir` says about itself, without loading weights. Throws
 // omni::Error(kLoadFailed) naming the file and field that is malformed.

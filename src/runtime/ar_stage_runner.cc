@@ -13,6 +13,7 @@
 #include "engine/tokenizer_detokenizer.h"
 #include "model/embedding_input_lm.h"
 #include "model/hf_config.h"
+#include "model/model_registry.h"
 #include "model/stage_model_registry.h"
 #include "runtime/engine_args.h"
 #include "runtime/tensor_parallel_model.h"
@@ -51,6 +52,15 @@ std::unique_ptr<model::CausalLm> load_model(const EngineArgs& args, const tensor
   const std::optional<std::string> name = args.optional<std::string>("stage_model");
   const int ranks = args.tensor_parallel_size();
   if (name && ranks == 1) return model::builtin_stage_models().create_ar(*name, args.stage_model_args());
+  if (args.random_weights()) {
+    if (ranks > 1) {
+      throw_error(ErrorCode::kUnsupported,
+                  "stage {}: load_format dummy (random weights) with tensor_parallel_size {} is not implemented",
+                  args.stage_id(), ranks);
+    }
+    return model::builtin_model_registry().create_causal_lm(
+        args.model_dir(), {.device = device, .dtype = args.dtype(), .random_weights = true, .engine_args = args.json()});
+  }
   return load_tensor_parallel_lm(args.model_dir(),
                                  {.size = ranks, .device = device, .dtype = args.dtype(), .engine_args = args.json()});
 }

@@ -47,6 +47,14 @@ std::optional<tensor::DType> EngineArgs::dtype() const {
                                   fmt::format("stage {} engine argument dtype", stage_id_));
 }
 
+bool EngineArgs::random_weights() const {
+  const std::string format = value_or<std::string>("load_format", "auto");
+  if (format == "dummy") return true;
+  if (format == "auto" || format == "safetensors") return false;
+  throw_error(ErrorCode::kInvalidConfig, "stage {}: load_format '{}': allowed values are auto, safetensors, dummy",
+              stage_id_, format);
+}
+
 int EngineArgs::tensor_parallel_size() const {
   const int size = value_or("tensor_parallel_size", 1);
   if (size < 1) {
@@ -88,6 +96,7 @@ model::StageModelArgs EngineArgs::stage_model_args() const {
   out.dtype = dtype();
   out.stage_id = stage_id_;
   out.engine_args = args_;
+  out.random_weights = random_weights();
   return out;
 }
 

@@ -68,6 +68,10 @@ class EngineArgs {
   tensor::Device device() const;
   // "dtype" (default "auto": nullopt), parsed with model::parse_model_dtype.
   std::optional<tensor::DType> dtype() const;
+  // "load_format" (default "auto"): true for "dummy" (random weights, model::StageModelArgs),
+  // false for "auto" and "safetensors"; kInvalidConfig naming the stage and the allowed values
+  // otherwise.
+  bool random_weights() const;
   // "tensor_parallel_size" (default 1); kInvalidConfig when below 1.
   int tensor_parallel_size() const;
   // "stage_model" (required): the registered stage model that implements the stage.

@@ -163,6 +163,8 @@ BenchRequest make_request(const DatasetEntry& entry, const RequestShape& shape, 
                   "/v1/chat/completions needs text prompts; use --prompt-format text or a dataset of texts");
     }
     body["max_completion_tokens"] = entry.output_len;
+    if (!shape.modalities.empty()) body["modalities"] = shape.modalities;
+    if (!shape.chat_audio.empty()) body["audio"] = shape.chat_audio;
   } else {
     if (entry.is_chat_messages) {
       throw_error(ErrorCode::kInvalidArgument, "a dataset of chat 'messages' needs --endpoint /v1/chat/completions");

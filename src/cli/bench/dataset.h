@@ -47,7 +47,11 @@ struct RequestShape {
   // Speech: voice-clone fields (voice_clone_fields), request i taking clones[i % size]; empty =
   // no cloning.
   std::vector<Json> clones;
-  Json extra_body = Json::object();  // merged over the generated fields
+  // Chat: the output modalities asked for ("modalities"; empty: the field is not sent) and OpenAI's
+  // `audio` object ({voice, format}; empty: not sent).
+  std::vector<std::string> modalities;
+  Json chat_audio = Json::object();
+  Json extra_body = Json::object();  // merged over the generated fields (top-level keys replace theirs)
 };
 
 // The fields of a voice-clone request (task_type Base) for the reference audio file `ref_audio`:

@@ -67,11 +67,37 @@ class SseMeter : public ResponseMeter {
   std::string pending_;
 };
 
-// Times the chunks of a completions or chat stream that carry output text.
+// Counts the audio of a chat's audio chunks, each piece a file of its own (a WAV file with its
+// header, or headerless 16-bit mono PCM).
+class ChatAudioPieces {
+ public:
+  explicit ChatAudioPieces(const LoadOptions& options)
+      : pcm_(options.chat_audio_format == "pcm"), rate_(options.pcm_sample_rate) {}
+
+  // Seconds of audio in one piece; sets `error` when it is not audio the benchmark can count.
+  double seconds(std::string_view piece, std::string& error) const {
+    if (pcm_) return static_cast<double>(piece.size() / 2) / rate_;
+    WavStreamMeter wav;
+    wav.feed(piece);
+    if (!wav.error().empty()) {
+      error = wav.error() + " (bench serve counts chat audio in --audio-format wav or pcm)";
+      return 0;
+    }
+    if (!wav.in_samples()) error = "a chat audio piece ends inside its WAV header";
+    return wav.seconds();
+  }
+
+ private:
+  bool pcm_;
+  int rate_;
+};
+
+// Times the chunks of a completions or chat stream that carry output text, and a chat's chunks
+// with modality "audio" (delta.content: a base64 audio piece).
 class TextSseMeter final : public SseMeter {
  public:
-  TextSseMeter(bool chat, Clock::time_point start, RequestOutcome& outcome)
-      : chat_(chat), start_(start), out_(outcome) {}
+  TextSseMeter(bool chat, const LoadOptions& options, Clock::time_point start, RequestOutcome& outcome)
+      : chat_(chat), audio_(options), start_(start), out_(outcome) {}
 
   bool done() const override { return done_; }
   void finish(RequestOutcome& out) const override {
@@ -101,6 +127,7 @@ class TextSseMeter final : public SseMeter {
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;
     const Json& choice = choices->front();
+    if (chat_ && chunk.value("modality", "text") == "audio") return on_audio(choice, now);
     std::string text;
     if (chat_) {
       auto delta = choice.find("delta");
@@ -118,11 +145,33 @@ class TextSseMeter final : public SseMeter {
       out_.itl_s.push_back(t - last_);
     }
     last_ = t;
+    out_.text_end_s = t;
     ++chunks_;
     out_.generated_text += text;
   }
 
+  void on_audio(const Json& choice, Clock::time_point now) {
+    auto delta = choice.find("delta");
+    if (delta == choice.end() || !delta->is_object()) return;
+    auto content = delta->find("content");
+    if (content == delta->end() || !content->is_string() || content->get_ref<const std::string&>().empty()) return;
+    std::string piece;
+    try {
+      piece = base64_decode(content->get<std::string>());
+    } catch (const Error& e) {
+      if (out_.error.empty()) out_.error = fmt::format("a chat audio chunk with invalid base64: {}", e.what());
+      return;
+    }
+    std::string error;
+    const double seconds = audio_.seconds(piece, error);
+    if (!error.empty() && out_.error.empty()) out_.error = error;
+    if (seconds <= 0) return;
+    if (out_.audio_chunks++ == 0) out_.ttfp_s = std::chrono::duration<double>(now - start_).count();
+    out_.audio_s += seconds;
+  }
+
   bool chat_;
+  ChatAudioPieces audio_;
   Clock::time_point start_;
   RequestOutcome& out_;
   bool done_ = false;
@@ -145,12 +194,13 @@ class AudioPackets {
     }
     double t = std::chrono::duration<double>(now - start_).count();
     if (packets_ == 0) {
-      out_.ttft_s = t;
+      out_.ttft_s = out_.ttfp_s = t;
     } else {
       out_.itl_s.push_back(t - last_);
     }
     last_ = t;
     ++packets_;
+    out_.audio_chunks = packets_;
   }
   bool has_header() const { return wav_.in_samples(); }
   void finish(RequestOutcome& out) const { out.audio_s = wav_.seconds(); }
@@ -222,18 +272,19 @@ class SpeechSseMeter final : public SseMeter {
   std::optional<int> input_tokens_;
 };
 
-std::unique_ptr<ResponseMeter> make_meter(StreamKind kind, Clock::time_point start, RequestOutcome& outcome) {
-  switch (kind) {
+std::unique_ptr<ResponseMeter> make_meter(const LoadOptions& options, Clock::time_point start,
+                                          RequestOutcome& outcome) {
+  switch (options.stream) {
     case StreamKind::kCompletions:
-      return std::make_unique<TextSseMeter>(false, start, outcome);
+      return std::make_unique<TextSseMeter>(false, options, start, outcome);
     case StreamKind::kChat:
-      return std::make_unique<TextSseMeter>(true, start, outcome);
+      return std::make_unique<TextSseMeter>(true, options, start, outcome);
     case StreamKind::kSpeechAudio:
       return std::make_unique<AudioBodyMeter>(start, outcome);
     case StreamKind::kSpeechSse:
       return std::make_unique<SpeechSseMeter>(start, outcome);
   }
-  throw_error(ErrorCode::kInternal, "unknown stream kind {}", static_cast<int>(kind));
+  throw_error(ErrorCode::kInternal, "unknown stream kind {}", static_cast<int>(options.stream));
 }
 
 class LoadGenerator;
@@ -418,7 +469,7 @@ void Exchange::on_written(beast::error_code ec) {
   if (ec) return finish(ec);
   parser_.emplace();
   parser_->body_limit(boost::none);
-  meter_ = make_meter(generator_.options_.stream, sent_, out_);
+  meter_ = make_meter(generator_.options_, sent_, out_);
   // The parser keeps a reference to the callback: it lives in this Exchange, as the parser does.
   on_chunk_ = [this](std::uint64_t, beast::string_view body, beast::error_code&) -> std::size_t {
     meter_->feed(std::string_view(body.data(), body.size()));

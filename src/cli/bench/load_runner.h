@@ -1,7 +1,8 @@
 // The load generator of `omnistage bench serve`: sends prepared OpenAI requests to a server with
 // streaming on, on one thread with many keep-alive connections (Asio), at a Poisson request
 // rate and under a concurrency limit, and times every streamed chunk: text chunks of completions,
-// packets of audio of /v1/audio/speech.
+// packets of audio of /v1/audio/speech, and both of a chat with audio output (vLLM-Omni's chunks
+// with modality "text" or "audio").
 //
 // Threads: run_load() blocks the calling thread, which it uses as the only I/O thread.
 #pragma once
@@ -23,7 +24,7 @@ struct BenchRequest {
 // What an endpoint streams back, and so how a response is read and timed.
 enum class StreamKind {
   kCompletions,  // SSE, choices[0].text
-  kChat,         // SSE, choices[0].delta.content
+  kChat,         // SSE, choices[0].delta.content; chunks with modality "audio": base64 audio files
   kSpeechAudio,  // /v1/audio/speech stream_format "audio": a chunked WAV body
   kSpeechSse,    // /v1/audio/speech stream_format "sse": speech.audio.delta events of base64 WAV
 };
@@ -34,8 +35,11 @@ struct RequestOutcome {
   double start_s = 0;         // send time, seconds after the benchmark started
   double ttft_s = 0;          // first chunk with output text (speech: with audio samples, the TTFP)
   double latency_s = 0;       // until the stream ended
-  std::vector<double> itl_s;  // gaps between successive chunks with output text (or audio)
-  double audio_s = 0;         // speech: seconds of audio received
+  std::vector<double> itl_s;  // gaps between successive chunks with output text (speech: of audio)
+  double text_end_s = 0;      // the last chunk with output text (0: none)
+  double ttfp_s = 0;          // the first chunk with audio samples (speech, chat with audio; 0: none)
+  double audio_s = 0;         // seconds of audio received (speech, chat with audio)
+  int audio_chunks = 0;       // chunks with audio samples
   int prompt_len = 0;
   int output_tokens = 0;  // usage.completion_tokens, else the number of chunks with text
   std::string generated_text;
@@ -56,6 +60,10 @@ struct LoadOptions {
   std::optional<int> max_concurrency;
   uint64_t seed = 0;
   double request_timeout_s = 600;  // per read or write
+  // kChat: the format of the audio pieces (the request's audio.format): "wav" (each piece a WAV
+  // file with its header) or "pcm" (16-bit mono samples at pcm_sample_rate).
+  std::string chat_audio_format = "wav";
+  int pcm_sample_rate = 24000;
 };
 
 struct LoadResult {

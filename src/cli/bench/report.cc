@@ -45,11 +45,11 @@ void add_speech_metrics(Json& report, const LoadResult& result, const std::vecto
   for (const RequestOutcome& outcome : result.outcomes) {
     const bool ok = outcome.success && outcome.audio_s > 0;
     durations.push_back(outcome.success ? outcome.audio_s : 0.0);
-    ttfp_list.push_back(ok ? outcome.ttft_s : 0.0);
+    ttfp_list.push_back(ok ? outcome.ttfp_s : 0.0);
     rtf_list.push_back(ok ? outcome.latency_s / outcome.audio_s : 0.0);
     if (!ok) continue;
     total_audio += outcome.audio_s;
-    ttfps.push_back(outcome.ttft_s);
+    ttfps.push_back(outcome.ttfp_s);
     rtfs.push_back(outcome.latency_s / outcome.audio_s);
   }
   report["total_audio_duration_s"] = total_audio;
@@ -91,7 +91,9 @@ Json make_report(const ReportContext& context, const LoadResult& result) {
     total_output += outcome.output_tokens;
     ttfts.push_back(outcome.ttft_s);
     latencies.push_back(outcome.latency_s);
-    if (outcome.output_tokens > 1) tpots.push_back((outcome.latency_s - outcome.ttft_s) / (outcome.output_tokens - 1));
+    // With audio after it, the text's own end (see make_report).
+    const double text_end = outcome.audio_chunks > 0 && outcome.text_end_s > 0 ? outcome.text_end_s : outcome.latency_s;
+    if (outcome.output_tokens > 1) tpots.push_back((text_end - outcome.ttft_s) / (outcome.output_tokens - 1));
     itls.insert(itls.end(), outcome.itl_s.begin(), outcome.itl_s.end());
   }
   double duration = result.duration_s > 0 ? result.duration_s : 1e-9;
@@ -117,13 +119,12 @@ Json make_report(const ReportContext& context, const LoadResult& result) {
                  {"request_throughput", completed / duration},
                  {"output_throughput", total_output / duration},
                  {"total_token_throughput", (total_input + total_output) / duration}};
-  if (context.speech) {
-    add_speech_metrics(report, result, context.percentiles);
-  } else {
+  if (context.text_metrics) {
     add_stats(report, "ttft", ttfts, context.percentiles);
     add_stats(report, "tpot", tpots, context.percentiles);
     add_stats(report, "itl", itls, context.percentiles);
   }
+  if (context.audio_metrics) add_speech_metrics(report, result, context.percentiles);
   add_stats(report, "e2el", latencies, context.percentiles);
   report["input_lens"] = std::move(input_lens);
   report["output_lens"] = std::move(output_lens);
@@ -145,18 +146,17 @@ std::string format_report(const Json& r, const std::vector<double>& percentiles)
   if (!r["max_concurrency"].is_null())
     line("Maximum request concurrency:", std::to_string(r["max_concurrency"].get<int>()));
   line("Benchmark duration (s):", num(r["duration"]));
-  const bool speech = r.contains("audio_throughput");
+  const bool audio = r.contains("audio_throughput");
+  const bool text = r.contains("mean_ttft_ms");
   line("Total input tokens:", std::to_string(r["total_input_tokens"].get<int64_t>()));
-  if (speech) {
-    line("Total audio duration (s):", num(r["total_audio_duration_s"]));
-    line("Request throughput (req/s):", num(r["request_throughput"]));
-    line("Audio throughput (audio-s/s):", num(r["audio_throughput"]));
-  } else {
-    line("Total generated tokens:", std::to_string(r["total_output_tokens"].get<int64_t>()));
-    line("Request throughput (req/s):", num(r["request_throughput"]));
+  if (text) line("Total generated tokens:", std::to_string(r["total_output_tokens"].get<int64_t>()));
+  if (audio) line("Total audio duration (s):", num(r["total_audio_duration_s"]));
+  line("Request throughput (req/s):", num(r["request_throughput"]));
+  if (text) {
     line("Output token throughput (tok/s):", num(r["output_throughput"]));
     line("Total token throughput (tok/s):", num(r["total_token_throughput"]));
   }
+  if (audio) line("Audio throughput (audio-s/s):", num(r["audio_throughput"]));
   struct Section {
     const char* key;
     const char* title;
@@ -164,13 +164,14 @@ std::string format_report(const Json& r, const std::vector<double>& percentiles)
     const char* unit;  // the key's suffix and the label's unit
   };
   std::vector<Section> sections;
-  if (speech) {
-    sections = {Section{"ttfp", "Time to First Audio Packet", "TTFP", "ms"},
-                Section{"rtf", "Real-time Factor (E2E / audio duration)", "RTF", ""}};
-  } else {
+  if (text) {
     sections = {Section{"ttft", "Time to First Token", "TTFT", "ms"},
                 Section{"tpot", "Time per Output Token (excl. 1st token)", "TPOT", "ms"},
                 Section{"itl", "Inter-token Latency", "ITL", "ms"}};
+  }
+  if (audio) {
+    sections.push_back(Section{"ttfp", "Time to First Audio Packet", "TTFP", "ms"});
+    sections.push_back(Section{"rtf", "Real-time Factor (E2E / audio duration)", "RTF", ""});
   }
   sections.push_back(Section{"e2el", "End-to-end Latency", "E2EL", "ms"});
   for (const Section& s : sections) {

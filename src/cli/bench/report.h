@@ -21,16 +21,21 @@ struct ReportContext {
   double request_rate = 0;  // <= 0 or infinity: "inf"
   std::optional<int> max_concurrency;
   std::vector<double> percentiles = {99};  // --metric-percentiles
-  bool speech = false;                     // /v1/audio/speech: audio metrics instead of token ones
+  bool text_metrics = true;                // TTFT, TPOT, ITL (not for /v1/audio/speech or audio-only chats)
+  bool audio_metrics = false;              // TTFP, RTF, audio seconds (speech, chats with audio output)
 };
 
 // Summary numbers plus the per-request arrays (input_lens, output_lens, ttfts, itls, errors…).
 // TPOT per request is (latency - ttft) / (output_tokens - 1), over requests with more than one
 // output token; ITL pools every gap of every request. Times are in milliseconds.
-// Speech (context.speech): instead of TTFT/TPOT/ITL, the time to first audio packet (ttfp), the
+// Audio (context.audio_metrics: /v1/audio/speech, where they replace TTFT/TPOT/ITL, and chats with
+// audio output, where they come beside them): the time to first audio packet (ttfp), the
 // real-time factor per request (rtf = E2E latency / seconds of audio received, over requests with
 // audio), total_audio_duration_s, audio_throughput (audio seconds per wall-clock second of the
-// run) and the per-request arrays audio_durations, ttfps and rtfs.
+// run) and the per-request arrays audio_durations, ttfps and rtfs. In a chat with audio the text
+// ends before the audio does, so TPOT there runs from the first to the last text chunk
+// (RequestOutcome::text_end_s) rather than to the end of the stream; the per-request
+// "ttfts" are the first text chunk's.
 Json make_report(const ReportContext& context, const LoadResult& result);
 
 // The human-readable table printed after a run; with the server's own times when the report has

@@ -43,7 +43,8 @@ qwen3_tts::CodecDecoderConfig parse_code2wav_config(const Json& config, const st
   return qwen3_tts::parse_codec_decoder_config(fields, defaults, file, "code2wav_config.");
 }
 
-std::unique_ptr<qwen3_tts::CodecDecoder> load_code2wav(const std::filesystem::path& dir, tensor::Device device) {
+std::unique_ptr<qwen3_tts::CodecDecoder> load_code2wav(const std::filesystem::path& dir, tensor::Device device,
+                                                       bool random_weights) {
   const std::filesystem::path path = dir / "config.json";
   qwen3_tts::CodecDecoderConfig config = parse_code2wav_config(read_json_file(path), path.string());
   qwen3_tts::CodecDecoderLayout layout;
@@ -51,7 +52,8 @@ std::unique_ptr<qwen3_tts::CodecDecoder> load_code2wav(const std::filesystem::pa
   layout.prefix = "code2wav.";
   layout.residual_vq = false;
   layout.trim_transposed_left = true;
-  return qwen3_tts::CodecDecoder::load(Checkpoint::open(dir), std::move(config), layout, device);
+  return qwen3_tts::CodecDecoder::load(random_weights ? Checkpoint::random(dir, 0) : Checkpoint::open(dir),
+                                       std::move(config), layout, device);
 }
 
 }  // namespace omni::model::qwen3_omni

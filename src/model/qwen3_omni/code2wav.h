@@ -27,8 +27,10 @@ qwen3_tts::CodecDecoderConfig parse_code2wav_config(const Json& config, const st
 
 // The code2wav of the checkpoint in `dir` (config.json and the code2wav.* tensors of its
 // model.safetensors or shards, BF16 as released or F32), on `device`. Errors: kNotFound, kLoadFailed
-// naming the file and the tensor or field, as CodecDecoder::load.
+// naming the file and the tensor or field, as CodecDecoder::load. `random_weights`: random
+// code2wav.* tensors instead (Checkpoint::random, load_format dummy); only config.json is read.
 std::unique_ptr<qwen3_tts::CodecDecoder> load_code2wav(const std::filesystem::path& dir,
-                                                       tensor::Device device = tensor::Device::cpu());
+                                                       tensor::Device device = tensor::Device::cpu(),
+                                                       bool random_weights = false);
 
 }  // namespace omni::model::qwen3_omni

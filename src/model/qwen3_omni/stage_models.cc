@@ -32,7 +32,10 @@ void register_qwen3_omni_stage_models(StageModels& models) {
       std::string(qwen3_omni::kThinkerStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
         return qwen3_omni::load_thinker(args.model_dir, read_json_file(args.model_dir / "config.json"),
-                                        {.device = args.device, .dtype = args.dtype, .engine_args = args.engine_args});
+                                        {.device = args.device,
+                                         .dtype = args.dtype,
+                                         .random_weights = args.random_weights,
+                                         .engine_args = args.engine_args});
       },
       [](const std::filesystem::path& dir) {
         // The thinker reads chat audio at its feature extractor's rate when it has an audio tower.
@@ -53,7 +56,8 @@ void register_qwen3_omni_stage_models(StageModels& models) {
   models.ar.add(
       std::string(qwen3_omni::kTalkerStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
-        return std::make_unique<qwen3_omni::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
+        return std::make_unique<qwen3_omni::TalkerStageModel>(args.model_dir, args.engine_args, args.device,
+                                                              args.random_weights);
       },
       [](const std::filesystem::path& dir) {
         ModelFacts facts;
@@ -63,7 +67,7 @@ void register_qwen3_omni_stage_models(StageModels& models) {
   models.generation.add(
       std::string(qwen3_omni::kCode2WavStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<StreamingDecoderStage> {
-        return std::make_unique<Code2WavStage>(qwen3_omni::load_code2wav(args.model_dir, args.device));
+        return std::make_unique<Code2WavStage>(qwen3_omni::load_code2wav(args.model_dir, args.device, args.random_weights));
       },
       [](const std::filesystem::path& dir) {
         ModelFacts facts;

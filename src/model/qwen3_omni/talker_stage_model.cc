@@ -60,9 +60,10 @@ struct TalkerStageModel::Request final : qwen3_tts::TalkerStream {
   int64_t rows() const { return static_cast<int64_t>(ids.size()); }
 };
 
-TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device)
+TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device,
+                                   bool random_weights)
     : config_(read_talker_config(dir)) {
-  talker_ = std::make_unique<qwen3_tts::Talker>(dir, config_.talker, device);
+  talker_ = std::make_unique<qwen3_tts::Talker>(dir, config_.talker, device, random_weights);
   steps_ = std::make_unique<qwen3_tts::TalkerSteps>(*talker_, "Qwen3-Omni talker");
   frame_steps_ = flag(engine_args, "code_predictor_frame_steps");
   decode_steps_ = flag(engine_args, "talker_decode_steps");

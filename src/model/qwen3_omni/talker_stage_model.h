@@ -36,8 +36,10 @@ inline constexpr std::string_view kTalkerStageModel = "qwen3_omni_talker";
 
 class TalkerStageModel final : public EmbeddingInputLm {
  public:
-  // Loads the talker of `dir`; throws what the loaders throw (kNotFound, kLoadFailed).
-  TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device);
+  // Loads the talker of `dir` (random weights: load_format dummy, qwen3_tts::Talker); throws what
+  // the loaders throw (kNotFound, kLoadFailed).
+  TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device,
+                   bool random_weights = false);
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override { return talker_->kv_bytes_per_block(); }

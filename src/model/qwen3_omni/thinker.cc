@@ -147,7 +147,7 @@ bool has_audio_input(const std::filesystem::path& dir) {
       !std::filesystem::exists(dir / "processor_config.json")) {
     return false;
   }
-  return Checkpoint::open(dir).contains("thinker.audio_tower.conv2d1.weight");
+  return Checkpoint::has_files(dir) && Checkpoint::open(dir).contains("thinker.audio_tower.conv2d1.weight");
 }
 
 Thinker::Thinker(const std::filesystem::path& dir, const Json& config, const CausalLmLoadOptions& options)

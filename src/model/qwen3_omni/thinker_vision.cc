@@ -36,7 +36,7 @@ bool has_vision_input(const std::filesystem::path& dir) {
       !std::filesystem::exists(dir / "processor_config.json")) {
     return false;
   }
-  return Checkpoint::open(dir).contains("thinker.visual.patch_embed.proj.weight");
+  return Checkpoint::has_files(dir) && Checkpoint::open(dir).contains("thinker.visual.patch_embed.proj.weight");
 }
 
 ThinkerVision::ThinkerVision(const std::filesystem::path& dir, const Json& config)

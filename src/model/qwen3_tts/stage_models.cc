@@ -110,6 +110,7 @@ std::optional<SpeakerEncoderModel> load_speaker_encoder(const std::filesystem::p
 }
 
 std::unique_ptr<StreamingDecoderStage> load_code2wav_stage(const StageModelArgs& args) {
+  require_checkpoint_weights(args, kCode2WavStageModel);
   return std::make_unique<Code2WavStage>(CodecDecoder::load(args.model_dir / "speech_tokenizer", args.device));
 }
 
@@ -121,6 +122,7 @@ void register_qwen3_tts_stage_models(StageModels& models) {
   models.ar.add(
       std::string(qwen3_tts::kTalkerStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
+        require_checkpoint_weights(args, qwen3_tts::kTalkerStageModel);
         return std::make_unique<qwen3_tts::TalkerStageModel>(args.model_dir, args.engine_args, args.device);
       },
       qwen3_tts::describe_checkpoint);

@@ -44,14 +44,15 @@ bool record_step(tensor::Device device, bool capture_graphs, tensor::DeviceGraph
 
 }  // namespace
 
-Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device)
+Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device, bool random_weights)
     : config_(std::move(config)),
       talker_(dir, config_.talker, kQwen3Layer,
-              DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false}, {.device = device}),
+              DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false},
+              {.device = device, .random_weights = random_weights}),
       predictor_(dir, config_.code_predictor, kQwen3Layer,
                  DecoderWeights{.prefix = "talker.code_predictor.model.", .has_embedding_and_head = false},
-                 {.device = device}) {
-  const Checkpoint ckpt = Checkpoint::open(dir);
+                 {.device = device, .random_weights = random_weights}) {
+  const Checkpoint ckpt = random_weights ? Checkpoint::random(dir, 0) : Checkpoint::open(dir);
   const int64_t h = config_.talker.hidden_size, h_cp = config_.code_predictor.hidden_size;
   const int64_t vocab = config_.talker.vocab_size, codebook = config_.code_predictor.vocab_size;
   const int64_t text_hidden = config_.text_hidden_size;
@@ -70,7 +71,8 @@ Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::De
   if (config_.hidden_projection) hidden_projection_ = load_projection(ckpt, "talker.hidden_projection");
   // 1.7B: the predictor is narrower than the talker and every predictor input goes through this
   // projection; 0.6B has equal widths and no tensor (an identity).
-  if (ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight") || h != h_cp) {
+  // (A random checkpoint holds every name: there the widths decide.)
+  if ((!ckpt.is_random() && ckpt.contains("talker.code_predictor.small_to_mtp_projection.weight")) || h != h_cp) {
     mtp_projection_w_ = on_device(ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.weight", {h_cp, h}));
     mtp_projection_b_ = on_device(ckpt.load_f32("talker.code_predictor.small_to_mtp_projection.bias", {h_cp}));
   }

@@ -32,7 +32,10 @@ namespace omni::model::qwen3_tts {
 
 class Talker {
  public:
-  Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device = tensor::Device::cpu());
+  // `random_weights`: every tensor random (Checkpoint::random, load_format dummy), the folder
+  // needs only config.json.
+  Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device = tensor::Device::cpu(),
+         bool random_weights = false);
 
   const TalkerConfig& config() const { return config_; }
   int hidden_size() const { return config_.talker.hidden_size; }
