@@ -735,6 +735,7 @@ void ArEngine::keep_downstream_rows(const SchedulerOutput& plan) {
     rows.hidden_size = static_cast<int>(hidden);
     rows.embeddings = c.downstream_embeddings;
     rows.hidden = c.downstream_hidden;
+    if (rows.first_position == 0 && c.request.media) rows.prompt_positions = c.request.media->mrope_positions;
     step_outputs_[row] = model_.encode_downstream_rows(rows);
     c.downstream_ids.clear();
     c.downstream_embeddings.clear();

@@ -116,6 +116,9 @@ struct DownstreamRows {
   int hidden_size = 0;
   std::span<const float> embeddings;  // [token_ids.size(), hidden_size]: each row's input embedding
   std::span<const float> hidden;      // [token_ids.size(), hidden_size]: downstream_layer()'s output
+  // With first_position 0, the prompt's M-RoPE streams [3 * prompt_length] (all t, then h, then w;
+  // MultimodalPrompt::mrope_positions) when they are not the plain positions; else empty.
+  std::span<const float> prompt_positions;
 };
 
 struct CausalLmInfo {

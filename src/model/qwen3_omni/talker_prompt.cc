@@ -1,6 +1,7 @@
 #include "model/qwen3_omni/talker_prompt.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <vector>
 
@@ -64,6 +65,41 @@ TalkerPromptSize talker_prompt_size(const TalkerConfig& config, std::span<const 
   size.rows += 9;
   size.thinker_rows = segments.back().begin + 4;
   return size;
+}
+
+TalkerPositions talker_positions(const TalkerConfig& config, std::span<const int32_t> prompt,
+                                 std::span<const float> thinker_streams) {
+  TalkerPositions out;
+  if (thinker_streams.empty()) return out;
+  const size_t n = prompt.size();
+  if (thinker_streams.size() != 3 * n) {
+    throw_error(ErrorCode::kInvalidArgument, "talker positions: {} thinker positions for a prompt of {} tokens (3 each)",
+                thinker_streams.size(), n);
+  }
+  const std::vector<Segment> segments = prompt_segments(config, prompt);
+  std::array<std::vector<float>, 3> streams;
+  float next = 0.0f;  // the position of the next text row: the largest so far + 1
+  for (size_t s = 0; s + 1 < segments.size(); ++s) {
+    if (segments[s].role != config.user_token_id) continue;
+    const auto begin = static_cast<size_t>(segments[s].begin), end = static_cast<size_t>(segments[s + 1].begin);
+    const float shift = thinker_streams[begin] - next;
+    float largest = next - 1.0f;
+    for (size_t p = begin; p < end; ++p) {
+      for (size_t k = 0; k < 3; ++k) {
+        const float value = thinker_streams[k * n + p] - shift;
+        streams[k].push_back(value);
+        largest = std::max(largest, value);
+      }
+    }
+    next = largest + 1.0f;
+  }
+  for (int r = 0; r < 9; ++r) {
+    for (auto& stream : streams) stream.push_back(next + static_cast<float>(r));
+  }
+  const size_t rows = streams[0].size();
+  for (const auto& stream : streams) out.streams.insert(out.streams.end(), stream.begin(), stream.end());
+  out.rope_delta = next + 9.0f - static_cast<float>(rows);
+  return out;
 }
 
 qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "model/qwen3_omni/talker_config.h"
 #include "model/qwen3_tts/prompt.h"
@@ -51,5 +52,22 @@ TalkerPromptSize talker_prompt_size(const TalkerConfig& config, std::span<const 
 
 qwen3_tts::TalkerPrompt build_talker_prompt(const qwen3_tts::Talker& talker, const TalkerConfig& config,
                                             const ThinkerRows& thinker, int32_t speaker_codec_id);
+
+// The talker prompt's M-RoPE streams, as transformers' talker computes them (get_rope_index over
+// the talker's own ids: its user turns' ids, then the assistant part's 9 text rows) when the
+// request has images or videos; text and audio alone give the plain positions, as for the
+// thinker. Derived from the thinker's streams of `prompt` (`thinker_streams`, [3 * prompt.size()],
+// all t, then h, then w; empty: plain): each kept user turn starts at a text token (its
+// <|im_start|>), which takes the largest position of the rows kept before it + 1 (0 for the first),
+// and the rest of the turn keeps its offsets from that token on every stream; the 9 assistant rows
+// follow one by one. `streams` is [3 * rows] for the talker prompt's rows (talker_prompt_size), and
+// decode steps take their index + rope_delta on all streams; both empty / 0 for plain positions.
+// Errors as talker_prompt_size, and kInvalidArgument for thinker_streams of another size.
+struct TalkerPositions {
+  std::vector<float> streams;
+  float rope_delta = 0.0f;
+};
+TalkerPositions talker_positions(const TalkerConfig& config, std::span<const int32_t> prompt,
+                                 std::span<const float> thinker_streams);
 
 }  // namespace omni::model::qwen3_omni

@@ -45,6 +45,7 @@ struct TalkerStageModel::Request final : qwen3_tts::TalkerStream {
   TalkerPromptSize size;
   std::vector<int32_t> ids;
   std::vector<float> embeddings, hidden, specials;
+  std::vector<float> thinker_positions;  // the thinker prompt's M-RoPE streams (empty: plain)
   // From the reply's first token on: the prompt and the text track so far (the reply's later rows,
   // then tts_eos once it is complete).
   bool built = false;
@@ -156,6 +157,7 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
       r.width = p.width;
       r.prompt_length = static_cast<size_t>(p.prompt_length);
       r.specials = std::move(p.specials);
+      r.thinker_positions = std::move(p.positions);
       r.size = talker_prompt_size(config_, std::span<const int32_t>(p.ids).first(r.prompt_length));
     }
     // Rows before the reply's second token build the prompt; the later ones are the text track.
@@ -174,6 +176,10 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
       rows.special_embeddings = matrix(r.specials, 3, r.width);
       rows.complete = false;
       r.prompt = build_talker_prompt(*talker_, config_, rows, r.speaker);
+      TalkerPositions positions = talker_positions(
+          config_, std::span<const int32_t>(r.ids).first(r.prompt_length), r.thinker_positions);
+      r.mrope_positions = std::move(positions.streams);
+      r.rope_delta = positions.rope_delta;
       r.built = true;
       r.embeddings = {};
       r.hidden = {};

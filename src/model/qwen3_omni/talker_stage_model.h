@@ -3,7 +3,8 @@
 // (thinker_payload.h) as they come: with async_chunk, one payload per thinker token through
 // add_input, so the talker starts while the thinker still writes; without, all of them at the
 // start. Its prompt (talker_prompt.h, built from the thinker's rows through the reply's first
-// token) is ready once those rows came; each later reply row is projected into the text track
+// token; with images or videos at the 3-D positions talker_positions derives from the thinker's)
+// is ready once those rows came; each later reply row is projected into the text track
 // as it comes, tts_eos after the last, tts_pad from then on; a decode step whose text row has not
 // come yet waits (ready()). Sync and async runs therefore feed the talker the same rows.
 //

@@ -4,11 +4,13 @@
 // token id and input embedding, and for the prompt's positions the hidden state after
 // accept_hidden_layer (the talker reads hidden states only at the prompt's media placeholders).
 // The payload that starts at position 0 also carries the thinker's embeddings of tts_bos, tts_eos
-// and tts_pad, which the talker's text track is made of.
+// and tts_pad, which the talker's text track is made of, and, for a prompt with images or videos,
+// its M-RoPE streams (the talker's own positions are derived from them).
 //
 // Bytes (little-endian, the host's): "QOTR", then int32 first_position, prompt_length, rows,
-// width, hidden_rows, special_rows; int32 ids[rows]; float32 embeddings[rows][width],
-// hidden[hidden_rows][width], specials[special_rows][width].
+// width, hidden_rows, special_rows, position_rows (0 or prompt_length); int32 ids[rows]; float32
+// embeddings[rows][width], hidden[hidden_rows][width], specials[special_rows][width],
+// positions[3][position_rows].
 #pragma once
 
 #include <cstdint>
@@ -27,10 +29,11 @@ struct ThinkerPayload {
   std::vector<float> embeddings;  // [ids.size(), width]
   std::vector<float> hidden;      // [rows of positions < prompt_length, width]
   std::vector<float> specials;    // [3, width] (tts_bos, tts_eos, tts_pad) from position 0 on, else empty
+  std::vector<float> positions;   // [3 * prompt_length] from position 0 on when not plain, else empty
 };
 
 // The payload of `rows` (the hidden states past the prompt are left out); `specials` [3, width]
-// is added when rows.first_position is 0.
+// and rows.prompt_positions are added when rows.first_position is 0.
 std::vector<uint8_t> encode_thinker_payload(const DownstreamRows& rows, std::span<const float> specials);
 // Throws omni::Error(kInvalidArgument) naming what is malformed (its sizes).
 ThinkerPayload decode_thinker_payload(std::span<const uint8_t> bytes);

@@ -1,6 +1,7 @@
 #include "model/qwen3_tts/talker_steps.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "base/error.h"
@@ -75,12 +76,52 @@ void TalkerSteps::forward(const ForwardBatch& batch, std::span<TalkerStream* con
   streams_.assign(streams.begin(), streams.end());
   const bool prompts =
       std::any_of(batch.seqs.begin(), batch.seqs.end(), [](const SequenceSlice& seq) { return seq.context_len == 0; });
-  if (prompts) {
-    forward_rows(batch, logits);
+  const std::optional<ForwardBatch> positioned = with_stream_positions(batch);
+  const ForwardBatch& b = positioned ? *positioned : batch;
+  if (prompts || !b.mrope_positions.empty()) {
+    forward_rows(b, logits);
   } else {
-    feed_frames(batch, logits);
+    feed_frames(b, logits);
   }
   talker_time_ = Clock::now() - started;
+}
+
+std::optional<ForwardBatch> TalkerSteps::with_stream_positions(const ForwardBatch& batch) const {
+  bool any = false, whole = true;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const TalkerStream& s = *streams_[i];
+    const bool prompt = batch.seqs[i].context_len == 0;
+    if (s.rope_delta == 0.0f && (!prompt || s.mrope_positions.empty())) continue;
+    any = true;
+    whole = whole && !prompt && s.rope_delta == std::round(s.rope_delta);
+  }
+  if (!any) return std::nullopt;
+  ForwardBatch out = batch;
+  if (whole) {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      const SequenceSlice& seq = batch.seqs[i];
+      for (int32_t j = 0; j < seq.query_len; ++j)
+        out.positions[seq.query_start + j] += static_cast<int32_t>(streams_[i]->rope_delta);
+    }
+    return out;
+  }
+  const size_t tokens = batch.positions.size();
+  out.mrope_positions.assign(3 * tokens, 0.0f);
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const TalkerStream& s = *streams_[i];
+    const SequenceSlice& seq = batch.seqs[i];
+    const size_t rows = s.mrope_positions.size() / 3;
+    for (int32_t j = 0; j < seq.query_len; ++j) {
+      const size_t t = static_cast<size_t>(seq.query_start + j);
+      const int32_t index = seq.context_len + j;
+      for (size_t k = 0; k < 3; ++k) {
+        out.mrope_positions[k * tokens + t] = static_cast<size_t>(index) < rows
+                                                  ? s.mrope_positions[k * rows + static_cast<size_t>(index)]
+                                                  : static_cast<float>(index) + s.rope_delta;
+      }
+    }
+  }
+  return out;
 }
 
 void TalkerSteps::feed_frames(const ForwardBatch& batch, std::vector<float>& logits) {

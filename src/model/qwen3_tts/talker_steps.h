@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ class TalkerStream : public ArRequestState {
   // The text-track row (H host floats) that decode step k adds to frame k's embedding.
   virtual const float* text_track(int64_t k) const = 0;
 
+  // The prompt rows' M-RoPE streams [3 * rows] (all t, then h, then w) when they are not the plain
+  // positions (the Qwen3-Omni talker's prompt with images or videos), and what decode step rows add
+  // to their index on all three streams; empty and 0 for plain positions.
+  std::vector<float> mrope_positions;
+  float rope_delta = 0.0f;
   SubtalkerSampling predictor;  // the code predictor's draws for this request
   int slot = -1;                // the predictor slot, while running
   std::vector<int32_t> frame;   // the last complete frame's codes
@@ -74,6 +80,10 @@ class TalkerSteps {
   void feed_frames(const ForwardBatch& batch, std::vector<float>& logits);
   // A step with prompts in it: every row built on the host.
   void forward_rows(const ForwardBatch& batch, std::vector<float>& logits);
+  // `batch` with the streams' positions (TalkerStream::mrope_positions, rope_delta) where any
+  // stream has them: whole deltas of decode rows shift `positions` (the decode-step path keeps
+  // working), anything else fills mrope_positions. nullopt when every stream is plain.
+  std::optional<ForwardBatch> with_stream_positions(const ForwardBatch& batch) const;
   // Logs the mean step parts every few seconds (the stage process has no metrics endpoint).
   void log_step(size_t batch, Clock::duration talker, Clock::duration predictor);
 
