@@ -279,6 +279,44 @@ TEST_F(Qwen3OmniSpeechServeTest, WithoutAsyncChunkTheTalkerGetsTheSameRowsAtTheE
   EXPECT_EQ(whole.samples, chunked.samples);
 }
 
+// `serve --load-format dummy` of the demo checkpoint's JSON files alone (no safetensors: every stage
+// makes random weights), measured by `omnistage bench serve` on the chat endpoint with text and
+// audio output: each request is timed for its text (TTFT) and its audio (TTFP, RTF), and the
+// talker's frames (6 each, from sampling_params_list through --extra-body) give the audio seconds.
+TEST_F(Qwen3OmniSpeechServeTest, BenchServeTimesTextAndAudioOfADummyWeightsServer) {
+  const fs::path model = dir_->path() / "dummy";
+  fs::create_directories(model);
+  for (const auto& entry : fs::directory_iterator(dir_->path() / "model")) {
+    if (entry.path().extension() != ".safetensors" && entry.is_regular_file())
+      fs::copy_file(entry.path(), model / entry.path().filename());
+  }
+  ServeProcess dummy(model, dir_->path() / "dummy.log", {"--load-format", "dummy"});
+  ASSERT_GT(dummy.port(), 0) << read_file(dir_->path() / "dummy.log");
+  constexpr int kRequests = 3, kFrames = 6;
+  const fs::path result_file = dir_->path() / "bench_chat_audio.json";
+  ProcessResult run = run_process({OMNISTAGE_BINARY, "bench", "serve", "--base-url", dummy.url(""), "--api-key",
+                                   kApiKey, "--endpoint", "/v1/chat/completions", "--modalities", "text,audio",
+                                   "--voice", "ethan", "--num-prompts", std::to_string(kRequests),
+                                   "--max-concurrency", "2", "--random-input-len", "8", "--random-output-len", "4",
+                                   "--ignore-eos", "--extra-body",
+                                   R"({"sampling_params_list": [{}, {"max_tokens": 6, "ignore_eos": true}, {}]})",
+                                   "--result-file", result_file.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  const Json report = Json::parse(read_file(result_file));
+  EXPECT_EQ(report["completed"], kRequests);
+  EXPECT_EQ(report["failed"], 0) << report["errors"].dump();
+  ASSERT_EQ(report["audio_durations"].size(), static_cast<size_t>(kRequests));
+  for (size_t i = 0; i < kRequests; ++i) {
+    // 6 frames of 1920 samples at 24 kHz, less the decoder's 555-sample edge.
+    EXPECT_NEAR(report["audio_durations"][i].get<double>(), (kFrames * 1920 - 555) / 24000.0, 1e-6) << i;
+    EXPECT_GT(report["ttfps"][i].get<double>(), 0.0) << i;
+    EXPECT_GT(report["rtfs"][i].get<double>(), 0.0) << i;
+  }
+  EXPECT_GT(report["mean_ttft_ms"].get<double>(), 0.0);
+  EXPECT_GT(report["mean_ttfp_ms"].get<double>(), 0.0);
+  EXPECT_EQ(report["total_output_tokens"], kRequests * 4) << "the thinker's 4 tokens each";
+}
+
 // A 16-bit PCM WAV of `seconds` of a 440 Hz tone at `rate`.
 std::string wav_tone(int rate, double seconds) {
   const int n = static_cast<int>(std::lround(rate * seconds));
