@@ -367,7 +367,7 @@ void bench_z_image(std::mt19937& rng) {
     Tensor co = Tensor::empty({c.side, c.side, c.cout}, DType::kBF16, cuda0);
     const double flops = 2.0 * c.side * c.side * c.cin * c.cout * 9;
     report("vae conv2d 3x3 " + std::to_string(c.side) + "^2 " + std::to_string(c.cin) + "->" + std::to_string(c.cout),
-           seconds_per_call([&] { ops::conv2d(img, cw, cb, 1, co); }), 2.0 * (img.numel() + co.numel()), flops);
+           seconds_per_call([&] { ops::conv2d(img, cw, cb, 1, 1, co); }), 2.0 * (img.numel() + co.numel()), flops);
     Tensor flat = img.reshape({c.side * c.side, c.cin});
     Tensor nw = random_bf16({c.cin}, rng), nb = random_bf16({c.cin}, rng);
     Tensor no = Tensor::empty({c.side * c.side, c.cin}, DType::kBF16, cuda0);

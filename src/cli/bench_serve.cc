@@ -18,6 +18,7 @@
 #include "cli/bench/report.h"
 #include "cli/bench/server_metrics.h"
 #include "cli/bench/throughput.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace omni::cli {
 namespace {
@@ -424,7 +425,12 @@ Command bench_command() {
                 ->capture_default_str();
             CLI::App* latency = nullptr;
             CLI::App* throughput = nullptr;
-            std::function<int()> run_latency = bench::add_latency_command(bench, &latency);
+            std::function<int()> run_latency =
+                bench::add_latency_command(bench, &latency, [](const std::string& model, const std::string& messages,
+                                                               const std::string& kwargs) {
+                  const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(model);
+                  return render_chat_messages(messages, kwargs, model, model, tokenizer.get());
+                });
             std::function<int()> run_throughput = bench::add_throughput_command(bench, &throughput);
             return [flags, serve, latency, throughput, run_latency, run_throughput] {
               if (latency->parsed()) return run_latency();

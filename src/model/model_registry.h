@@ -31,8 +31,8 @@ struct CausalLmLoadOptions {
   tensor::Communicator* tensor_parallel = nullptr;
   // vLLM's `--load-format dummy`: the weights are random, made on the device from config.json's
   // shapes (model/safetensors.h's Checkpoint::random), and the folder needs no safetensors. For
-  // benchmarks of models too large to write to disk. Decoder LMs (model/decoder_lm.h) honour it;
-  // their audio and vision towers are then left out.
+  // benchmarks of models too large to write to disk. Decoder LMs (model/decoder_lm.h) honour it,
+  // the Qwen3-Omni thinker's audio and vision towers too.
   bool random_weights = false;
   // The stage's engine arguments, for a stage model's own settings (model/embedding_input_lm.h); a text
   // LM reads none of them.

@@ -1038,7 +1038,7 @@ void clamp(const Tensor& x, float lo, float hi, Tensor& out) {
   OMNI_DISPATCH(device, clamp(x, lo, hi, out));
 }
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out) {
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out) {
   const char* op = "conv2d";
   const Device device = common_device(op, {{"x", &x}, {"weight", &weight}, {"out", &out}});
   expect_float(op, "x", x);
@@ -1047,12 +1047,13 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
   expect_rank(op, "x", x, 3);
   expect_rank(op, "weight", weight, 4);
   const int64_t k = weight.dim(2);
-  if (weight.dim(3) != k || weight.dim(1) != x.dim(2) || padding < 0) {
+  if (weight.dim(3) != k || weight.dim(1) != x.dim(2) || padding < 0 || stride < 1) {
     throw_error(ErrorCode::kInvalidArgument,
-                "conv2d: weight {} does not fit x {} (square kernels over C_in = {}), padding {}",
-                shape_to_string(weight.shape()), shape_to_string(x.shape()), x.dim(2), padding);
+                "conv2d: weight {} does not fit x {} (square kernels over C_in = {}), padding {}, stride {}",
+                shape_to_string(weight.shape()), shape_to_string(x.shape()), x.dim(2), padding, stride);
   }
-  const int64_t h = x.dim(0) + 2 * padding - k + 1, w = x.dim(1) + 2 * padding - k + 1;
+  const int64_t h_span = x.dim(0) + 2 * padding - k, w_span = x.dim(1) + 2 * padding - k;
+  const int64_t h = h_span < 0 ? 0 : h_span / stride + 1, w = w_span < 0 ? 0 : w_span / stride + 1;
   if (h <= 0 || w <= 0) {
     throw_error(ErrorCode::kInvalidArgument, "conv2d: x {} is smaller than the {}x{} kernel",
                 shape_to_string(x.shape()), k, k);
@@ -1064,7 +1065,7 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
   }
   expect_shape(op, "out", out, {h, w, weight.dim(0)});
   expect_no_alias(op, "x", x, "out", out);
-  OMNI_DISPATCH(device, conv2d(x, weight, bias, padding, out));
+  OMNI_DISPATCH(device, conv2d(x, weight, bias, padding, stride, out));
 }
 
 void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out) {

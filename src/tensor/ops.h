@@ -316,10 +316,11 @@ void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 // float32, bfloat16 or float16 with float32 arithmetic, like the other ops; conv2d goes through
 // cuBLASLt products, attention through a fused kernel or cuBLASLt (below).
 
-// 2-D convolution with stride 1 and `padding` zeros on every side: x [H, W, C_in], weight [C_out,
-// C_in, k, k] (the PyTorch Conv2d layout), bias [C_out] or undefined, out [H + 2 * padding - k + 1,
-// W + 2 * padding - k + 1, C_out]. Each output element is one gemm fma chain over (c_in, ky, kx).
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
+// 2-D convolution with `padding` zeros on every side and `stride` (>= 1) in both directions: x [H,
+// W, C_in], weight [C_out, C_in, k, k] (the PyTorch Conv2d layout), bias [C_out] or undefined, out
+// [(H + 2 * padding - k) / stride + 1, (W + 2 * padding - k) / stride + 1, C_out]. Each output
+// element is one gemm fma chain over (c_in, ky, kx).
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out);
 
 // GroupNorm over x [N, C] (N positions of C channels: an image [H, W, C] viewed as [H * W, C]): the
 // channels fall into `groups` consecutive groups (C % groups == 0), each normalised over all its

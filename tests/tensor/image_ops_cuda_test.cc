@@ -82,25 +82,29 @@ class ImageOpsCudaTest : public ::testing::TestWithParam<CudaCase> {
 
 TEST_P(ImageOpsCudaTest, Conv2dMatchesTheCpu) {
   struct Shape4 {
-    int64_t h, w, cin, cout, k, pad;
+    int64_t h, w, cin, cout, k, pad, stride;
   };
-  // 64 channels: the unfolding's 16-byte path; 3: its element path.
-  for (const Shape4 c : {Shape4{9, 11, 24, 16, 3, 1}, Shape4{6, 5, 40, 8, 1, 0}, Shape4{7, 7, 3, 5, 3, 0},
-                         Shape4{12, 10, 64, 24, 3, 1}}) {
+  // 64 channels: the unfolding's 16-byte path; 3 and 1: its element path; stride 2: the audio
+  // tower's front end.
+  for (const Shape4 c : {Shape4{9, 11, 24, 16, 3, 1, 1}, Shape4{6, 5, 40, 8, 1, 0, 1}, Shape4{7, 7, 3, 5, 3, 0, 1},
+                         Shape4{12, 10, 64, 24, 3, 1, 1}, Shape4{13, 10, 1, 16, 3, 1, 2},
+                         Shape4{7, 9, 64, 24, 3, 1, 2}}) {
     const Tensor x = random_host({c.h, c.w, c.cin}, 1, dtype());
     const Tensor w = random_host({c.cout, c.cin, c.k, c.k}, 2, dtype(), 0.2f);
     const Tensor b = random_host({c.cout}, 3, dtype());
-    const int64_t oh = c.h + 2 * c.pad - c.k + 1, ow = c.w + 2 * c.pad - c.k + 1;
+    const int64_t oh = (c.h + 2 * c.pad - c.k) / c.stride + 1, ow = (c.w + 2 * c.pad - c.k) / c.stride + 1;
+    const int pad = static_cast<int>(c.pad), stride = static_cast<int>(c.stride);
+    const std::string what = "conv2d k=" + std::to_string(c.k) + " stride " + std::to_string(c.stride);
     Tensor want = cpu_empty({oh, ow, c.cout});
-    ops::conv2d(x, w, b, static_cast<int>(c.pad), want);
+    ops::conv2d(x, w, b, pad, stride, want);
     Tensor got = gpu_empty({oh, ow, c.cout});
-    ops::conv2d(on_gpu(x, dtype()), on_gpu(w, dtype()), on_gpu(b, dtype()), static_cast<int>(c.pad), got);
-    expect_close(got, want, "conv2d k=" + std::to_string(c.k));
+    ops::conv2d(on_gpu(x, dtype()), on_gpu(w, dtype()), on_gpu(b, dtype()), pad, stride, got);
+    expect_close(got, want, what);
     Tensor no_bias = gpu_empty({oh, ow, c.cout});
-    ops::conv2d(on_gpu(x, dtype()), on_gpu(w, dtype()), Tensor(), static_cast<int>(c.pad), no_bias);
+    ops::conv2d(on_gpu(x, dtype()), on_gpu(w, dtype()), Tensor(), pad, stride, no_bias);
     Tensor want_no_bias = cpu_empty({oh, ow, c.cout});
-    ops::conv2d(x, w, Tensor(), static_cast<int>(c.pad), want_no_bias);
-    expect_close(no_bias, want_no_bias, "conv2d without bias");
+    ops::conv2d(x, w, Tensor(), pad, stride, want_no_bias);
+    expect_close(no_bias, want_no_bias, what + " without bias");
   }
 }
 

@@ -31,26 +31,32 @@ void expect_near_all(const Tensor& got, const std::vector<double>& want, double 
 TEST(ImageOpsTest, Conv2dMatchesTheDefinition) {
   const int64_t h = 5, w = 7, cin = 3, cout = 4, k = 3, pad = 1;
   const Tensor x = random_tensor({h, w, cin}, 1), weight = random_tensor({cout, cin, k, k}, 2), bias = random_tensor({cout}, 3);
+  for (int stride : {1, 2}) {
+    SCOPED_TRACE("stride " + std::to_string(stride));
+    const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+    Tensor out = Tensor::empty({oh, ow, cout}, DType::kF32);
+    ops::conv2d(x, weight, bias, pad, stride, out);
+    std::vector<double> want;
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xx = 0; xx < ow; ++xx)
+        for (int64_t o = 0; o < cout; ++o) {
+          double acc = bias.data<float>()[o];
+          for (int64_t c = 0; c < cin; ++c)
+            for (int64_t ky = 0; ky < k; ++ky)
+              for (int64_t kx = 0; kx < k; ++kx) {
+                const int64_t iy = y * stride + ky - pad, ix = xx * stride + kx - pad;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                acc += static_cast<double>(weight.data<float>()[((o * cin + c) * k + ky) * k + kx]) *
+                       x.data<float>()[(iy * w + ix) * cin + c];
+              }
+          want.push_back(acc);
+        }
+    expect_near_all(out, want, 1e-5);
+    Tensor wrong = Tensor::empty({oh, ow, cout + 1}, DType::kF32);
+    EXPECT_THROW(ops::conv2d(x, weight, bias, pad, stride, wrong), Error);
+  }
   Tensor out = Tensor::empty({h, w, cout}, DType::kF32);
-  ops::conv2d(x, weight, bias, pad, out);
-  std::vector<double> want;
-  for (int64_t y = 0; y < h; ++y)
-    for (int64_t xx = 0; xx < w; ++xx)
-      for (int64_t o = 0; o < cout; ++o) {
-        double acc = bias.data<float>()[o];
-        for (int64_t c = 0; c < cin; ++c)
-          for (int64_t ky = 0; ky < k; ++ky)
-            for (int64_t kx = 0; kx < k; ++kx) {
-              const int64_t iy = y + ky - pad, ix = xx + kx - pad;
-              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-              acc += static_cast<double>(weight.data<float>()[((o * cin + c) * k + ky) * k + kx]) *
-                     x.data<float>()[(iy * w + ix) * cin + c];
-            }
-        want.push_back(acc);
-      }
-  expect_near_all(out, want, 1e-5);
-  Tensor wrong = Tensor::empty({h, w, cout + 1}, DType::kF32);
-  EXPECT_THROW(ops::conv2d(x, weight, bias, pad, wrong), Error);
+  EXPECT_THROW(ops::conv2d(x, weight, bias, pad, 0, out), Error);
 }
 
 TEST(ImageOpsTest, GroupNormSiluUpsampleMulColumns) {

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +31,20 @@ struct LatencyFlags {
   int num_iters_warmup = 1;
   int num_iters = 3;
   std::string output_json;
+  std::string messages;
+  std::string mm_processor_kwargs;
 };
+
+// What each request of a batch asks: the chat of --messages, else random ids.
+struct PromptSource {
+  std::optional<ChatPrompt> chat;
+  int input_len = 0;
+  int vocab = 0;
+};
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 std::vector<int> parse_batch_sizes(const std::string& text) {
   std::vector<int> sizes;
@@ -56,17 +71,32 @@ double mean(const std::vector<double>& values) {
   return values.empty() ? 0.0 : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
+struct BatchRun {
+  EngineRun run;
+  double add_ms = 0;  // adding the requests: the model encodes their media then
+};
+
 // One batch through the engine: every prompt is added before the first step.
-EngineRun run_batch(engine::ArEngine& engine, std::mt19937_64& rng, int batch, int input_len, int output_len,
-                    int vocab) {
+BatchRun run_batch(engine::ArEngine& engine, std::mt19937_64& rng, int batch, const PromptSource& prompts,
+                   int output_len) {
+  BatchRun out;
+  const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < batch; ++i) {
-    engine.add_request(
-        {std::to_string(i), random_prompt(rng, input_len, vocab), fixed_length_greedy(output_len), Json()});
+    engine::EngineRequest request{std::to_string(i), {}, fixed_length_greedy(output_len), Json()};
+    if (prompts.chat) {
+      request.prompt_token_ids = prompts.chat->token_ids;
+      request.additional_information = prompts.chat->additional_information;
+    } else {
+      request.prompt_token_ids = random_prompt(rng, prompts.input_len, prompts.vocab);
+    }
+    engine.add_request(std::move(request));
   }
-  return run_until_done(engine);
+  out.add_ms = milliseconds_since(start);
+  out.run = run_until_done(engine);
+  return out;
 }
 
-int run_latency(const LatencyFlags& flags) {
+int run_latency(const LatencyFlags& flags, const ChatRenderer& render_chat) {
   if (flags.input_len < 1 || flags.output_len < 2) {
     throw_error(ErrorCode::kInvalidArgument, "--input-len must be >= 1 and --output-len >= 2 (got {} and {})",
                 flags.input_len, flags.output_len);
@@ -74,25 +104,42 @@ int run_latency(const LatencyFlags& flags) {
   if (flags.num_iters < 1 || flags.num_iters_warmup < 0) {
     throw_error(ErrorCode::kInvalidArgument, "--num-iters must be >= 1 and --num-iters-warmup >= 0");
   }
+  if (!flags.mm_processor_kwargs.empty() && flags.messages.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "--mm-processor-kwargs goes with --messages (the media it applies to)");
+  }
+  if (!flags.messages.empty() && !render_chat) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "--messages needs the media layer: run `omnistage bench latency` (this binary has none)");
+  }
   const std::vector<int> sizes = parse_batch_sizes(flags.batch_sizes);
   const int largest = *std::max_element(sizes.begin(), sizes.end());
+  OfflineEngine loaded = load_offline_model(flags.engine);
+  PromptSource prompts{std::nullopt, flags.input_len, loaded.model->info().vocab_size};
+  if (!flags.messages.empty()) {
+    prompts.chat = render_chat(flags.engine.model, flags.messages, flags.mm_processor_kwargs);
+    // The prompt's length once the model has expanded its media placeholders.
+    const std::optional<model::MultimodalPrompt> expanded =
+        loaded.model->prepare_multimodal_prompt(prompts.chat->token_ids, prompts.chat->additional_information);
+    prompts.input_len = static_cast<int>(expanded ? expanded->token_ids.size() : prompts.chat->token_ids.size());
+    spdlog::info("--messages: a prompt of {} tokens ({} before the media's placeholders were expanded)",
+                 prompts.input_len, prompts.chat->token_ids.size());
+  }
   // A whole batch of prompts fits one step, so the first step is the batch's prefill.
-  OfflineEngine loaded = load_offline_engine(flags.engine, largest, std::max(largest * flags.input_len, largest),
-                                             flags.input_len + flags.output_len);
-  const int vocab = loaded.model->info().vocab_size;
+  start_offline_engine(loaded, flags.engine, largest, std::max(largest * prompts.input_len, largest),
+                       prompts.input_len + flags.output_len);
   std::mt19937_64 rng(flags.engine.seed);
 
   Json results = Json::array();
-  std::printf("%-8s %12s %16s %16s %14s %12s\n", "batch", "prefill_ms", "decode_ms/step", "p90_decode_ms", "latency_s",
-              "out_tok/s");
+  std::printf("%-8s %10s %10s %12s %16s %16s %14s %12s\n", "batch", "prompt_tok", "media_ms", "prefill_ms",
+              "decode_ms/step", "p90_decode_ms", "latency_s", "out_tok/s");
   for (int batch : sizes) {
-    for (int i = 0; i < flags.num_iters_warmup; ++i) {
-      run_batch(*loaded.engine, rng, batch, flags.input_len, flags.output_len, vocab);
-    }
-    std::vector<double> prefill_ms, decode_ms, latency_s;
+    for (int i = 0; i < flags.num_iters_warmup; ++i) run_batch(*loaded.engine, rng, batch, prompts, flags.output_len);
+    std::vector<double> media_ms, prefill_ms, decode_ms, latency_s;
     int prefill_steps = 0;
     for (int i = 0; i < flags.num_iters; ++i) {
-      const EngineRun run = run_batch(*loaded.engine, rng, batch, flags.input_len, flags.output_len, vocab);
+      const BatchRun timed = run_batch(*loaded.engine, rng, batch, prompts, flags.output_len);
+      const EngineRun& run = timed.run;
+      media_ms.push_back(timed.add_ms);
       double prefill = 0;
       for (const StepRecord& step : run.steps) {
         if (step.decode()) {
@@ -108,11 +155,13 @@ int run_latency(const LatencyFlags& flags) {
     const double decode_mean = mean(decode_ms);
     const double latency_mean = mean(latency_s);
     const double tokens_per_s = latency_mean > 0 ? batch * flags.output_len / latency_mean : 0;
-    std::printf("%-8d %12.2f %16.3f %16.3f %14.3f %12.0f\n", batch, mean(prefill_ms), decode_mean,
-                percentile(decode_ms, 90), latency_mean, tokens_per_s);
+    std::printf("%-8d %10d %10.2f %12.2f %16.3f %16.3f %14.3f %12.0f\n", batch, prompts.input_len, mean(media_ms),
+                mean(prefill_ms), decode_mean, percentile(decode_ms, 90), latency_mean, tokens_per_s);
     std::fflush(stdout);
     results.push_back({{"batch_size", batch},
-                       {"input_len", flags.input_len},
+                       {"input_len", prompts.input_len},
+                       {"chat", prompts.chat.has_value()},
+                       {"media_ms", mean(media_ms)},
                        {"output_len", flags.output_len},
                        {"num_iters", flags.num_iters},
                        {"prefill_ms", mean(prefill_ms)},
@@ -138,7 +187,7 @@ int run_latency(const LatencyFlags& flags) {
 
 }  // namespace
 
-std::function<int()> add_latency_command(CLI::App& bench, CLI::App** sub) {
+std::function<int()> add_latency_command(CLI::App& bench, CLI::App** sub, ChatRenderer render_chat) {
   auto flags = std::make_shared<LatencyFlags>();
   CLI::App* latency = bench.add_subcommand(
       "latency",
@@ -155,8 +204,13 @@ std::function<int()> add_latency_command(CLI::App& bench, CLI::App** sub) {
       ->capture_default_str();
   latency->add_option("--num-iters", flags->num_iters, "Timed batches per batch size")->capture_default_str();
   latency->add_option("--output-json", flags->output_json, "Write the results as JSON to this file");
+  latency->add_option("--messages", flags->messages,
+                      "Every request is this chat instead of random ids: a JSON list of messages as `generate "
+                      "--messages` takes them (media parts as file paths or URLs); --input-len is then its length");
+  latency->add_option("--mm-processor-kwargs", flags->mm_processor_kwargs,
+                      "With --messages: the multimodal processor kwargs (JSON), as a chat request's");
   *sub = latency;
-  return [flags] { return run_latency(*flags); };
+  return [flags, render_chat] { return run_latency(*flags, render_chat); };
 }
 
 }  // namespace omni::cli::bench

@@ -50,6 +50,12 @@ void add_offline_engine_flags(CLI::App& app, OfflineEngineFlags& flags) {
 
 OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_seqs, int max_num_batched_tokens,
                                   int max_model_len) {
+  OfflineEngine out = load_offline_model(flags);
+  start_offline_engine(out, flags, max_num_seqs, max_num_batched_tokens, max_model_len);
+  return out;
+}
+
+OfflineEngine load_offline_model(const OfflineEngineFlags& flags) {
   OfflineEngine out;
   out.device = tensor::resolve_device(flags.device, "--device");
   const std::optional<tensor::DType> dtype = model::parse_model_dtype(flags.dtype, "--dtype");
@@ -58,6 +64,11 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
       flags.model, {.device = out.device, .dtype = dtype, .random_weights = flags.load_format == "dummy"});
   out.load_seconds = seconds_since(start);
   spdlog::info("loaded {} on {} in {:.2f} s", flags.model, tensor::device_name(out.device), out.load_seconds);
+  return out;
+}
+
+void start_offline_engine(OfflineEngine& out, const OfflineEngineFlags& flags, int max_num_seqs,
+                          int max_num_batched_tokens, int max_model_len) {
   engine::EngineConfig config;
   config.max_num_seqs = max_num_seqs;
   config.max_num_batched_tokens = flags.max_num_batched_tokens.value_or(max_num_batched_tokens);
@@ -69,7 +80,6 @@ OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_s
   config.enforce_eager = flags.enforce_eager;
   config.async_scheduling = flags.async_scheduling;
   out.engine = std::make_unique<engine::ArEngine>(*out.model, config);
-  return out;
 }
 
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int length, int vocab_size) {

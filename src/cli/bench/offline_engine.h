@@ -52,6 +52,10 @@ struct OfflineEngine {
 // prompts cost full prefills.
 OfflineEngine load_offline_engine(const OfflineEngineFlags& flags, int max_num_seqs, int max_num_batched_tokens,
                                   int max_model_len);
+// The same in two steps: the model alone (engine null), then its engine.
+OfflineEngine load_offline_model(const OfflineEngineFlags& flags);
+void start_offline_engine(OfflineEngine& loaded, const OfflineEngineFlags& flags, int max_num_seqs,
+                          int max_num_batched_tokens, int max_model_len);
 
 // `length` token ids drawn uniformly from [0, vocab_size).
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int length, int vocab_size);

@@ -17,8 +17,13 @@
 //   4. ln_post, proj1, GELU, proj2 (to output_dim, the thinker's hidden size).
 // An audio of L valid frames gives audio_output_length(L) rows.
 //
-// Runs on the CPU in float32 (weights widened from the checkpoint's dtype). Immutable after
-// loading; encode() may be called from any thread.
+// Runs through tensor/ops.h on the device and in the dtype of its Placement (the CPU in float32, or
+// a CUDA device in float32/bfloat16/float16; the weights converted from the checkpoint's dtype):
+// each convolution is ops::conv2d over the chunk as a time-major image [frames, mel_bins, 1] (the
+// kernels' two spatial axes swapped at loading to match), so the flattened rows need no transpose
+// (conv_out's columns are reordered at loading instead). The inputs and the output rows are host
+// float32. Immutable after loading; encode() may be called from any thread of a CPU placement, and
+// from one thread at a time on a GPU (its stream).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +33,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "model/placement.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
@@ -69,11 +75,13 @@ struct AudioFeatures {
 
 class AudioEncoder {
  public:
-  // Loads `prefix`conv2d1.weight … of `ckpt` (prefix "thinker.audio_tower."). kLoadFailed naming a
-  // missing or mis-shaped tensor.
-  AudioEncoder(const Checkpoint& ckpt, const AudioEncoderConfig& config, const std::string& prefix);
+  // Loads `prefix`conv2d1.weight … of `ckpt` (prefix "thinker.audio_tower.") onto `placement`.
+  // kLoadFailed naming a missing or mis-shaped tensor.
+  AudioEncoder(const Checkpoint& ckpt, const AudioEncoderConfig& config, const std::string& prefix,
+               Placement placement = {});
 
   const AudioEncoderConfig& config() const { return config_; }
+  const Placement& placement() const { return placement_; }
   // The rows of all `audios`, one audio after another: [sum of audio_output_length, output_dim]
   // host float32. kInvalidArgument for an audio with no frames.
   tensor::Tensor encode(std::span<const AudioFeatures> audios) const;
@@ -83,16 +91,18 @@ class AudioEncoder {
     tensor::Tensor attn_norm_w, attn_norm_b, q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
     tensor::Tensor mlp_norm_w, mlp_norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
   };
-  // The convolution front end of one zero-padded chunk [mel_bins, width]: [rows(width), d_model].
-  tensor::Tensor front_end(const std::vector<float>& chunk, int64_t width) const;
-  // Bidirectional attention of `qkv` rows within each window of `windows` (row counts), into out.
-  void windowed_attention(const tensor::Tensor& q, const tensor::Tensor& k, const tensor::Tensor& v,
-                          std::span<const int64_t> windows, tensor::Tensor& out) const;
+  // A weight of the checkpoint on the placement.
+  tensor::Tensor weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
+  // The convolution front end of one zero-padded chunk, a time-major image [width, mel_bins, 1] on
+  // the placement: its first `valid` rows of d_model into `out`.
+  void front_end(const tensor::Tensor& chunk, int64_t valid, tensor::Tensor& out) const;
 
   AudioEncoderConfig config_;
+  Placement placement_;
   int64_t freq_rows_ = 0;  // mel rows after the three convolutions
-  tensor::Tensor conv_w_[3], conv_b_[3];
-  tensor::Tensor conv_out_, positions_;  // positions_ [max_source_positions, d_model]
+  tensor::Tensor conv_w_[3], conv_b_[3];  // conv_w_ [out, in, time tap, mel tap]
+  tensor::Tensor conv_out_;               // [d_model, freq_rows * channels]: mel row-major
+  tensor::Tensor positions_;              // host float32 [max_source_positions, d_model]
   std::vector<Layer> layers_;
   tensor::Tensor ln_post_w_, ln_post_b_, proj1_w_, proj1_b_, proj2_w_, proj2_b_;
 };

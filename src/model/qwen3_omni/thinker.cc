@@ -140,14 +140,28 @@ VisionPixelBudget pixel_budget_of(const Json& additional_information) {
   return budget;
 }
 
-}  // namespace
-
-bool has_audio_input(const std::filesystem::path& dir) {
+// Whether `dir` has a processor config and a tower: `first_tensor` in its checkpoint, or, for a
+// folder without weight files (random weights), `config_field` in config.json's thinker_config.
+bool has_tower(const std::filesystem::path& dir, const std::string& config_field, const std::string& first_tensor) {
   if (!std::filesystem::exists(dir / "preprocessor_config.json") &&
       !std::filesystem::exists(dir / "processor_config.json")) {
     return false;
   }
-  return Checkpoint::has_files(dir) && Checkpoint::open(dir).contains("thinker.audio_tower.conv2d1.weight");
+  if (Checkpoint::has_files(dir)) return Checkpoint::open(dir).contains(first_tensor);
+  if (!std::filesystem::exists(dir / "config.json")) return false;
+  const Json config = read_json_file(dir / "config.json");
+  const auto thinker = config.find("thinker_config");
+  return thinker != config.end() && thinker->is_object() && thinker->contains(config_field);
+}
+
+}  // namespace
+
+bool has_audio_input(const std::filesystem::path& dir) {
+  return has_tower(dir, "audio_config", "thinker.audio_tower.conv2d1.weight");
+}
+
+bool has_vision_input(const std::filesystem::path& dir) {
+  return has_tower(dir, "vision_config", "thinker.visual.patch_embed.proj.weight");
 }
 
 Thinker::Thinker(const std::filesystem::path& dir, const Json& config, const CausalLmLoadOptions& options)
@@ -162,10 +176,13 @@ Thinker::Thinker(const std::filesystem::path& dir, const Json& config, const Cau
     downstream_layer_ = talker.accept_hidden_layer;
     special_ids_ = {talker.talker.tts_bos_token_id, talker.talker.tts_eos_token_id, talker.talker.tts_pad_token_id};
   }
-  // Random weights (a benchmark of the text model) come without the towers.
-  if (options.random_weights) return;
-  if (has_audio_input(dir)) audio_ = std::make_unique<ThinkerAudio>(dir, config);
-  if (has_vision_input(dir)) vision_ = std::make_unique<ThinkerVision>(dir, config);
+  // The towers run where the text model does, in its dtype; random weights make random towers.
+  const bool audio = has_audio_input(dir), vision = has_vision_input(dir);
+  if (!audio && !vision) return;
+  const Checkpoint ckpt = options.random_weights ? Checkpoint::random(dir, 0) : Checkpoint::open(dir);
+  const Placement towers{device(), dtype()};
+  if (audio) audio_ = std::make_unique<ThinkerAudio>(dir, config, ckpt, towers);
+  if (vision) vision_ = std::make_unique<ThinkerVision>(dir, config, ckpt, towers);
 }
 
 std::vector<uint8_t> Thinker::encode_downstream_rows(const DownstreamRows& rows) const {

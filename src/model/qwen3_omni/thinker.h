@@ -6,7 +6,8 @@
 //
 // Registered as the architecture Qwen3OmniMoeForConditionalGeneration (model/model_registry.h)
 // and as the llm_ar stage model "qwen3_omni_thinker" (model/stage_model_registry.h). A checkpoint
-// with an audio tower and a preprocessor config also reads audio (thinker_audio.h): a request's
+// with an audio tower and a preprocessor config also reads audio (thinker_audio.h; the towers run on
+// the text model's device in its dtype): a request's
 // audios are encoded when it is added and their rows replace its expanded placeholders
 // (thinker_prompt.h). A checkpoint with a vision encoder (thinker.visual.*) reads images and video
 // (thinker_vision.h) the same way; their rows take 3-D positions and carry DeepStack rows.
@@ -70,8 +71,9 @@ class Thinker : public DecoderLm {
   std::unique_ptr<ThinkerVision> vision_;
 };
 
-// Whether the checkpoint of `dir` (its config.json `config`) reads audio: it has an audio tower and
-// a preprocessor config.
+// Whether the checkpoint of `dir` reads audio: it has a preprocessor config and an audio tower
+// (thinker.audio_tower.* in its weights; in a folder without weight files, which serves with random
+// weights, thinker_config.audio_config in config.json).
 bool has_audio_input(const std::filesystem::path& dir);
 
 // Loads the thinker of `dir` (a Thinker) with `options`.

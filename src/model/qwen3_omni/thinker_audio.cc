@@ -19,14 +19,15 @@ AudioEncoderConfig audio_config_of(const std::filesystem::path& dir, const Json&
 
 }  // namespace
 
-ThinkerAudio::ThinkerAudio(const std::filesystem::path& dir, const Json& config)
+ThinkerAudio::ThinkerAudio(const std::filesystem::path& dir, const Json& config, const Checkpoint& ckpt,
+                           Placement placement)
     : features_(load_whisper_feature_config(dir)) {
   const AudioEncoderConfig audio = audio_config_of(dir, config);
   if (audio.num_mel_bins != features_.config().feature_size) {
     throw_error(ErrorCode::kLoadFailed, "{}: the audio tower reads {} mel bins, the features have {}", dir.string(),
                 audio.num_mel_bins, features_.config().feature_size);
   }
-  encoder_ = std::make_unique<AudioEncoder>(Checkpoint::open(dir), audio, "thinker.audio_tower.");
+  encoder_ = std::make_unique<AudioEncoder>(ckpt, audio, "thinker.audio_tower.", placement);
 }
 
 EncodedAudio ThinkerAudio::encode(std::span<const std::span<const float>> audios) const {

@@ -26,9 +26,9 @@ struct EncodedAudio {
 
 class ThinkerAudio {
  public:
-  // Loads the feature settings and the audio tower of `dir` (config: its config.json). kLoadFailed
-  // naming the file, field or tensor at fault.
-  ThinkerAudio(const std::filesystem::path& dir, const Json& config);
+  // Loads the feature settings of `dir` (config: its config.json) and the audio tower from `ckpt`
+  // onto `placement`. kLoadFailed naming the file, field or tensor at fault.
+  ThinkerAudio(const std::filesystem::path& dir, const Json& config, const Checkpoint& ckpt, Placement placement);
 
   // Mono float32 audio at this rate is what encode() takes.
   int sample_rate() const { return features_.config().sampling_rate; }

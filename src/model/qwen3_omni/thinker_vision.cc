@@ -31,15 +31,8 @@ Tensor rows_of(const Tensor& m, int64_t begin, int64_t end) {
 
 }  // namespace
 
-bool has_vision_input(const std::filesystem::path& dir) {
-  if (!std::filesystem::exists(dir / "preprocessor_config.json") &&
-      !std::filesystem::exists(dir / "processor_config.json")) {
-    return false;
-  }
-  return Checkpoint::has_files(dir) && Checkpoint::open(dir).contains("thinker.visual.patch_embed.proj.weight");
-}
-
-ThinkerVision::ThinkerVision(const std::filesystem::path& dir, const Json& config)
+ThinkerVision::ThinkerVision(const std::filesystem::path& dir, const Json& config, const Checkpoint& ckpt,
+                             Placement placement)
     : processor_(load_vision_processor_config(dir)) {
   const VisionEncoderConfig vision = vision_config_of(dir, config);
   const VisionProcessorConfig& p = processor_.config();
@@ -51,7 +44,7 @@ ThinkerVision::ThinkerVision(const std::filesystem::path& dir, const Json& confi
                 dir.string(), p.patch_size, p.temporal_patch_size, p.merge_size, vision.patch_size,
                 vision.temporal_patch_size, vision.spatial_merge_size);
   }
-  encoder_ = std::make_unique<VisionEncoder>(Checkpoint::open(dir), vision, "thinker.visual.");
+  encoder_ = std::make_unique<VisionEncoder>(ckpt, vision, "thinker.visual.", placement);
 }
 
 EncodedVision ThinkerVision::encode(std::span<const VisionInput> inputs, std::span<const std::string> sources,

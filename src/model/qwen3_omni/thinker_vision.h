@@ -45,9 +45,9 @@ struct EncodedVision {
 
 class ThinkerVision {
  public:
-  // Loads the processor settings and the vision encoder of `dir` (config: its config.json).
-  // kLoadFailed naming the file, field or tensor at fault.
-  ThinkerVision(const std::filesystem::path& dir, const Json& config);
+  // Loads the processor settings of `dir` (config: its config.json) and the vision encoder from
+  // `ckpt` onto `placement`. kLoadFailed naming the file, field or tensor at fault.
+  ThinkerVision(const std::filesystem::path& dir, const Json& config, const Checkpoint& ckpt, Placement placement);
 
   const VisionProcessor& processor() const { return processor_; }
   const VisionEncoder& encoder() const { return *encoder_; }
@@ -64,8 +64,9 @@ class ThinkerVision {
   std::unique_ptr<VisionEncoder> encoder_;
 };
 
-// Whether the checkpoint of `dir` reads images and video: it has a vision encoder and a
-// preprocessor config.
+// Whether the checkpoint of `dir` reads images and video: it has a preprocessor config and a vision
+// encoder (thinker.visual.* in its weights; in a folder without weight files, which serves with
+// random weights, thinker_config.vision_config in config.json). Defined in thinker.cc.
 bool has_vision_input(const std::filesystem::path& dir);
 
 }  // namespace omni::model::qwen3_omni

@@ -22,9 +22,22 @@ int positive_field(const Json& c, const char* key, int fallback, const std::stri
   return bounded_int(c, key, fallback, 1, 1 << 20, source);
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor out = Tensor::empty({x.dim(0), w.dim(0)}, DType::kF32);
-  ops::linear(x, w, b, out);
+// The q and k parts of a fused qkv projection's rows (`width` values per row: 1 for a bias) with
+// each head's halves interleaved: new row 2j <- j, 2j + 1 <- j + head_dim / 2 of every head.
+Tensor interleave_qk_halves(const Tensor& w, int64_t hidden, int64_t head_dim, int64_t width) {
+  Tensor out = Tensor::empty(w.shape(), DType::kF32);
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  std::copy(src, src + w.numel(), dst);
+  const int64_t half = head_dim / 2;
+  for (int64_t head = 0; head < 2 * hidden / head_dim; ++head) {  // the heads of q, then of k
+    for (int64_t j = 0; j < half; ++j) {
+      const int64_t base = head * head_dim;
+      std::copy(src + (base + j) * width, src + (base + j + 1) * width, dst + (base + 2 * j) * width);
+      std::copy(src + (base + half + j) * width, src + (base + half + j + 1) * width,
+                dst + (base + 2 * j + 1) * width);
+    }
+  }
   return out;
 }
 
@@ -98,42 +111,49 @@ VisionEncoderConfig parse_vision_encoder_config(const Json& c, const std::string
   return v;
 }
 
+Tensor VisionEncoder::weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const {
+  return ckpt.load(name, shape, placement_.dtype, placement_.device);
+}
+
 VisionEncoder::Merger VisionEncoder::load_merger(const Checkpoint& ckpt, const std::string& name,
                                                  bool norm_after_merge) const {
   const int64_t h = config_.hidden_size, merged = h * config_.spatial_merge_size * config_.spatial_merge_size;
   Merger m;
-  m.norm_w = ckpt.load_f32(name + "ln_q.weight", {norm_after_merge ? merged : h});
-  m.norm_b = ckpt.load_f32(name + "ln_q.bias", {norm_after_merge ? merged : h});
-  m.fc1_w = ckpt.load_f32(name + "mlp.0.weight", {merged, merged});
-  m.fc1_b = ckpt.load_f32(name + "mlp.0.bias", {merged});
-  m.fc2_w = ckpt.load_f32(name + "mlp.2.weight", {config_.out_hidden_size, merged});
-  m.fc2_b = ckpt.load_f32(name + "mlp.2.bias", {config_.out_hidden_size});
+  m.norm_w = weight(ckpt, name + "ln_q.weight", {norm_after_merge ? merged : h});
+  m.norm_b = weight(ckpt, name + "ln_q.bias", {norm_after_merge ? merged : h});
+  m.fc1_w = weight(ckpt, name + "mlp.0.weight", {merged, merged});
+  m.fc1_b = weight(ckpt, name + "mlp.0.bias", {merged});
+  m.fc2_w = weight(ckpt, name + "mlp.2.weight", {config_.out_hidden_size, merged});
+  m.fc2_b = weight(ckpt, name + "mlp.2.bias", {config_.out_hidden_size});
   return m;
 }
 
-VisionEncoder::VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& config, const std::string& prefix)
-    : config_(config) {
-  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
-  patch_w_ = ckpt.load_f32(prefix + "patch_embed.proj.weight", {h, config_.in_channels, config_.temporal_patch_size,
-                                                                config_.patch_size, config_.patch_size})
+VisionEncoder::VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& config, const std::string& prefix,
+                             Placement placement)
+    : config_(config), placement_(placement) {
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size, hd = h / config_.num_heads;
+  patch_w_ = weight(ckpt, prefix + "patch_embed.proj.weight",
+                    {h, config_.in_channels, config_.temporal_patch_size, config_.patch_size, config_.patch_size})
                  .reshape({h, config_.patch_values()});
-  patch_b_ = ckpt.load_f32(prefix + "patch_embed.proj.bias", {h});
+  patch_b_ = weight(ckpt, prefix + "patch_embed.proj.bias", {h});
   pos_embed_ = ckpt.load_f32(prefix + "pos_embed.weight", {config_.num_position_embeddings, h});
   for (int b = 0; b < config_.depth; ++b) {
     const std::string p = prefix + "blocks." + std::to_string(b) + ".";
     Block block;
-    block.norm1_w = ckpt.load_f32(p + "norm1.weight", {h});
-    block.norm1_b = ckpt.load_f32(p + "norm1.bias", {h});
-    block.qkv_w = ckpt.load_f32(p + "attn.qkv.weight", {3 * h, h});
-    block.qkv_b = ckpt.load_f32(p + "attn.qkv.bias", {3 * h});
-    block.proj_w = ckpt.load_f32(p + "attn.proj.weight", {h, h});
-    block.proj_b = ckpt.load_f32(p + "attn.proj.bias", {h});
-    block.norm2_w = ckpt.load_f32(p + "norm2.weight", {h});
-    block.norm2_b = ckpt.load_f32(p + "norm2.bias", {h});
-    block.fc1_w = ckpt.load_f32(p + "mlp.linear_fc1.weight", {inter, h});
-    block.fc1_b = ckpt.load_f32(p + "mlp.linear_fc1.bias", {inter});
-    block.fc2_w = ckpt.load_f32(p + "mlp.linear_fc2.weight", {h, inter});
-    block.fc2_b = ckpt.load_f32(p + "mlp.linear_fc2.bias", {h});
+    block.norm1_w = weight(ckpt, p + "norm1.weight", {h});
+    block.norm1_b = weight(ckpt, p + "norm1.bias", {h});
+    block.qkv_w = place(interleave_qk_halves(ckpt.load_f32(p + "attn.qkv.weight", {3 * h, h}), h, hd, h),
+                        placement_.dtype, placement_.device);
+    block.qkv_b = place(interleave_qk_halves(ckpt.load_f32(p + "attn.qkv.bias", {3 * h}), h, hd, 1), placement_.dtype,
+                        placement_.device);
+    block.proj_w = weight(ckpt, p + "attn.proj.weight", {h, h});
+    block.proj_b = weight(ckpt, p + "attn.proj.bias", {h});
+    block.norm2_w = weight(ckpt, p + "norm2.weight", {h});
+    block.norm2_b = weight(ckpt, p + "norm2.bias", {h});
+    block.fc1_w = weight(ckpt, p + "mlp.linear_fc1.weight", {inter, h});
+    block.fc1_b = weight(ckpt, p + "mlp.linear_fc1.bias", {inter});
+    block.fc2_w = weight(ckpt, p + "mlp.linear_fc2.weight", {h, inter});
+    block.fc2_b = weight(ckpt, p + "mlp.linear_fc2.bias", {h});
     blocks_.push_back(std::move(block));
   }
   merger_ = load_merger(ckpt, prefix + "merger.", /*norm_after_merge=*/false);
@@ -143,18 +163,22 @@ VisionEncoder::VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& 
 }
 
 Tensor VisionEncoder::merge(const Merger& m, const Tensor& h, bool norm_after_merge) const {
+  const auto [device, dtype] = placement_;
   const int64_t unit = static_cast<int64_t>(config_.spatial_merge_size) * config_.spatial_merge_size;
   const int64_t merged = config_.hidden_size * unit, blocks = h.dim(0) / unit;
-  Tensor x = Tensor::empty(h.shape(), DType::kF32);
+  Tensor x = Tensor::empty(h.shape(), dtype, device);
   if (norm_after_merge) {
     Tensor rows = x.reshape({blocks, merged});
     ops::layer_norm(h.reshape({blocks, merged}), m.norm_w, m.norm_b, kLayerNormEps, rows);
   } else {
     ops::layer_norm(h, m.norm_w, m.norm_b, kLayerNormEps, x);
   }
-  Tensor up = linear(x.reshape({blocks, merged}), m.fc1_w, m.fc1_b);
+  Tensor up = Tensor::empty({blocks, merged}, dtype, device);
+  ops::linear(x.reshape({blocks, merged}), m.fc1_w, m.fc1_b, up);
   ops::gelu(up, ops::GeluApproximation::kNone, up);
-  return linear(up, m.fc2_w, m.fc2_b);
+  Tensor out = Tensor::empty({blocks, config_.out_hidden_size}, dtype, device);
+  ops::linear(up, m.fc2_w, m.fc2_b, out);
+  return host_f32(out);
 }
 
 Tensor VisionEncoder::position_embedding(std::span<const VisionGrid> grids, int64_t patches) const {
@@ -219,8 +243,10 @@ VisionRows VisionEncoder::encode(const Tensor& patches, std::span<const VisionGr
   }
 
   // 1-2: patch embedding plus the interpolated learned positions.
-  Tensor h = linear(patches, patch_w_, patch_b_);
-  ops::add(h, position_embedding(grids, total), h);
+  const auto [device, dtype] = placement_;
+  Tensor h = Tensor::empty({total, hidden}, dtype, device);
+  ops::linear(place(patches, dtype, device), patch_w_, patch_b_, h);
+  ops::add(h, place(position_embedding(grids, total), dtype, device), h);
 
   // The rotary angles of every patch: the first hd/4 frequencies by its row, the next hd/4 by its column.
   const int64_t quarter = hd / 4, half = hd / 2;
@@ -229,9 +255,10 @@ VisionRows VisionEncoder::encode(const Tensor& patches, std::span<const VisionGr
     inv_freq[j] = static_cast<float>(1.0 / std::pow(static_cast<double>(config_.rope_theta),
                                                     static_cast<double>(2 * j) / static_cast<double>(half)));
   }
-  std::vector<float> cos(static_cast<size_t>(total * half)), sin(cos.size());
+  Tensor cos_host = Tensor::empty({total, half}, DType::kF32), sin_host = Tensor::empty({total, half}, DType::kF32);
   std::vector<int64_t> segments;  // the attention segments: one per temporal slice of each medium
   {
+    float *cos = cos_host.data<float>(), *sin = sin_host.data<float>();
     int64_t p = 0;
     for (const VisionGrid& g : grids) {
       for (int64_t s = 0; s < g[0]; ++s) {
@@ -255,53 +282,41 @@ VisionRows VisionEncoder::encode(const Tensor& patches, std::span<const VisionGr
       }
     }
   }
-  const auto rotate = [&](float* x) {  // x: one patch's heads [heads, hd], NeoX halves
-    for (int64_t p = 0; p < total; ++p) {
-      for (int64_t hh = 0; hh < heads; ++hh) {
-        float* v = x + (p * heads + hh) * hd;
-        for (int64_t j = 0; j < half; ++j) {
-          const float c = cos[p * half + j], s = sin[p * half + j];
-          const float a = v[j], b = v[j + half];
-          v[j] = a * c - b * s;
-          v[j + half] = b * c + a * s;
-        }
-      }
-    }
-  };
+  const Tensor cos = place(cos_host, DType::kF32, device), sin = place(sin_host, DType::kF32, device);
 
   // 3-4: the blocks, with the DeepStack mergers after theirs.
   VisionRows out;
   out.deepstack.resize(config_.deepstack_visual_indexes.size());
-  Tensor x = Tensor::empty({total, hidden}, DType::kF32);
-  Tensor q = Tensor::empty({total, heads, hd}, DType::kF32), k = Tensor::empty({total, heads, hd}, DType::kF32);
-  Tensor v = Tensor::empty({total, heads, hd}, DType::kF32), attn = Tensor::empty({total, heads, hd}, DType::kF32);
+  Tensor x = Tensor::empty({total, hidden}, dtype, device), qkv = Tensor::empty({total, 3 * hidden}, dtype, device);
+  Tensor q = Tensor::empty({total, heads, hd}, dtype, device), k = Tensor::empty({total, heads, hd}, dtype, device);
+  Tensor v = Tensor::empty({total, heads, hd}, dtype, device), attn = Tensor::empty({total, heads, hd}, dtype, device);
+  Tensor branch = Tensor::empty({total, hidden}, dtype, device);
+  Tensor up = Tensor::empty({total, config_.intermediate_size}, dtype, device);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const Block& l = blocks_[b];
     ops::layer_norm(h, l.norm1_w, l.norm1_b, kLayerNormEps, x);
-    const Tensor qkv = linear(x, l.qkv_w, l.qkv_b);
-    const float* src = qkv.data<float>();
-    for (int64_t p = 0; p < total; ++p) {
-      std::copy(src + p * 3 * hidden, src + p * 3 * hidden + hidden, q.data<float>() + p * hidden);
-      std::copy(src + p * 3 * hidden + hidden, src + p * 3 * hidden + 2 * hidden, k.data<float>() + p * hidden);
-      std::copy(src + p * 3 * hidden + 2 * hidden, src + (p + 1) * 3 * hidden, v.data<float>() + p * hidden);
-    }
-    rotate(q.data<float>());
-    rotate(k.data<float>());
+    ops::linear(x, l.qkv_w, l.qkv_b, qkv);
+    Tensor q_rows = q.reshape({total, hidden}), k_rows = k.reshape({total, hidden}), v_rows = v.reshape({total, hidden});
+    ops::copy_columns(qkv, 0, q_rows, 0, hidden);
+    ops::copy_columns(qkv, hidden, k_rows, 0, hidden);
+    ops::copy_columns(qkv, 2 * hidden, v_rows, 0, hidden);
+    ops::rotate_pairs(q, cos, sin);
+    ops::rotate_pairs(k, cos, sin);
     int64_t start = 0;
     for (int64_t len : segments) {
-      const auto view = [&](Tensor& t) {
-        return Tensor::borrow(t.data<float>() + start * hidden, {len, heads, hd}, DType::kF32);
-      };
-      Tensor qs = view(q), ks = view(k), vs = view(v), os = view(attn);
-      ops::attention(qs, ks, vs, scale, os);
+      Tensor os = attn.slice_rows(start, start + len);
+      ops::attention(q.slice_rows(start, start + len), k.slice_rows(start, start + len),
+                     v.slice_rows(start, start + len), scale, os);
       start += len;
     }
-    ops::add(h, linear(attn.reshape({total, hidden}), l.proj_w, l.proj_b), h);
+    ops::linear(attn.reshape({total, hidden}), l.proj_w, l.proj_b, branch);
+    ops::add(h, branch, h);
     ops::layer_norm(h, l.norm2_w, l.norm2_b, kLayerNormEps, x);
-    Tensor up = linear(x, l.fc1_w, l.fc1_b);
+    ops::linear(x, l.fc1_w, l.fc1_b, up);
     ops::gelu(up, ops::GeluApproximation::kTanh, up);
-    ops::add(h, linear(up, l.fc2_w, l.fc2_b), h);
+    ops::linear(up, l.fc2_w, l.fc2_b, branch);
+    ops::add(h, branch, h);
     for (size_t d = 0; d < config_.deepstack_visual_indexes.size(); ++d) {
       if (config_.deepstack_visual_indexes[d] == static_cast<int>(b)) {
         out.deepstack[d] = merge(deepstack_mergers_[d], h, /*norm_after_merge=*/true);

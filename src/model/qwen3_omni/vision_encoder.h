@@ -18,6 +18,13 @@
 //      out_hidden_size);
 //   5. merger: LayerNorm of each patch row, the 4 rows of a block concatenated, the same MLP.
 //
+// Runs through tensor/ops.h on the device and in the dtype of its Placement (the CPU in float32, or
+// a CUDA device in float32/bfloat16/float16). The q and k rows of each head of the qkv projection
+// are reordered at loading so that the NeoX halves (j, j + head/2) become neighbours (2j, 2j + 1):
+// ops::rotate_pairs then turns them, and q . k is unchanged. Patches in and rows out are host
+// float32. Immutable after loading; encode() may be called from any thread of a CPU placement, and
+// from one thread at a time on a GPU (its stream).
+//
 // Runs on the CPU in float32 (weights widened from the checkpoint's dtype). Immutable after
 // loading; encode() may be called from any thread.
 #pragma once
@@ -29,6 +36,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "model/placement.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
@@ -72,11 +80,13 @@ struct VisionRows {
 
 class VisionEncoder {
  public:
-  // Loads `prefix`patch_embed.proj.weight … of `ckpt` (prefix "thinker.visual."). kLoadFailed
-  // naming a missing or mis-shaped tensor.
-  VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& config, const std::string& prefix);
+  // Loads `prefix`patch_embed.proj.weight … of `ckpt` (prefix "thinker.visual.") onto `placement`.
+  // kLoadFailed naming a missing or mis-shaped tensor.
+  VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& config, const std::string& prefix,
+                Placement placement = {});
 
   const VisionEncoderConfig& config() const { return config_; }
+  const Placement& placement() const { return placement_; }
   // The rows of media whose patches are `patches` [sum of t * h * w, patch_values()] (one medium
   // after another) with grids `grids`. kInvalidArgument for a grid that does not fit the patches or
   // the merge.
@@ -89,14 +99,20 @@ class VisionEncoder {
   struct Merger {
     tensor::Tensor norm_w, norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
   };
+  // A weight of the checkpoint on the placement.
+  tensor::Tensor weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
   Merger load_merger(const Checkpoint& ckpt, const std::string& name, bool norm_after_merge) const;
-  // merger's output for patch rows h [patches, hidden]: [patches / 4, out_hidden_size].
+  // merger's output for patch rows h [patches, hidden] (on the placement): [patches / 4,
+  // out_hidden_size] host float32.
   tensor::Tensor merge(const Merger& m, const tensor::Tensor& h, bool norm_after_merge) const;
-  // The interpolated position embedding of every patch, in patch order: [patches, hidden].
+  // The interpolated position embedding of every patch, in patch order: [patches, hidden] host
+  // float32.
   tensor::Tensor position_embedding(std::span<const VisionGrid> grids, int64_t patches) const;
 
   VisionEncoderConfig config_;
-  tensor::Tensor patch_w_, patch_b_, pos_embed_;
+  Placement placement_;
+  tensor::Tensor patch_w_, patch_b_;
+  tensor::Tensor pos_embed_;  // host float32
   std::vector<Block> blocks_;
   Merger merger_;
   std::vector<Merger> deepstack_mergers_;

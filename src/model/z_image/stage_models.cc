@@ -9,7 +9,7 @@ void register_z_image_stage_models(StageModels& models) {
   models.diffusion.add("z_image", [](const StageModelArgs& args) -> std::unique_ptr<DiffusionModel> {
     require_checkpoint_weights(args, "z_image");
     // --dtype auto: bfloat16 on CUDA (the released weights' dtype), float32 on the CPU.
-    const z_image::Placement placement{args.device,
+    const Placement placement{args.device,
                                        resolve_model_dtype(args.dtype, "", args.device, args.model_dir.string())};
     return std::make_unique<z_image::ImageModel>(args.model_dir, placement);
   });

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/decoder_lm.h"
-#include "model/z_image/placement.h"
+#include "model/placement.h"
 #include "tensor/tensor.h"
 #include "text/chat_template/chat_template.h"
 #include "text/tokenizer/tokenizer.h"

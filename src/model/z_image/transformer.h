@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "model/z_image/config.h"
-#include "model/z_image/placement.h"
+#include "model/placement.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {

@@ -85,7 +85,7 @@ Tensor VaeDecoder::conv(const Tensor& x, const Conv& c) const {
   const int64_t k = c.weight.dim(2);
   const int pad = static_cast<int>(k / 2);
   Tensor out = activation({x.dim(0), x.dim(1), c.weight.dim(0)});
-  ops::conv2d(x, c.weight, c.bias, pad, out);
+  ops::conv2d(x, c.weight, c.bias, pad, /*stride=*/1, out);
   return out;
 }
 

@@ -19,7 +19,7 @@ constexpr int64_t kScratchFloats = int64_t{1} << 22;
 
 }  // namespace
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out) {
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out) {
   const int64_t in_h = x.dim(0), in_w = x.dim(1), cin = x.dim(2);
   const int64_t cout = weight.dim(0), k = weight.dim(2);
   const int64_t out_h = out.dim(0), out_w = out.dim(1);
@@ -37,9 +37,9 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
         const int64_t p = p0 + r, oy = p / out_w, ox = p % out_w;
         float* row = cols.data() + r * patch;
         for (int64_t ky = 0; ky < k; ++ky) {
-          const int64_t iy = oy + ky - padding;
+          const int64_t iy = oy * stride + ky - padding;
           for (int64_t kx = 0; kx < k; ++kx) {
-            const int64_t ix = ox + kx - padding;
+            const int64_t ix = ox * stride + kx - padding;
             const bool inside = iy >= 0 && iy < in_h && ix >= 0 && ix < in_w;
             const float* src = inside ? in + (iy * in_w + ix) * cin : nullptr;
             for (int64_t c = 0; c < cin; ++c) row[(c * k + ky) * k + kx] = inside ? src[c] : 0.0f;

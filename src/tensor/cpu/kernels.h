@@ -47,7 +47,7 @@ void add_row_scaled(const Tensor& a, const Tensor& b, const Tensor& scale, Tenso
 void clamp(const Tensor& x, float lo, float hi, Tensor& out);
 void prepend_history(const Tensor& x, std::span<const int64_t> rows, std::span<Tensor> histories, Tensor& out);
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out);
 void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void silu(const Tensor& x, Tensor& out);
 void tanh(const Tensor& x, Tensor& out);

@@ -33,13 +33,13 @@ constexpr int64_t kNormChunkRows = 64;
 
 cudaStream_t stream_of(const Tensor& t) { return stream_for(t.device().index); }
 
-// cols[r, (ky * k + kx) * c_in + c] = x[oy + ky - pad, ox + kx - pad, c] (zero outside) for the
+// cols[r, (ky * k + kx) * c_in + c] = x[oy * s + ky - pad, ox * s + kx - pad, c] (zero outside) for the
 // output pixels p = first + r, (oy, ox) = (p / out_w, p % out_w). One thread per V consecutive
 // channels of one tap of one row (V = 16 bytes of T where c_in allows, else 1); int32 indices (a
 // tile holds fewer than 2^31 elements).
 template <typename T, int V>
 __global__ void unfold2d_kernel(const T* x, T* cols, int64_t first, int rows, int in_h, int in_w, int c_in, int k,
-                                int pad, int out_w) {
+                                int pad, int stride, int out_w) {
   using Chunk = std::conditional_t<V == 1, T, uint4>;
   const int vectors = c_in / V, taps = k * k;
   const int per_row = taps * vectors;
@@ -51,7 +51,7 @@ __global__ void unfold2d_kernel(const T* x, T* cols, int64_t first, int rows, in
     const int ky = tap / k, kx = tap - ky * k;
     const int64_t p = first + r;
     const int oy = static_cast<int>(p / out_w), ox = static_cast<int>(p - int64_t{oy} * out_w);
-    const int iy = oy + ky - pad, ix = ox + kx - pad;
+    const int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
     Chunk value;
     if (iy >= 0 && iy < in_h && ix >= 0 && ix < in_w) {
       value = reinterpret_cast<const Chunk*>(x + (int64_t{iy} * in_w + ix) * c_in)[v];
@@ -184,7 +184,7 @@ __global__ void mul_columns_kernel(const T* x, const T* scale, T* out, int64_t n
 
 }  // namespace
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out) {
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out) {
   const int64_t in_h = x.dim(0), in_w = x.dim(1), c_in = x.dim(2);
   const int64_t c_out = weight.dim(0), k = weight.dim(2);
   const int64_t out_w = out.dim(1), pixels = out.dim(0) * out_w;
@@ -192,7 +192,7 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
   const int64_t width = c_in * k * k;
   const Tensor flat_weight = weight.reshape({c_out, width});
   Tensor flat_out = out.reshape({pixels, c_out});
-  if (k == 1 && padding == 0) {
+  if (k == 1 && padding == 0 && stride == 1) {
     linear(x.reshape({pixels, c_in}), flat_weight, bias, flat_out);
     return;
   }
@@ -216,7 +216,7 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int paddi
       const bool vector = c_in % kVec == 0 && aligned16(x.raw()) && aligned16(unfolded.raw());
       const int64_t threads = n * k * k * (vector ? c_in / kVec : c_in);
       const auto args = std::make_tuple(ptr<T>(x), ptr<T>(unfolded), first, static_cast<int>(n), static_cast<int>(in_h),
-                                        static_cast<int>(in_w), static_cast<int>(c_in), static_cast<int>(k), padding,
+                                        static_cast<int>(in_w), static_cast<int>(c_in), static_cast<int>(k), padding, stride,
                                         static_cast<int>(out_w));
       if (vector) {
         std::apply(

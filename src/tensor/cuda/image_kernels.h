@@ -8,7 +8,7 @@
 
 namespace omni::tensor::cuda {
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, Tensor& out);
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int padding, int stride, Tensor& out);
 void group_norm(const Tensor& x, int groups, const Tensor& weight, const Tensor& bias, float eps, Tensor& out);
 void silu(const Tensor& x, Tensor& out);
 void tanh(const Tensor& x, Tensor& out);

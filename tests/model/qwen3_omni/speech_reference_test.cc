@@ -24,6 +24,7 @@
 
 #include "base/json.h"
 #include "engine/ar_engine.h"
+#include "model/safetensors.h"
 #include "model/qwen3_omni/code2wav.h"
 #include "model/qwen3_omni/talker_config.h"
 #include "model/qwen3_omni/talker_prompt.h"
@@ -91,7 +92,7 @@ Chat image_chat() {
   read_end_token_ids(kCheckpoint, ids);
   const std::vector<int64_t> g = c.json["grid"].get<std::vector<int64_t>>();
   const VisionRows rows =
-      ThinkerVision(kCheckpoint, config).encoder().encode(tensor::load_npy(c.dir / "pixel_values.npy"),
+      ThinkerVision(kCheckpoint, config, Checkpoint::open(kCheckpoint), {}).encoder().encode(tensor::load_npy(c.dir / "pixel_values.npy"),
                                                           std::vector<VisionGrid>{{g[0], g[1], g[2]}});
   MultimodalPrompt media;
   media.token_ids = c.prompt;

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "model/model_registry.h"
+#include "model/safetensors.h"
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_omni/thinker_audio.h"
 #include "model/qwen3_omni/thinker_prompt.h"
@@ -33,6 +34,7 @@ namespace fs = std::filesystem;
 const fs::path kDataDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni";
 const fs::path kAudioDir = kDataDir / "audio";
 constexpr double kMaxRelativeError = 1e-4;
+constexpr double kMaxBfloat16RelativeError = 2e-2;
 constexpr double kMaxFeatureError = 1e-4;
 
 // max |got - want| / max |want|.
@@ -69,7 +71,7 @@ class ThinkerAudioReferenceTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const fs::path ckpt = kDataDir / "per_expert";
     config_ = new Json(read_json_file(ckpt / "config.json"));
-    audio_ = new ThinkerAudio(ckpt, *config_);
+    audio_ = new ThinkerAudio(ckpt, *config_, Checkpoint::open(ckpt), {});
   }
   static void TearDownTestSuite() {
     delete audio_;
@@ -105,42 +107,68 @@ TEST_F(ThinkerAudioReferenceTest, LogMelFeaturesAndValidFramesMatchTheProcessor)
   }
 }
 
-TEST_F(ThinkerAudioReferenceTest, AudioTowerRowsMatchTransformers) {
-  for (size_t c = 0; c < num_cases(); ++c) {
+// The tower's rows of every case from `audio`, each row within `tolerance` of transformers'.
+void expect_reference_rows(const ThinkerAudio& audio, double tolerance) {
+  for (size_t c = 0; c < read_json_file(kAudioDir / "reference.json").at("cases").size(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     const Case k = load_case(c);
-    const EncodedAudio got = audio_->encode(k.audios);
+    const EncodedAudio got = audio.encode(k.audios);
     EXPECT_EQ(got.rows_per_audio, k.ref.at("audio_token_counts").get<std::vector<int64_t>>());
     const tensor::Tensor want = tensor::load_npy(k.dir / "audio_features.npy");
     ASSERT_EQ(got.rows.shape(), want.shape());
     for (int64_t r = 0; r < want.dim(0); ++r) {
       EXPECT_LE(relative_error(got.rows.data<float>() + r * want.dim(1), want.data<float>() + r * want.dim(1),
                                static_cast<size_t>(want.dim(1))),
-                kMaxRelativeError)
+                tolerance)
           << "row " << r;
     }
   }
 }
 
-// The thinker's prompt logits and greedy tokens of every case, with the model loaded by `options`.
-void expect_reference_prompts(const CausalLmLoadOptions& options);
+bool cuda_visible() {
+  return tensor::compiled_backends().find("cuda") != std::string::npos && tensor::cuda_device_count() > 0;
+}
+
+TEST_F(ThinkerAudioReferenceTest, AudioTowerRowsMatchTransformers) { expect_reference_rows(*audio_, kMaxRelativeError); }
+
+// The tower on a CUDA device: in float32 as close as on the CPU, in bfloat16 within 2e-2.
+TEST_F(ThinkerAudioReferenceTest, AudioTowerOnCudaMatchesTransformers) {
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA backend or device";
+  const fs::path ckpt = kDataDir / "per_expert";
+  const Checkpoint weights = Checkpoint::open(ckpt);
+  expect_reference_rows(ThinkerAudio(ckpt, *config_, weights, {tensor::Device::cuda(0), tensor::DType::kF32}),
+                        kMaxRelativeError);
+  expect_reference_rows(ThinkerAudio(ckpt, *config_, weights, {tensor::Device::cuda(0), tensor::DType::kBF16}),
+                        kMaxBfloat16RelativeError);
+}
+
+// The thinker's prompt logits (within `tolerance`) and, when `greedy`, its greedy tokens of every
+// case, with the model and its audio tower loaded by `options`.
+void expect_reference_prompts(const CausalLmLoadOptions& options, double tolerance, bool greedy);
 
 TEST_F(ThinkerAudioReferenceTest, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTransformers) {
-  expect_reference_prompts(CausalLmLoadOptions{});
+  expect_reference_prompts(CausalLmLoadOptions{}, kMaxRelativeError, true);
 }
 
-// The same on a CUDA device in float32: the audio rows (computed on the host) replace the
-// placeholders' embeddings on the device.
+// The same on a CUDA device, the tower there too: in float32 as on the CPU; in bfloat16 the logits
+// within 2e-2.
 TEST_F(ThinkerAudioReferenceTest, Float32OnCudaMatchesTransformers) {
-  if (tensor::compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no CUDA backend";
-  if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible to this process";
-  expect_reference_prompts(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF32});
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA backend or device";
+  expect_reference_prompts(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF32},
+                           kMaxRelativeError, true);
 }
 
-void expect_reference_prompts(const CausalLmLoadOptions& options) {
+TEST_F(ThinkerAudioReferenceTest, Bfloat16OnCudaMatchesTransformersWithin2e2) {
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA backend or device";
+  expect_reference_prompts(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kBF16},
+                           kMaxBfloat16RelativeError, false);
+}
+
+void expect_reference_prompts(const CausalLmLoadOptions& options, double tolerance, bool greedy) {
   const fs::path ckpt = kDataDir / "per_expert";
   const Json config = read_json_file(ckpt / "config.json");
-  const ThinkerAudio audio_input(ckpt, config);
+  const ThinkerAudio audio_input(ckpt, config, Checkpoint::open(ckpt),
+                                 {options.device, options.dtype.value_or(tensor::DType::kF32)});
   const auto tokenizer = text::Tokenizer::load(ckpt);
   const ThinkerTokenIds ids = parse_thinker_token_ids(config, "config.json");
   std::unique_ptr<CausalLm> model = builtin_model_registry().create_causal_lm(ckpt, options);
@@ -177,9 +205,10 @@ void expect_reference_prompts(const CausalLmLoadOptions& options) {
     const tensor::Tensor want = tensor::load_npy(k.dir / "logits.npy");
     ASSERT_EQ(logits.size(), static_cast<size_t>(want.numel()));
     for (int t = 0; t < n; ++t) {
-      EXPECT_LE(relative_error(&logits[t * vocab], want.data<float>() + t * vocab, vocab), kMaxRelativeError)
+      EXPECT_LE(relative_error(&logits[t * vocab], want.data<float>() + t * vocab, vocab), tolerance)
           << "position " << t;
     }
+    if (!greedy) continue;
 
     const auto continuation = k.ref.at("greedy_continuation").get<std::vector<int32_t>>();
     const float* last = &logits[(n - 1) * vocab];

@@ -27,6 +27,8 @@
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_omni/thinker_prompt.h"
 #include "model/qwen3_omni/thinker_vision.h"
+#include "model/safetensors.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 #include "text/tokenizer/tokenizer.h"
 
@@ -38,6 +40,7 @@ namespace fs = std::filesystem;
 const fs::path kDataDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni";
 const fs::path kVisionDir = kDataDir / "vision";
 constexpr double kMaxRelativeError = 1e-4;
+constexpr double kMaxBfloat16RelativeError = 2e-2;
 
 double relative_error(const float* got, const float* want, size_t n) {
   double err = 0.0, mag = 0.0;
@@ -168,10 +171,15 @@ TEST(ThinkerVisionReference, ProcessorGridsAndPatchesMatchTransformers) {
   }
 }
 
-TEST(ThinkerVisionReference, VisionRowsAndDeepStackRowsMatchTransformers) {
+bool cuda_visible() {
+  return tensor::compiled_backends().find("cuda") != std::string::npos && tensor::cuda_device_count() > 0;
+}
+
+// The rows and DeepStack rows of every case from the encoder on `placement`, each within `tolerance`.
+void expect_vision_rows(Placement placement, double tolerance) {
   const fs::path ckpt = kDataDir / "per_expert";
   const Json config = read_json_file(ckpt / "config.json");
-  ThinkerVision vision(ckpt, config);
+  ThinkerVision vision(ckpt, config, Checkpoint::open(ckpt), placement);
   for (size_t c = 0; c < num_cases(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
     const Case k = load_case(c);
@@ -187,24 +195,35 @@ TEST(ThinkerVisionReference, VisionRowsAndDeepStackRowsMatchTransformers) {
     const int64_t hidden = want.dim(1);
     for (int64_t r = 0; r < want.dim(0); ++r) {
       EXPECT_LE(relative_error(got.rows.data<float>() + r * hidden, want.data<float>() + r * hidden, hidden),
-                kMaxRelativeError)
+                tolerance)
           << "row " << r;
       for (int64_t d = 0; d < deep.dim(0); ++d) {
         EXPECT_LE(relative_error(got.deepstack[d].data<float>() + r * hidden,
                                  deep.data<float>() + (d * want.dim(0) + r) * hidden, hidden),
-                  kMaxRelativeError)
+                  tolerance)
             << "deepstack " << d << " row " << r;
       }
     }
   }
 }
 
-TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTransformers) {
+TEST(ThinkerVisionReference, VisionRowsAndDeepStackRowsMatchTransformers) { expect_vision_rows({}, kMaxRelativeError); }
+
+// The encoder on a CUDA device: in float32 as close as on the CPU, in bfloat16 within 2e-2.
+TEST(ThinkerVisionReference, VisionRowsOnCudaMatchTransformers) {
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA backend or device";
+  expect_vision_rows({tensor::Device::cuda(0), tensor::DType::kF32}, kMaxRelativeError);
+  expect_vision_rows({tensor::Device::cuda(0), tensor::DType::kBF16}, kMaxBfloat16RelativeError);
+}
+
+// The thinker loaded by `options` (its vision encoder with it): expanded ids, positions, prompt
+// logits within `tolerance` and, when `greedy`, the greedy tokens of every case.
+void expect_vision_prompts(const CausalLmLoadOptions& options, double tolerance, bool greedy) {
   const fs::path ckpt = kDataDir / "per_expert";
   const Json config = read_json_file(ckpt / "config.json");
   const auto tokenizer = text::Tokenizer::load(ckpt);
   const ThinkerTokenIds ids = parse_thinker_token_ids(config, "config.json");
-  Thinker model(ckpt, config, CausalLmLoadOptions{});
+  Thinker model(ckpt, config, options);
   const int vocab = model.info().vocab_size;
   for (size_t c = 0; c < num_cases(); ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
@@ -263,9 +282,10 @@ TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTrans
     const tensor::Tensor want = tensor::load_npy(k.dir / "logits.npy");
     ASSERT_EQ(logits.size(), static_cast<size_t>(want.numel()));
     for (int t = 0; t < n; ++t) {
-      EXPECT_LE(relative_error(&logits[t * vocab], want.data<float>() + t * vocab, vocab), kMaxRelativeError)
+      EXPECT_LE(relative_error(&logits[t * vocab], want.data<float>() + t * vocab, vocab), tolerance)
           << "position " << t;
     }
+    if (!greedy) continue;
 
     const auto continuation = k.ref.at("greedy_continuation").get<std::vector<int32_t>>();
     const float* last = &logits[(n - 1) * vocab];
@@ -284,6 +304,19 @@ TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTrans
     }
     EXPECT_EQ(generated, continuation);
   }
+}
+
+TEST(ThinkerVisionReference, ExpandedIdsPositionsLogitsAndGreedyTokensMatchTransformers) {
+  expect_vision_prompts(CausalLmLoadOptions{}, kMaxRelativeError, true);
+}
+
+// On a CUDA device with the encoder there: float32 as on the CPU, bfloat16 logits within 2e-2.
+TEST(ThinkerVisionReference, OnCudaMatchesTransformers) {
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA backend or device";
+  expect_vision_prompts(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kF32},
+                        kMaxRelativeError, true);
+  expect_vision_prompts(CausalLmLoadOptions{.device = tensor::Device::cuda(0), .dtype = tensor::DType::kBF16},
+                        kMaxBfloat16RelativeError, false);
 }
 
 TEST(ThinkerVisionPrompt, SmartResizeRoundsToTheFactorWithinThePixelBudget) {

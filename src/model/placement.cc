@@ -1,9 +1,9 @@
-#include "model/z_image/placement.h"
+#include "model/placement.h"
 
 #include "tensor/convert.h"
 #include "tensor/upload.h"
 
-namespace omni::model::z_image {
+namespace omni::model {
 
 using tensor::DType;
 using tensor::Tensor;
@@ -26,4 +26,4 @@ Tensor host_f32(const Tensor& t) {
   return out;
 }
 
-}  // namespace omni::model::z_image
+}  // namespace omni::model

@@ -1,12 +1,11 @@
-// Where Z-Image's tensors live: the pipeline keeps its latents, caption features and the rotation
-// tables' sources on the host in float32 (the scheduler's arithmetic is float32, as diffusers'), and
-// the components run on their device in their dtype. These move host float32 tensors there and
-// back.
+// Where a model component's tensors live: pipelines keep their glue (Z-Image's latents and
+// scheduler, an encoder's inputs and outputs) on the host in float32, and the components run on
+// their device in their dtype. These move host float32 tensors there and back.
 #pragma once
 
 #include "tensor/tensor.h"
 
-namespace omni::model::z_image {
+namespace omni::model {
 
 // Where a component runs: its device and the dtype of its weights and activations (float32 on the
 // CPU; float32, bfloat16 or float16 on CUDA).
@@ -23,4 +22,4 @@ tensor::Tensor place(const tensor::Tensor& host_f32, tensor::DType dtype, tensor
 // float32 tensor is returned as it is.
 tensor::Tensor host_f32(const tensor::Tensor& t);
 
-}  // namespace omni::model::z_image
+}  // namespace omni::model
