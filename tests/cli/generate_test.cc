@@ -310,5 +310,51 @@ TEST(GenerateMessages, ImagePartsExpandThePromptAndPlainPathsWork) {
   fs::remove_all(tmp);
 }
 
+// `bench latency --messages` times a chat with media: every request of the batch is the chat, its
+// prompt as long as the expanded one (1 s of audio: 2 markers + 13 rows; the 100 x 70 picture: 2
+// markers + 6 rows, as above), on the demo's weights and on random ones (`--load-format dummy`
+// over a folder of its JSON files alone, whose towers are random too).
+TEST(BenchLatencyMessages, EveryRequestIsTheChatWithItsMediaExpanded) {
+  const fs::path tmp = fs::temp_directory_path() / ("omni_bench_messages_" + std::to_string(::getpid()));
+  fs::create_directories(tmp / "dummy");
+  auto made = run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "qwen3_omni", "--out", (tmp / "model").string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const auto& entry : fs::directory_iterator(tmp / "model")) {
+    if (entry.path().extension() == ".json") fs::copy_file(entry.path(), tmp / "dummy" / entry.path().filename());
+  }
+  { std::ofstream(tmp / "tone.wav", std::ios::binary) << wav_second(); }
+  { std::ofstream(tmp / "picture.bmp", std::ios::binary) << bmp_picture(100, 70); }
+  const auto bench = [&](const fs::path& model, const std::string& parts, const std::vector<std::string>& extra) {
+    const std::string messages =
+        R"([{"role": "user", "content": [)" + parts + R"({"type": "text", "text": "What is it?"}]}])";
+    std::vector<std::string> args{OMNISTAGE_BINARY, "bench", "latency", "--model", model.string(), "--device", "cpu",
+                                  "--output-len", "3", "--batch-size", "2", "--num-iters-warmup", "0",
+                                  "--num-iters", "1", "--messages", messages, "--output-json",
+                                  (tmp / "report.json").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? read_json_file(tmp / "report.json")["results"][0] : Json();
+  };
+  const std::string media = R"({"type": "audio_url", "audio_url": ")" + (tmp / "tone.wav").string() +
+                            R"("}, {"type": "image_url", "image_url": ")" + (tmp / "picture.bmp").string() + R"("},)";
+  const Json text = bench(tmp / "model", "", {});
+  const Json real = bench(tmp / "model", media, {});
+  const Json dummy = bench(tmp / "dummy", media, {"--load-format", "dummy"});
+  ASSERT_TRUE(text.is_object() && real.is_object() && dummy.is_object());
+  EXPECT_EQ(text["chat"], true);
+  EXPECT_EQ(real["input_len"].get<int>(), text["input_len"].get<int>() + 15 + 8);
+  EXPECT_EQ(dummy["input_len"], real["input_len"]);
+  EXPECT_EQ(real["batch_size"], 2);
+  EXPECT_EQ(real["prefill_steps_per_iter"], 1);
+  EXPECT_GT(real["media_ms"].get<double>(), 0.0);
+
+  auto unpaired = run_process({OMNISTAGE_BINARY, "bench", "latency", "--model", (tmp / "model").string(), "--device",
+                               "cpu", "--mm-processor-kwargs", R"({"fps": 1})"});
+  EXPECT_NE(unpaired.exit_code, 0);
+  EXPECT_NE(unpaired.err.find("--mm-processor-kwargs goes with --messages"), std::string::npos) << unpaired.err;
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace omni
