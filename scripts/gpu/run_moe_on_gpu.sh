@@ -77,6 +77,11 @@ if want memcheck; then
       --gtest_filter='MoeGpuTest.GroupPlaces*:MoeGpuTest.EightExperts*:MoeGpuTest.TiledProducts*:MoeGpuTest.Route*:MoeGpuTest.GroupedLinear*' \
       > "$logs/memcheck_moe.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck_moe.log" | tail -5
+  if [[ -x "$here/tensor_test" ]]; then  # the convolution the audio tower takes (stride 2)
+    timeout 60 "$sanitizer" --tool memcheck --error-exitcode 3 "$here/tensor_test" \
+        --gtest_filter='*ImageOpsCuda*Conv2d*' > "$logs/memcheck_conv2d.log" 2>&1 || status=1
+    grep -E "ERROR SUMMARY|PASSED|FAILED" "$logs/memcheck_conv2d.log" | tail -3
+  fi
 fi
 
 run_latency() {  # label limit [flags...]
