@@ -150,7 +150,7 @@ int run_latency(const LatencyFlags& flags, const ChatRenderer& render_chat) {
         }
       }
       prefill_ms.push_back(prefill);
-      latency_s.push_back(run.seconds);
+      latency_s.push_back(run.seconds + timed.add_ms / 1e3);  // from the first add_request on
     }
     const double decode_mean = mean(decode_ms);
     const double latency_mean = mean(latency_s);
