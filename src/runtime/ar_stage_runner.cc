@@ -51,15 +51,14 @@ engine::SamplingParams base_sampling(const model::EmbeddingInputLm* lm, const fs
 std::unique_ptr<model::CausalLm> load_model(const EngineArgs& args, const tensor::Device& device) {
   const std::optional<std::string> name = args.optional<std::string>("stage_model");
   const int ranks = args.tensor_parallel_size();
-  if (name && ranks == 1) return model::builtin_stage_models().create_ar(*name, args.stage_model_args());
+  // Random weights (load_format dummy) on one rank go through the plain causal LM's stage model too.
+  if (ranks == 1 && (name || args.random_weights())) {
+    return model::builtin_stage_models().create_ar(name.value_or("causal_lm"), args.stage_model_args());
+  }
   if (args.random_weights()) {
-    if (ranks > 1) {
-      throw_error(ErrorCode::kUnsupported,
-                  "stage {}: load_format dummy (random weights) with tensor_parallel_size {} is not implemented",
-                  args.stage_id(), ranks);
-    }
-    return model::builtin_model_registry().create_causal_lm(
-        args.model_dir(), {.device = device, .dtype = args.dtype(), .random_weights = true, .engine_args = args.json()});
+    throw_error(ErrorCode::kUnsupported,
+                "stage {}: load_format dummy (random weights) with tensor_parallel_size {} is not implemented",
+                args.stage_id(), ranks);
   }
   return load_tensor_parallel_lm(args.model_dir(),
                                  {.size = ranks, .device = device, .dtype = args.dtype(), .engine_args = args.json()});
