@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/json_long_strings.h"
 
 namespace omni {
 
@@ -23,7 +24,7 @@ std::string_view describe(const Json::exception& e) {
 
 Json parse_json(std::string_view text, std::string_view source) {
   try {
-    return Json::parse(text);
+    return parse_json_with_long_strings(text);
   } catch (const Json::exception& e) {
     throw_error(ErrorCode::kInvalidArgument, "{}: malformed JSON: {}", source, describe(e));
   }

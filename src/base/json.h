@@ -12,8 +12,9 @@ using Json = nlohmann::json;
 // Keeps keys in the order they were written, for output a person reads (omnistage config).
 using OrderedJson = nlohmann::ordered_json;
 
-// Parses `text`; a syntax error throws omni::Error(kInvalidArgument) that names `source`
-// (a flag, a request field) and the line and column of the error.
+// Parses `text` (long strings quickly: base/json_long_strings.h); a syntax error throws
+// omni::Error(kInvalidArgument) that names `source` (a flag, a request field) and the line and
+// column of the error.
 Json parse_json(std::string_view text, std::string_view source);
 
 // Reads and parses a JSON file; errors name the file (kNotFound if missing, kLoadFailed on

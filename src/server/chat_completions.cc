@@ -14,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "base/json_long_strings.h"
 #include "server/chat_audio.h"
 #include "server/chat_media.h"
 #include "server/completion_response.h"
@@ -99,7 +100,7 @@ void handle_chat_completion(const ServingContext& context, HttpRequest& request,
   if (audio.voice) generation.additional_information["voice"] = *audio.voice;
   generation.sampling_params_list = read_sampling_params_list(fields);
   generation.prompt_token_ids =
-      context.require_renderer("/v1/chat/completions").render_chat(OrderedJson::parse(request.body));
+      context.require_renderer("/v1/chat/completions").render_chat(parse_ordered_json_with_long_strings(request.body));
   if (generation.prompt_token_ids.empty())
     throw_invalid_field("messages", "the chat template rendered an empty prompt");
   const auto kwargs_field = body.find("mm_processor_kwargs");

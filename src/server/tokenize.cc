@@ -1,5 +1,6 @@
 // POST /tokenize and /detokenize in vLLM's shapes. /tokenize takes either a `prompt` (text) or
 // chat `messages` (rendered through the chat template, like /v1/chat/completions would).
+#include "base/json_long_strings.h"
 #include "server/openai_error.h"
 #include "server/openai_format.h"
 #include "server/request_fields.h"
@@ -16,7 +17,7 @@ void handle_tokenize(const ServingContext& context, HttpRequest& request, Respon
   std::vector<int32_t> tokens;
   if (fields.has("messages")) {
     if (!fields.array("messages")) throw_invalid_field("messages", "'messages' must be a list");
-    tokens = renderer.render_chat(OrderedJson::parse(request.body));
+    tokens = renderer.render_chat(parse_ordered_json_with_long_strings(request.body));
   } else if (auto prompt = fields.string("prompt")) {
     tokens = renderer.encode(*prompt, fields.boolean("add_special_tokens").value_or(true));
   } else {
