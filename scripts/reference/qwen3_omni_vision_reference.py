@@ -109,6 +109,34 @@ def make_processor(checkpoint, transformers):
                                               feature_extractor=fe, tokenizer=tok), pre, size
 
 
+def case_inputs(processor, case, seed, size):
+    """The processor's inputs for one case and media seed: (inputs, media, waveform or None, "image" or
+    "video", get_rope_index's extra arguments, the thinker's extra arguments)."""
+    import numpy as np
+    import torch
+
+    import qwen3_omni_audio_reference as audio_ref
+
+    if "images" in case:
+        media = [picture(h, w, seed + k, np) for k, (h, w) in enumerate(case["images"])]
+        inputs = processor(text=case["text"], images=media, return_tensors="pt", **case.get("mm_processor_kwargs", {}))
+        return inputs, media, None, "image", {}, {}
+    media = [video_frames(*case["video"], seed, np)]
+    videos_kwargs = dict(fps=case["fps"], do_sample_frames=False, size=size)
+    wave, audio = None, {}
+    if "audio_samples" in case:
+        wave = audio_ref.waveform(case["audio_samples"], seed, np)
+        videos_kwargs["use_audio_in_video"] = True
+        audio = dict(audio=[wave])
+    inputs = processor(text=case["text"], videos=media, return_tensors="pt", videos_kwargs=videos_kwargs, **audio)
+    extra = dict(second_per_grids=torch.tensor(inputs["video_second_per_grid"]).float())
+    forward_extra = {}
+    if wave is not None:
+        extra.update(use_audio_in_video=True, audio_seqlens=inputs["feature_attention_mask"].sum(-1))
+        forward_extra = dict(use_audio_in_video=True)
+    return inputs, media, wave, "video", extra, forward_extra
+
+
 def run(checkpoint, out):
     import numpy as np
     import torch
@@ -125,28 +153,8 @@ def run(checkpoint, out):
     for c, case in enumerate(CASES):
         try:
             for seed in range(SEED + 1000 * c, SEED + 1000 * c + SEED_ATTEMPTS):
-                wave, audio_in_video = None, False
-                if "images" in case:
-                    media = [picture(h, w, seed + k, np) for k, (h, w) in enumerate(case["images"])]
-                    inputs = processor(text=case["text"], images=media, return_tensors="pt",
-                                       **case.get("mm_processor_kwargs", {}))
-                    pixels, grid, kind = inputs["pixel_values"], inputs["image_grid_thw"], "image"
-                    extra = {}
-                else:
-                    media = [video_frames(*case["video"], seed, np)]
-                    videos_kwargs = dict(fps=case["fps"], do_sample_frames=False, size=size)
-                    audio = {}
-                    if "audio_samples" in case:
-                        wave = audio_ref.waveform(case["audio_samples"], seed, np)
-                        videos_kwargs["use_audio_in_video"] = audio_in_video = True
-                        audio = dict(audio=[wave])
-                    inputs = processor(text=case["text"], videos=media, return_tensors="pt",
-                                       videos_kwargs=videos_kwargs, **audio)
-                    pixels, grid, kind = inputs["pixel_values_videos"], inputs["video_grid_thw"], "video"
-                    extra = dict(second_per_grids=torch.tensor(inputs["video_second_per_grid"]).float())
-                    if audio_in_video:
-                        extra.update(use_audio_in_video=True, audio_seqlens=inputs["feature_attention_mask"].sum(-1))
-                forward_extra = dict(use_audio_in_video=True) if audio_in_video else {}
+                inputs, media, wave, kind, extra, forward_extra = case_inputs(processor, case, seed, size)
+                pixels, grid = inputs[f"pixel_values{'' if kind == 'image' else '_videos'}"], inputs[f"{kind}_grid_thw"]
                 ids = inputs["input_ids"]
                 margins, handles = tiny.routing_margins(model, torch)
                 with torch.no_grad():
