@@ -1,5 +1,6 @@
 #include "base/json_long_strings.h"
 
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -90,12 +91,13 @@ void put_back(J& root, const std::vector<std::string_view>& strings) {
     pending.pop_back();
     if (value->is_string()) {
       std::string& s = value->template get_ref<std::string&>();
-      if (s.size() > prefix.size() && s.compare(0, prefix.size(), prefix) == 0) {
-        const size_t index = std::stoul(s.substr(prefix.size()));
-        if (index < strings.size()) {
-          s.assign(strings[index]);
-          --left;
-        }
+      if (s.size() <= prefix.size() || s.compare(0, prefix.size(), prefix) != 0) continue;
+      // A placeholder is the prefix and a whole index; anything else is the client's own string.
+      size_t index = 0;
+      const char* end = s.data() + s.size();
+      if (std::from_chars(s.data() + prefix.size(), end, index).ptr == end && index < strings.size()) {
+        s.assign(strings[index]);
+        --left;
       }
     } else if (value->is_structured()) {
       for (auto& child : *value) pending.push_back(&child);

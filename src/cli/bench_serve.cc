@@ -428,7 +428,7 @@ Command bench_command() {
             std::function<int()> run_latency =
                 bench::add_latency_command(bench, &latency, [](const std::string& model, const std::string& messages,
                                                                const std::string& kwargs) {
-                  const std::unique_ptr<text::Tokenizer> tokenizer = text::Tokenizer::load(model);
+                  const std::unique_ptr<text::Tokenizer> tokenizer = load_model_tokenizer(model);
                   return render_chat_messages(messages, kwargs, model, model, tokenizer.get());
                 });
             std::function<int()> run_throughput = bench::add_throughput_command(bench, &throughput);

@@ -3,9 +3,10 @@
 #include <optional>
 
 #include "base/error.h"
+#include "config/pipeline_registry.h"
 #include "model/causal_lm.h"
-#include "model/qwen3_omni/thinker_vision.h"
-#include "model/whisper_features.h"
+#include "model/pipelines.h"
+#include "model/stage_model_registry.h"
 #include "server/chat_content.h"
 #include "server/chat_media.h"
 #include "server/mm_processor_kwargs.h"
@@ -32,6 +33,27 @@ void plain_paths_to_file_urls(OrderedJson& messages) {
       }
     }
   }
+}
+
+// What the checkpoint reads, as its family's stage models describe it (the server learns it the
+// same way); nothing for a folder no pipeline matches.
+model::ModelFacts describe_checkpoint(const fs::path& model_dir) {
+  config::PipelineRegistry registry;
+  model::register_all_pipelines(registry);
+  config::PipelineResolution resolution;
+  try {
+    resolution = config::resolve_pipeline(registry, model_dir.string(), "");
+  } catch (const Error&) {
+    return {};
+  }
+  model::ModelFacts facts;
+  const model::StageModels& models = model::builtin_stage_models();
+  for (const config::StagePipelineConfig& stage : resolution.pipeline->stages) {
+    if (models.has(stage.execution_type, stage.stage_model)) {
+      facts.merge(models.describe(stage.execution_type, stage.stage_model, model_dir));
+    }
+  }
+  return facts;
 }
 
 }  // namespace
@@ -61,19 +83,8 @@ ChatPrompt render_chat_messages(const std::string& text, const std::string& mm_p
                 "--messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}} objects");
   }
   plain_paths_to_file_urls(messages);
-  server::ChatMediaOptions media;
+  server::ChatMediaOptions media = server::chat_media_options(describe_checkpoint(model_dir));
   media.allowed_local_media_path = "/";
-  if (fs::exists(model_dir / "preprocessor_config.json") || fs::exists(model_dir / "processor_config.json")) {
-    media.audio_sample_rate = model::load_whisper_feature_config(model_dir).sampling_rate;
-  }
-  // A checkpoint with a vision encoder reads images and video, sampled as its processor says.
-  if (fs::exists(model_dir / "config.json") &&
-      read_json_file(model_dir / "config.json").value("model_type", "") == "qwen3_omni_moe" &&
-      model::qwen3_omni::has_vision_input(model_dir)) {
-    const model::qwen3_omni::VisionProcessorConfig vision = model::qwen3_omni::load_vision_processor_config(model_dir);
-    media.images = media.videos = true;
-    media.video_sampling = {vision.fps, vision.min_frames, vision.max_frames, vision.temporal_patch_size};
-  }
   ChatPrompt out;
   try {
     Json kwargs_json;
@@ -97,6 +108,13 @@ ChatPrompt render_chat_messages(const std::string& text, const std::string& mm_p
     throw Error(e.code(), std::string("--messages: ") + e.what());
   }
   return out;
+}
+
+std::unique_ptr<text::Tokenizer> load_model_tokenizer(const fs::path& model_dir) {
+  if (fs::exists(model_dir / "tokenizer.json") || fs::exists(model_dir / "vocab.json")) {
+    return text::Tokenizer::load(model_dir);
+  }
+  return nullptr;
 }
 
 }  // namespace omni::cli

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,8 @@ struct ChatPrompt {
 ChatPrompt render_chat_messages(const std::string& messages, const std::string& mm_processor_kwargs,
                                 const std::filesystem::path& model_dir, const std::filesystem::path& template_dir,
                                 const text::Tokenizer* tokenizer);
+
+// The tokenizer in `model_dir` (tokenizer.json, or vocab.json and merges.txt); nullptr when it has none.
+std::unique_ptr<text::Tokenizer> load_model_tokenizer(const std::filesystem::path& model_dir);
 
 }  // namespace omni::cli

@@ -111,9 +111,7 @@ std::vector<int32_t> parse_token_ids_flag(const std::string& text) {
 // The tokenizer named by --tokenizer, else the model folder's when it has one, else none.
 std::unique_ptr<text::Tokenizer> load_tokenizer(const GenerateOptions& options) {
   if (!options.tokenizer.empty()) return text::Tokenizer::load(options.tokenizer);
-  const fs::path dir(options.model);
-  if (fs::exists(dir / "tokenizer.json") || fs::exists(dir / "vocab.json")) return text::Tokenizer::load(dir);
-  return nullptr;
+  return load_model_tokenizer(options.model);
 }
 
 // --messages as one prompt job (cli/chat_messages.h).

@@ -176,11 +176,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
     }
   }
   options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
-  options.media.audio_sample_rate = facts.audio_input_sample_rate;
-  options.media.images = facts.image_input;
-  options.media.videos = facts.video_input;
-  options.media.video_sampling = {facts.video_fps, facts.video_min_frames, facts.video_max_frames,
-                                  facts.video_frame_multiple};
+  options.media = server::chat_media_options(facts);
   if (const char* timeout = std::getenv("VLLM_AUDIO_FETCH_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
     char* end = nullptr;
     const double seconds = std::strtod(timeout, &end);
