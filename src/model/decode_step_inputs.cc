@@ -1,6 +1,8 @@
 #include "model/decode_step_inputs.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -19,8 +21,30 @@ void check_step_batch_sizes(std::span<const int> batch_sizes, const char* caller
   }
 }
 
+namespace {
+
+// A decode token's M-RoPE positions are one plain position when its three streams agree on a whole
+// number (text after media: position + rope delta), and the rotation of equal streams is the plain
+// rotation at that position. Layout [3, tokens], as ForwardBatch holds them.
+bool mrope_positions_are_plain(const ForwardBatch& batch) {
+  const size_t tokens = batch.token_ids.size();
+  if (batch.mrope_positions.empty()) return true;
+  if (batch.mrope_positions.size() != 3 * tokens) return false;
+  for (size_t t = 0; t < tokens; ++t) {
+    const float p = batch.mrope_positions[t];
+    if (p != std::floor(p) || p < 0.0f || p > static_cast<float>(INT32_MAX / 2) ||
+        batch.mrope_positions[tokens + t] != p || batch.mrope_positions[2 * tokens + t] != p) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 bool fits_decode_step(const ForwardBatch& batch, int64_t table_width) {
   if (batch.all_logits || batch.seqs.empty() || batch.token_ids.size() != batch.seqs.size()) return false;
+  if (!mrope_positions_are_plain(batch)) return false;
   return std::all_of(batch.seqs.begin(), batch.seqs.end(), [&](const SequenceSlice& seq) {
     const int64_t blocks = (static_cast<int64_t>(seq.context_len) + kKvBlockSize) / kKvBlockSize;
     return seq.query_len == 1 && seq.wants_logits && blocks <= table_width;
@@ -40,7 +64,9 @@ void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t ta
     const SequenceSlice& seq = batch.seqs[b];
     const int32_t pos = seq.context_len;
     ids[b] = batch.token_ids[seq.query_start];
-    positions[b] = batch.positions[seq.query_start];
+    positions[b] = batch.mrope_positions.empty()
+                       ? batch.positions[seq.query_start]
+                       : static_cast<int32_t>(batch.mrope_positions[seq.query_start]);
     slots[b] = seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
     context_lens[b] = pos;
     const size_t used = std::min(seq.block_table.size(), static_cast<size_t>(table_width));

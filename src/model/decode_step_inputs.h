@@ -23,7 +23,9 @@ void check_step_batch_sizes(std::span<const int> batch_sizes, const char* caller
 
 // Whether `batch` can run as a fixed-size decode step of at least its size with tables of
 // `table_width` blocks: every slice is one token that wants logits, the blocks that token's position
-// needs fit in the width, and all_logits is off. (Table and id ranges are checked elsewhere.)
+// needs fit in the width, all_logits is off, and M-RoPE positions, if any, are the same whole number
+// on all three streams (then the step rotates by that number). (Table and id ranges are checked
+// elsewhere.)
 bool fits_decode_step(const ForwardBatch& batch, int64_t table_width);
 
 // Writes the inputs of `batch` (fits_decode_step, at most `rows` slices) into `out`, which holds

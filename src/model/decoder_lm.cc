@@ -622,6 +622,7 @@ void DecoderLm::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& 
     check_batch(batch, batch.token_ids.size());
     upload_step_inputs(batch, *step);
     previous_ids_stale_ = true;
+    ++fixed_decode_steps_;
     if (step->graph.defined()) {
       step->graph.replay();
     } else {
@@ -711,6 +712,7 @@ Tensor DecoderLm::queue_async_step(const ForwardBatch& batch, std::span<const op
     if (DecodeStep* step = decode_step_for(batch)) {
       check_batch(batch, batch.token_ids.size());
       upload_step_inputs(batch, *step);
+      ++fixed_decode_steps_;
       if (!previous_rows.empty()) {
         // Into the uploaded ids, on the stream before the replay: the recording reads them from there.
         Tensor rows = Tensor::empty({step->rows}, DType::kI32);
@@ -764,8 +766,7 @@ void DecoderLm::wait_step(std::vector<int32_t>& token_ids) {
 }
 
 DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
-  if (decode_steps_.empty() || !batch.input_rows.empty() || !batch.mrope_positions.empty() ||
-      batch.capture != nullptr || !fits_decode_step(batch, decode_table_width_)) {
+  if (decode_steps_.empty() || !batch.input_rows.empty() || batch.capture != nullptr || !fits_decode_step(batch, decode_table_width_)) {
     return nullptr;
   }
   for (DecodeStep& step : decode_steps_) {

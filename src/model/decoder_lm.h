@@ -104,6 +104,8 @@ class DecoderLm : public CausalLm {
   // How many launch_step calls found the previous step still outstanding and queued behind it
   // without waiting (the device-side overlap of async scheduling); 0 where steps run synchronously.
   int64_t overlapped_launches() const { return overlapped_launches_; }
+  // How many greedy steps ran as a fixed-size decode step (prepare_decode_steps), graph or not.
+  int64_t fixed_decode_steps() const { return fixed_decode_steps_; }
   tensor::Device device() const override { return device_; }
   size_t activation_bytes(int max_tokens, int max_logit_rows) const override;
   // The input embeddings of `ids` as host float32 [ids.size(), hidden_size] (rows a downstream
@@ -259,6 +261,7 @@ class DecoderLm : public CausalLm {
   std::array<AsyncStep, 2> async_steps_;
   int64_t launched_steps_ = 0, waited_steps_ = 0;  // step k uses async_steps_[k % 2]
   int64_t overlapped_launches_ = 0;
+  int64_t fixed_decode_steps_ = 0;
   // A synchronous fixed-size step ran after the latest launch: the ids a DecodeStep's `best` holds
   // may no longer be that launch's, so the next launch may not read them.
   bool previous_ids_stale_ = false;

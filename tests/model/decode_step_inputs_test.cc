@@ -76,6 +76,32 @@ TEST(DecodeStepInputsTest, FitsOnlyOneTokenSlicesThatWantLogitsWithinTheTableWid
   EXPECT_FALSE(fits_decode_step(ForwardBatch{}, 4));
 }
 
+// Text decoding after media: each token's three M-RoPE streams are its position plus the rope delta,
+// one whole number, and the step rotates by it; the KV slot and context length still follow the
+// sequence's length.
+TEST(DecodeStepInputsTest, EqualWholeMropeStreamsRunAsTheirPlainPosition) {
+  ForwardBatch batch = two_decodes();
+  batch.mrope_positions = {9, 30, 9, 30, 9, 30};  // [3, tokens]: deltas -8 and +27
+  ASSERT_TRUE(fits_decode_step(batch, 2));
+  std::vector<int32_t> out(decode_step_inputs_size(2, 2));
+  pack_decode_step_inputs(batch, 2, 2, out);
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 2, out.begin() + 4), (std::vector<int32_t>{9, 30}));   // positions
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 4, out.begin() + 6),
+            (std::vector<int32_t>{9 * kKvBlockSize + 1, 4 * kKvBlockSize + 3}));                        // slots
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 6, out.begin() + 8), (std::vector<int32_t>{17, 3}));   // lengths
+
+  // Streams that differ (a media token) or a fractional delta need the M-RoPE rotation.
+  ForwardBatch media = batch;
+  media.mrope_positions[3] = 31;
+  EXPECT_FALSE(fits_decode_step(media, 2));
+  ForwardBatch fractional = batch;
+  fractional.mrope_positions = {9.5f, 30, 9.5f, 30, 9.5f, 30};
+  EXPECT_FALSE(fits_decode_step(fractional, 2));
+  ForwardBatch short_streams = batch;
+  short_streams.mrope_positions.pop_back();
+  EXPECT_FALSE(fits_decode_step(short_streams, 2));
+}
+
 // Row b of the padded step is slice b, wherever its token sits in the batch; padding keeps its id.
 TEST(DecodeStepInputsTest, PreviousRowsFollowTheSlicesAndSkipPadding) {
   ForwardBatch batch = two_decodes();
