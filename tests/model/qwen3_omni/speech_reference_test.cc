@@ -177,11 +177,11 @@ std::vector<std::vector<uint8_t>> thinker_payloads(const Thinker& thinker, const
 }
 
 // The talker prompt of the chat, its positions checked against transformers', and the talker's
-// prefill logits (its last row) against transformers' within `logits_tolerance` (relative).
-// Leaves the talker's KV cache and the hidden state of the last row (where forward() leaves it)
-// for the code predictor.
+// prefill logits (its last row) against transformers'; the rows and the logits within `tolerance`
+// (relative). Leaves the talker's KV cache and the hidden state of the last row (where forward()
+// leaves it) for the code predictor.
 Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const CapturedRows& captured,
-                           const TalkerConfig& config, qwen3_tts::Talker& talker, double logits_tolerance = 1e-4) {
+                           const TalkerConfig& config, qwen3_tts::Talker& talker, double tolerance = 1e-4) {
   const std::vector<int32_t> ids = chat.fed();
   const int64_t width = config.talker.text_hidden_size, n = static_cast<int64_t>(ids.size());
   ThinkerRows rows;
@@ -198,7 +198,7 @@ Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const Captu
   EXPECT_EQ(prompt.rows.shape(), want_rows.shape());
   EXPECT_EQ(prompt.rows.dim(0), chat.json["talker_prefill_rows"].get<int64_t>());
   if (prompt.rows.shape() != want_rows.shape()) return Tensor();
-  EXPECT_LE(relative_error(floats(prompt.rows), floats(want_rows)), 1e-4);
+  EXPECT_LE(relative_error(floats(prompt.rows), floats(want_rows)), tolerance);
 
   const int64_t rows_in = prompt.rows.dim(0);
   const TalkerPositions positions = talker_positions(config, chat.prompt, chat.prompt_positions());
@@ -225,7 +225,7 @@ Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const Captu
   const int64_t vocab = want_logits.dim(1);
   EXPECT_EQ(static_cast<int64_t>(logits.size()), vocab);
   EXPECT_LE(relative_error(logits, {want_logits.data<float>() + (rows_in - 1) * vocab, static_cast<size_t>(vocab)}),
-            logits_tolerance);
+            tolerance);
   return hidden;
 }
 
@@ -377,8 +377,9 @@ TEST(Qwen3OmniSpeechReferenceTest, AnImageChatsTalkerInFloat32OnCudaDrawsTransfo
             reference_codes(chat));
 }
 
-// In bfloat16 (the stage's default dtype on CUDA) the prefill logits stay near transformers'
-// float32 ones: the rows and weights are rounded to 8 bits of mantissa, and a router near-tie may
+// In bfloat16 (the stage's default dtype on CUDA) the prompt rows (projected on the device) and the
+// prefill logits stay near transformers' float32 ones: the rows and weights are rounded to 8 bits
+// of mantissa, and a router near-tie may
 // take another expert, but a wrong layout or a host read of device memory is off by the logits'
 // whole scale. The greedy codes may part from float32's where two logits are that close (the
 // reference's prefill margin is 3% of its scale), so they are checked for what the sampler
