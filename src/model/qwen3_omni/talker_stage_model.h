@@ -22,6 +22,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,10 +38,11 @@ inline constexpr std::string_view kTalkerStageModel = "qwen3_omni_talker";
 
 class TalkerStageModel final : public EmbeddingInputLm {
  public:
-  // Loads the talker of `dir` (random weights: load_format dummy, qwen3_tts::Talker); throws what
-  // the loaders throw (kNotFound, kLoadFailed).
+  // Loads the talker of `dir` (random weights: load_format dummy, qwen3_tts::Talker) on `device`
+  // in `dtype` (the stage's dtype; nullopt: auto, bfloat16 on CUDA); throws what the loaders throw
+  // (kNotFound, kLoadFailed).
   TalkerStageModel(const std::filesystem::path& dir, const Json& engine_args, tensor::Device device,
-                   bool random_weights = false);
+                   bool random_weights = false, std::optional<tensor::DType> dtype = std::nullopt);
 
   const CausalLmInfo& info() const override { return info_; }
   size_t kv_bytes_per_block() const override { return talker_->kv_bytes_per_block(); }

@@ -44,14 +44,15 @@ bool record_step(tensor::Device device, bool capture_graphs, tensor::DeviceGraph
 
 }  // namespace
 
-Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device, bool random_weights)
+Talker::Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device, bool random_weights,
+               std::optional<tensor::DType> dtype)
     : config_(std::move(config)),
       talker_(dir, config_.talker, kQwen3Layer,
               DecoderWeights{.prefix = "talker.model.", .has_embedding_and_head = false},
-              {.device = device, .random_weights = random_weights}),
+              {.device = device, .dtype = dtype, .random_weights = random_weights}),
       predictor_(dir, config_.code_predictor, kQwen3Layer,
                  DecoderWeights{.prefix = "talker.code_predictor.model.", .has_embedding_and_head = false},
-                 {.device = device, .random_weights = random_weights}) {
+                 {.device = device, .dtype = dtype, .random_weights = random_weights}) {
   const Checkpoint ckpt = random_weights ? Checkpoint::random(dir, 0) : Checkpoint::open(dir);
   const int64_t h = config_.talker.hidden_size, h_cp = config_.code_predictor.hidden_size;
   const int64_t vocab = config_.talker.vocab_size, codebook = config_.code_predictor.vocab_size;
@@ -437,9 +438,12 @@ void Talker::predictor_prefill(std::span<const int32_t> slots, const Tensor& hid
     throw_error(ErrorCode::kInvalidArgument, "predictor_prefill: {} slots, {} codes and hidden {}", n, code0s.size(),
                 tensor::shape_to_string(hidden.shape()));
   }
+  // The rows are built on the host: forward()'s hidden states come back from the device first.
+  std::vector<float> host_hidden;
+  logits_to_host(hidden, host_hidden);
   Tensor rows = Tensor::zeros({2 * n, h}, DType::kF32);
   for (int64_t i = 0; i < n; ++i) {
-    std::copy_n(hidden.data<float>() + i * h, h, rows.data<float>() + 2 * i * h);
+    std::copy_n(host_hidden.data() + i * h, h, rows.data<float>() + 2 * i * h);
     add_codec_embedding(code0s[i], rows.data<float>() + (2 * i + 1) * h);
   }
   logits_to_host(

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,9 +34,10 @@ namespace omni::model::qwen3_tts {
 class Talker {
  public:
   // `random_weights`: every tensor random (Checkpoint::random, load_format dummy), the folder
-  // needs only config.json.
+  // needs only config.json. `dtype`: the stacks' dtype (model/model_dtype.h; nullopt: auto, which
+  // on CUDA is bfloat16 for a float32 checkpoint); the host copies stay float32.
   Talker(const std::filesystem::path& dir, TalkerConfig config, tensor::Device device = tensor::Device::cpu(),
-         bool random_weights = false);
+         bool random_weights = false, std::optional<tensor::DType> dtype = std::nullopt);
 
   const TalkerConfig& config() const { return config_; }
   int hidden_size() const { return config_.talker.hidden_size; }
@@ -142,7 +144,8 @@ class Talker {
   // step 0 of a frame for each slot in `slots` (distinct, < predictor_slots()): prefill
   // [proj(hidden[i]), proj(codec_embedding[code0s[i]])] from scratch (the slot's previous frame is
   // discarded) and return the logits of codebook 1 ([slots.size(), codebook_size()]). `hidden` is
-  // [slots.size(), H], the talker's post-norm hidden state that produced each code0.
+  // [slots.size(), H], the talker's post-norm hidden state that produced each code0: host float32,
+  // or where forward() left it (on the device, in the stacks' dtype).
   void predictor_prefill(std::span<const int32_t> slots, const tensor::Tensor& hidden, std::span<const int32_t> code0s,
                          std::vector<float>& logits);
   // Step `group` (2..num_code_groups()-1): feeds codebook group-1's codes and returns the logits of

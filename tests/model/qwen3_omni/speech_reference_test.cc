@@ -12,7 +12,10 @@
 //     them (one per token, as with async_chunk), draws transformers' greedy codes exactly
 //     (transformers' generate with talker_max_new_tokens N returns N - 1 frames: its last code 0
 //     never reaches the code predictor; the reference's frame count is the talker's max_tokens),
-//     and code2wav turns them into generate's waveform (max error <= 1e-4 of the peak).
+//     and code2wav turns them into generate's waveform (max error <= 1e-4 of the peak);
+//   - on a CUDA device (skipped without one), the talker in float32 gives the same prompt rows,
+//     prefill and code predictor logits (rel <= 1e-4) and greedy codes, and in bfloat16 prefill
+//     logits near them and codes in the ranges the sampler allows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/talker.h"
 #include "support/waveform_error.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 
 namespace omni::model::qwen3_omni {
@@ -173,10 +177,11 @@ std::vector<std::vector<uint8_t>> thinker_payloads(const Thinker& thinker, const
 }
 
 // The talker prompt of the chat, its positions checked against transformers', and the talker's
-// prefill logits (its last row) against transformers'. Leaves the talker's KV cache and the hidden
-// state of the last row for the code predictor.
+// prefill logits (its last row) against transformers'; the rows and the logits within `tolerance`
+// (relative). Leaves the talker's KV cache and the hidden state of the last row (where forward()
+// leaves it) for the code predictor.
 Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const CapturedRows& captured,
-                           const TalkerConfig& config, qwen3_tts::Talker& talker) {
+                           const TalkerConfig& config, qwen3_tts::Talker& talker, double tolerance = 1e-4) {
   const std::vector<int32_t> ids = chat.fed();
   const int64_t width = config.talker.text_hidden_size, n = static_cast<int64_t>(ids.size());
   ThinkerRows rows;
@@ -193,7 +198,7 @@ Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const Captu
   EXPECT_EQ(prompt.rows.shape(), want_rows.shape());
   EXPECT_EQ(prompt.rows.dim(0), chat.json["talker_prefill_rows"].get<int64_t>());
   if (prompt.rows.shape() != want_rows.shape()) return Tensor();
-  EXPECT_LE(relative_error(floats(prompt.rows), floats(want_rows)), 1e-4);
+  EXPECT_LE(relative_error(floats(prompt.rows), floats(want_rows)), tolerance);
 
   const int64_t rows_in = prompt.rows.dim(0);
   const TalkerPositions positions = talker_positions(config, chat.prompt, chat.prompt_positions());
@@ -220,14 +225,36 @@ Tensor check_talker_prompt(const Chat& chat, const Thinker& thinker, const Captu
   const int64_t vocab = want_logits.dim(1);
   EXPECT_EQ(static_cast<int64_t>(logits.size()), vocab);
   EXPECT_LE(relative_error(logits, {want_logits.data<float>() + (rows_in - 1) * vocab, static_cast<size_t>(vocab)}),
-            1e-4);
+            tolerance);
   return hidden;
 }
 
-// The talker stage on the engine, fed the chat's payloads between its steps; its frames, then
-// code2wav's waveform of them, against the reference's.
-void check_codes_and_waveform(const Chat& chat, const std::vector<std::vector<uint8_t>>& payloads) {
-  TalkerStageModel talker(kCheckpoint, Json::object(), tensor::Device::cpu());
+// The code predictor's logits of frame 0 (codebooks 1..G-1), fed transformers' codes after the
+// prefill check_talker_prompt left in `talker` (`hidden`: its last row's hidden state).
+void check_predictor_logits(qwen3_tts::Talker& talker, const Tensor& hidden) {
+  const Tensor codes = tensor::load_npy(kFixture / "codes.npy");
+  const int64_t groups = codes.dim(1);
+  const Tensor want_predictor = tensor::load_npy(kFixture / "predictor_logits.npy");
+  const int64_t codebook = want_predictor.dim(1);
+  const std::vector<int32_t> slot = {0};
+  std::vector<float> predicted;
+  talker.predictor_prefill(slot, hidden, std::vector<int32_t>{codes.data<int32_t>()[0]}, predicted);
+  EXPECT_LE(relative_error(predicted, {want_predictor.data<float>(), static_cast<size_t>(codebook)}), 1e-4)
+      << "codebook 1";
+  for (int64_t g = 2; g < groups; ++g) {
+    talker.predictor_step(static_cast<int>(g), slot, std::vector<int32_t>{codes.data<int32_t>()[g - 1]}, predicted);
+    EXPECT_LE(
+        relative_error(predicted, {want_predictor.data<float>() + (g - 1) * codebook, static_cast<size_t>(codebook)}),
+        1e-4)
+        << "codebook " << g;
+  }
+}
+
+// The talker stage on the engine on `device` in `dtype`, fed the chat's payloads between its steps
+// as the thinker stage sends them, greedy, for the reference's frame count: the codes of its frames.
+std::vector<int32_t> talker_stage_codes(const Chat& chat, const std::vector<std::vector<uint8_t>>& payloads,
+                                        tensor::Device device, std::optional<DType> dtype) {
+  TalkerStageModel talker(kCheckpoint, Json::object(), device, false, dtype);
   engine::ArEngine engine(talker, {.max_num_seqs = 1, .num_gpu_blocks_override = 16});
   engine::EngineRequest request;
   request.request_id = "speech";
@@ -257,9 +284,18 @@ void check_codes_and_waveform(const Chat& chat, const std::vector<std::vector<ui
       }
     }
   }
+  return frames;
+}
+
+std::vector<int32_t> reference_codes(const Chat& chat) {
   const Tensor want = tensor::load_npy(chat.dir / "codes.npy");
-  const std::vector<int32_t> want_codes(want.data<int32_t>(), want.data<int32_t>() + want.numel());
-  ASSERT_EQ(frames, want_codes);
+  return std::vector<int32_t>(want.data<int32_t>(), want.data<int32_t>() + want.numel());
+}
+
+// The talker stage's frames on the CPU, then code2wav's waveform of them, against the reference's.
+void check_codes_and_waveform(const Chat& chat, const std::vector<std::vector<uint8_t>>& payloads) {
+  const std::vector<int32_t> frames = talker_stage_codes(chat, payloads, tensor::Device::cpu(), std::nullopt);
+  ASSERT_EQ(frames, reference_codes(chat));
 
   const std::vector<float> audio = load_code2wav(kCheckpoint)->decode(frames);
   const Tensor wave = tensor::load_npy(chat.dir / "waveform.npy");
@@ -277,24 +313,7 @@ TEST(Qwen3OmniSpeechReferenceTest, TalkerPromptLogitsAndPredictorMatchTransforme
   qwen3_tts::Talker talker(kCheckpoint, config.talker);
   const Tensor hidden = check_talker_prompt(chat, *thinker, captured, config, talker);
   ASSERT_TRUE(hidden.defined());
-
-  // The code predictor's logits of frame 0, fed transformers' codes.
-  const Tensor codes = tensor::load_npy(kFixture / "codes.npy");
-  const int64_t groups = codes.dim(1);
-  const Tensor want_predictor = tensor::load_npy(kFixture / "predictor_logits.npy");
-  const int64_t codebook = want_predictor.dim(1);
-  const std::vector<int32_t> slot = {0};
-  std::vector<float> predicted;
-  talker.predictor_prefill(slot, hidden, std::vector<int32_t>{codes.data<int32_t>()[0]}, predicted);
-  EXPECT_LE(relative_error(predicted, {want_predictor.data<float>(), static_cast<size_t>(codebook)}), 1e-4)
-      << "codebook 1";
-  for (int64_t g = 2; g < groups; ++g) {
-    talker.predictor_step(static_cast<int>(g), slot, std::vector<int32_t>{codes.data<int32_t>()[g - 1]}, predicted);
-    EXPECT_LE(
-        relative_error(predicted, {want_predictor.data<float>() + (g - 1) * codebook, static_cast<size_t>(codebook)}),
-        1e-4)
-        << "codebook " << g;
-  }
+  check_predictor_logits(talker, hidden);
 }
 
 TEST(Qwen3OmniSpeechReferenceTest, TheStagesGreedyCodesAndWaveformAreTransformers) {
@@ -315,6 +334,82 @@ TEST(Qwen3OmniSpeechReferenceTest, AnImageChatTakesTransformersPositionsCodesAnd
   qwen3_tts::Talker talker(kCheckpoint, config.talker);
   ASSERT_TRUE(check_talker_prompt(chat, *thinker, captured, config, talker).defined());
   check_codes_and_waveform(chat, thinker_payloads(*thinker, chat, captured));
+}
+
+// The CUDA cases: the thinker's rows come from the CPU (its own CUDA cases are
+// thinker_reference_test.cc's), the talker runs on the device.
+bool skip_without_cuda(std::string& why) {
+  if (tensor::compiled_backends().find("cuda") == std::string::npos) {
+    why = "this build has no CUDA backend";
+  } else if (tensor::cuda_device_count() == 0) {
+    why = "no CUDA device visible to this process";
+  }
+  return !why.empty();
+}
+
+// In float32 on the device the talker is the CPU's computation in another order: the prompt rows
+// (projected on the device), the prefill and code predictor logits within the CPU's 1e-4 of
+// transformers', and the stage's greedy codes exactly transformers'.
+TEST(Qwen3OmniSpeechReferenceTest, TheTalkerInFloat32OnCudaMatchesTransformers) {
+  std::string why;
+  if (skip_without_cuda(why)) GTEST_SKIP() << why;
+  const Chat chat = text_chat();
+  std::unique_ptr<Thinker> thinker = load_thinker();
+  const CapturedRows captured = run_thinker(*thinker, chat);
+  const TalkerConfig config = read_talker_config(kCheckpoint);
+  qwen3_tts::Talker talker(kCheckpoint, config.talker, tensor::Device::cuda(0), false, DType::kF32);
+  ASSERT_EQ(talker.device().type, tensor::DeviceType::kCuda);
+  const Tensor hidden = check_talker_prompt(chat, *thinker, captured, config, talker);
+  ASSERT_TRUE(hidden.defined());
+  check_predictor_logits(talker, hidden);
+  EXPECT_EQ(talker_stage_codes(chat, thinker_payloads(*thinker, chat, captured), tensor::Device::cuda(0), DType::kF32),
+            reference_codes(chat));
+}
+
+// The image chat's 3-D positions on the device, float32: transformers' codes.
+TEST(Qwen3OmniSpeechReferenceTest, AnImageChatsTalkerInFloat32OnCudaDrawsTransformersCodes) {
+  std::string why;
+  if (skip_without_cuda(why)) GTEST_SKIP() << why;
+  const Chat chat = image_chat();
+  std::unique_ptr<Thinker> thinker = load_thinker();
+  const CapturedRows captured = run_thinker(*thinker, chat);
+  EXPECT_EQ(talker_stage_codes(chat, thinker_payloads(*thinker, chat, captured), tensor::Device::cuda(0), DType::kF32),
+            reference_codes(chat));
+}
+
+// In bfloat16 (the stage's default dtype on CUDA) the prompt rows (projected on the device) and the
+// prefill logits stay near transformers' float32 ones: the rows and weights are rounded to 8 bits
+// of mantissa, and a router near-tie may
+// take another expert, but a wrong layout or a host read of device memory is off by the logits'
+// whole scale. The greedy codes may part from float32's where two logits are that close (the
+// reference's prefill margin is 3% of its scale), so they are checked for what the sampler
+// allows: every frame has code 0 below the suppressed control range (the end of speech never
+// leaves as a frame) and codes 1..G-1 inside the codebook, and the stage stops at the frame
+// count asked for or at the end of speech.
+TEST(Qwen3OmniSpeechReferenceTest, TheTalkerInBfloat16OnCudaStaysNearTransformers) {
+  std::string why;
+  if (skip_without_cuda(why)) GTEST_SKIP() << why;
+  const Chat chat = text_chat();
+  std::unique_ptr<Thinker> thinker = load_thinker();
+  const CapturedRows captured = run_thinker(*thinker, chat);
+  const TalkerConfig config = read_talker_config(kCheckpoint);
+  {
+    qwen3_tts::Talker talker(kCheckpoint, config.talker, tensor::Device::cuda(0), false, DType::kBF16);
+    ASSERT_EQ(talker.talker_stack().dtype(), DType::kBF16);
+    ASSERT_TRUE(check_talker_prompt(chat, *thinker, captured, config, talker, 1e-1).defined());
+  }
+  const std::vector<int32_t> codes =
+      talker_stage_codes(chat, thinker_payloads(*thinker, chat, captured), tensor::Device::cuda(0), DType::kBF16);
+  const auto groups = static_cast<size_t>(config.talker.num_code_groups);
+  const int32_t controls = config.talker.talker.vocab_size - 1024, codebook = config.talker.code_predictor.vocab_size;
+  ASSERT_FALSE(codes.empty());
+  ASSERT_EQ(codes.size() % groups, 0u);
+  EXPECT_LE(codes.size(), reference_codes(chat).size());
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const int32_t limit = i % groups == 0 ? controls : codebook;
+    EXPECT_TRUE(codes[i] >= 0 && codes[i] < limit) << "frame " << i / groups << ", codebook " << i % groups << ": "
+                                                   << codes[i] << " outside [0, " << limit << ")";
+  }
 }
 
 // Positions of a talker prompt from the thinker's: a system turn's rows are dropped and the user
