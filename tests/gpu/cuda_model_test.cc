@@ -487,21 +487,23 @@ TEST(CudaMoeDecodeTest, ThinkerDecodesThroughGraphsAndAsyncStepsWithTheEagerToke
   }
 }
 
-// A chat's decode after media: its three M-RoPE streams are each position plus the rope delta, and
-// the fixed-size decode step (its CUDA graph) rotates by that one number, picking the tokens the
-// M-RoPE rotation path does.
-TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsWithTheMropeTokens) {
+// A chat's decode after media: its three M-RoPE streams are each position plus the rope delta. The
+// fixed-size decode steps (CUDA graphs) take such a batch and rotate by that one number: the tokens
+// are those of the same steps given the shifted positions plainly, and differ from the unshifted
+// ones. (That equal streams rotate as the plain position is ThinkerReferenceTest's
+// EqualMropeStreamsThroughTheMultimodalRotationGiveTheSameLogits.)
+TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsAtThePositionPlusTheRopeDelta) {
   if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
   const fs::path dir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen3_omni/fused";
-  auto model = builtin_model_registry().create_causal_lm(dir, {tensor::Device::cuda(0), tensor::DType::kF32});
+  auto model = builtin_model_registry().create_causal_lm(dir, {tensor::Device::cuda(0)});
   auto* decoder = dynamic_cast<DecoderLm*>(model.get());
   ASSERT_NE(decoder, nullptr);
-  const int n = 12, steps = 8;
-  const float delta = -3.0f;  // text after the 3 x 2 grid of tokens 2..7 resumes at 5, not 8
+  const int n = 12, steps = 8, delta = -3;  // text after the 3 x 2 grid of tokens 2..7 resumes at 5, not 8
   const std::vector<int32_t> table = {0, 1};
-  const auto decode = [&](bool graphs) {
+  enum class Positions { kMropeStreams, kShifted, kUnshifted };
+  const auto decode = [&](Positions how) {
     model->init_kv_cache(4);
-    if (graphs) EXPECT_TRUE(model->prepare_decode_steps({1, 2}, 2, true));
+    EXPECT_TRUE(model->prepare_decode_steps({1, 2}, 2, true));
     // The prefill: media-like streams (time, height and width apart) for tokens 2..7.
     ForwardBatch prefill{{}, {}, {SequenceSlice{0, n, 0, table, true}}, false};
     std::vector<float> streams(3 * n);
@@ -509,9 +511,9 @@ TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsWithTheMropeTokens) {
       prefill.token_ids.push_back(7 + 3 * t);
       prefill.positions.push_back(t);
       const bool media = t >= 2 && t < 8;
-      streams[t] = media ? 2.0f : (t < 2 ? t : t + delta);
-      streams[n + t] = media ? 2.0f + (t - 2) / 2 : streams[t];
-      streams[2 * n + t] = media ? 2.0f + (t - 2) % 2 : streams[t];
+      streams[t] = media ? 2.0f : static_cast<float>(t < 2 ? t : t + delta);
+      streams[n + t] = media ? 2.0f + static_cast<float>((t - 2) / 2) : streams[t];
+      streams[2 * n + t] = media ? 2.0f + static_cast<float>((t - 2) % 2) : streams[t];
     }
     prefill.mrope_positions = streams;
     std::vector<float> logits;
@@ -520,9 +522,10 @@ TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsWithTheMropeTokens) {
     std::vector<int32_t> tokens;
     for (int i = 0; i < steps; ++i) {
       tokens.push_back(next);
-      const float p = static_cast<float>(n + i) + delta;
-      ForwardBatch step{{next}, {n + i}, {SequenceSlice{0, 1, n + i, table, true}}, false};
-      step.mrope_positions = {p, p, p};
+      const int shifted = n + i + delta;
+      ForwardBatch step{{next}, {how == Positions::kShifted ? shifted : n + i}, {SequenceSlice{0, 1, n + i, table, true}},
+                        false};
+      if (how == Positions::kMropeStreams) step.mrope_positions.assign(3, static_cast<float>(shifted));
       std::vector<int32_t> picked;
       model->forward_greedy(step, picked);
       EXPECT_EQ(picked.size(), 1u);
@@ -531,11 +534,10 @@ TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsWithTheMropeTokens) {
     return tokens;
   };
   const int64_t before = decoder->fixed_decode_steps();
-  const std::vector<int32_t> mrope_path = decode(false);
-  EXPECT_EQ(decoder->fixed_decode_steps(), before);
-  const std::vector<int32_t> graph_steps = decode(true);
-  EXPECT_EQ(decoder->fixed_decode_steps(), before + steps);
-  EXPECT_EQ(graph_steps, mrope_path);
+  const std::vector<int32_t> streams = decode(Positions::kMropeStreams);
+  EXPECT_EQ(decoder->fixed_decode_steps(), before + steps);  // every step took the fixed-size path
+  EXPECT_EQ(streams, decode(Positions::kShifted));
+  EXPECT_NE(streams, decode(Positions::kUnshifted));
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyQwen, CudaModelTest, ::testing::ValuesIn(model_names()),
