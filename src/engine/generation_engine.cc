@@ -163,7 +163,11 @@ std::vector<AudioOutput> GenerationEngine::step() {
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (outputs[i].finished) continue;  // decode() dropped the request
-    if (candidates[call.chosen[i]].first) batch[i]->second.playback_start = done;
+    if (candidates[call.chosen[i]].first) {
+      batch[i]->second.playback_start = done;
+      spdlog::debug("generation engine: request {}: first chunk of {} frames decoded", batch[i]->first,
+                    candidates[call.chosen[i]].frames);
+    }
   }
   return outputs;
 }

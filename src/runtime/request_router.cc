@@ -159,6 +159,7 @@ void RequestRouter::stream_chunk(const std::string& id, int stage_id, InputChunk
   auto& buffered = request.buffered_chunks[stage_id];
   buffered.push_back(std::move(chunk));
   if (buffered.size() == 1) forward(id, stage_id);
+  spdlog::debug("request {}: {} chunks for stage {} wait for it to start", id, buffered.size(), stage_id);
 }
 
 // Starts an async_chunk consumer with the chunks that reached the head before it could start.
@@ -167,6 +168,7 @@ void RequestRouter::start_streaming(Request& request, int stage_id) {
   request.buffered_chunks.erase(stage_id);
   InputChunkMessage& first = chunks.front();
   const std::string id = request.id;
+  spdlog::debug("request {}: stage {} starts streaming with {} chunks", id, stage_id, chunks.size());
   submit_to_stage(request, stage_id, std::move(first.token_ids), std::move(first.payloads), !first.last);
   chunks.pop_front();
   for (InputChunkMessage& chunk : chunks) {

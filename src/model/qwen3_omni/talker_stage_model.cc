@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "base/error.h"
 #include "model/qwen3_omni/talker_prompt.h"
 #include "model/qwen3_omni/thinker_payload.h"
@@ -181,6 +183,8 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
       r.mrope_positions = std::move(positions.streams);
       r.rope_delta = positions.rope_delta;
       r.built = true;
+      spdlog::debug("Qwen3-Omni talker: request {}: prompt of {} rows built from {} thinker rows", r.id, r.size.rows,
+                    r.rows());
       r.embeddings = {};
       r.hidden = {};
     }
