@@ -158,7 +158,10 @@ void RequestRouter::stream_chunk(const std::string& id, int stage_id, InputChunk
   }
   auto& buffered = request.buffered_chunks[stage_id];
   buffered.push_back(std::move(chunk));
-  if (buffered.size() == 1) forward(id, stage_id);
+  if (buffered.size() == 1) {
+    forward(id, stage_id);  // may start it (and drop `buffered`) or queue it behind a full edge
+    return;
+  }
   spdlog::debug("request {}: {} chunks for stage {} wait for it to start", id, buffered.size(), stage_id);
 }
 
