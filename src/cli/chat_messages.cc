@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "cli/chat_media_options.h"
 #include "config/pipeline_registry.h"
 #include "model/causal_lm.h"
 #include "model/pipelines.h"
@@ -83,7 +84,7 @@ ChatPrompt render_chat_messages(const std::string& text, const std::string& mm_p
                 "--messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}} objects");
   }
   plain_paths_to_file_urls(messages);
-  server::ChatMediaOptions media = server::chat_media_options(describe_checkpoint(model_dir));
+  server::ChatMediaOptions media = chat_media_options(describe_checkpoint(model_dir));
   media.allowed_local_media_path = "/";
   ChatPrompt out;
   try {

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "cli/api_frontends.h"
+#include "cli/chat_media_options.h"
 #include "cli/distributed_serve.h"
 #include "cli/model_source.h"
 #include "cli/serve_flags.h"
@@ -176,7 +177,7 @@ server::ApiServerOptions api_server_options(const ServeFlags& flags, const runti
     }
   }
   options.enable_sleep_mode = flags.was_given("enable_sleep_mode");
-  options.media = server::chat_media_options(facts);
+  options.media = chat_media_options(facts);
   if (const char* timeout = std::getenv("VLLM_AUDIO_FETCH_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
     char* end = nullptr;
     const double seconds = std::strtod(timeout, &end);

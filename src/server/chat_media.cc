@@ -89,16 +89,6 @@ std::string little_endian_f32(const std::vector<float>& samples) {
 
 }  // namespace
 
-ChatMediaOptions chat_media_options(const model::ModelFacts& facts) {
-  ChatMediaOptions options;
-  options.audio_sample_rate = facts.audio_input_sample_rate;
-  options.images = facts.image_input;
-  options.videos = facts.video_input;
-  options.video_sampling = {facts.video_fps, facts.video_min_frames, facts.video_max_frames,
-                            facts.video_frame_multiple};
-  return options;
-}
-
 std::map<std::string, int> parse_limit_mm_per_prompt(const std::string& json) {
   Json parsed;
   try {

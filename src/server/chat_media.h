@@ -33,7 +33,6 @@
 #include "base/json.h"
 #include "media/audio_decoder.h"
 #include "media/visual_decoder.h"
-#include "model/model_facts.h"
 
 namespace omni::server {
 
@@ -57,10 +56,6 @@ struct ChatMediaOptions {
   // without one is refused.
   bool use_audio_in_video = false;
 };
-
-// The media a checkpoint reads, as its stage models describe it (audio rate, images, video and its
-// sampling); the limits and paths keep their defaults.
-ChatMediaOptions chat_media_options(const model::ModelFacts& facts);
 
 // Reads --limit-mm-per-prompt's JSON ({"audio": 2, "image": {"count": 1}}). Throws
 // omni::Error(kInvalidConfig) naming the flag and the entry at fault.
