@@ -23,7 +23,7 @@ const std::string& placeholder_prefix() {
 }
 
 struct Lifted {
-  std::string text;                     // the JSON with placeholders; empty when nothing was lifted
+  std::string text;                       // the JSON with placeholders; empty when nothing was lifted
   std::vector<std::string_view> strings;  // the lifted strings' contents, by index
 };
 

@@ -304,9 +304,9 @@ int run_bench_serve(const BenchServeFlags& flags) {
                                    std::any_of(result.outcomes.begin(), result.outcomes.end(),
                                                [](const bench::RequestOutcome& o) { return o.audio_chunks > 0; }));
   const bool audio_only = chat && !chat_out.modalities.empty() && !has(chat_out.modalities, "text");
-  bench::ReportContext context{base_url,           flags.endpoint,        model,       flags.num_prompts,
-                               flags.request_rate, flags.max_concurrency, percentiles, !speech && !audio_only,
-                               speech || chat_audio};
+  bench::ReportContext context{base_url,          flags.endpoint,         model,
+                               flags.num_prompts, flags.request_rate,     flags.max_concurrency,
+                               percentiles,       !speech && !audio_only, speech || chat_audio};
   Json report = bench::make_report(context, result);
   if (before && after) report["server_time"] = bench::histogram_deltas(*before, *after);
   std::fputs(bench::format_report(report, percentiles).c_str(), stdout);
@@ -425,9 +425,8 @@ Command bench_command() {
                 ->capture_default_str();
             CLI::App* latency = nullptr;
             CLI::App* throughput = nullptr;
-            std::function<int()> run_latency =
-                bench::add_latency_command(bench, &latency, [](const std::string& model, const std::string& messages,
-                                                               const std::string& kwargs) {
+            std::function<int()> run_latency = bench::add_latency_command(
+                bench, &latency, [](const std::string& model, const std::string& messages, const std::string& kwargs) {
                   const std::unique_ptr<text::Tokenizer> tokenizer = load_model_tokenizer(model);
                   return render_chat_messages(messages, kwargs, model, model, tokenizer.get());
                 });

@@ -100,7 +100,8 @@ ChatPrompt render_chat_messages(const std::string& text, const std::string& mm_p
         server::parse_mm_processor_kwargs(mm_processor_kwargs.empty() ? nullptr : &kwargs_json, media);
     const OrderedJson prepared =
         server::prepare_message_content(messages, chat_template->content_format(), server::readable_media(media));
-    Json decoded = server::collect_chat_media(Json::parse(messages.dump()), server::with_processor_kwargs(media, kwargs));
+    Json decoded =
+        server::collect_chat_media(Json::parse(messages.dump()), server::with_processor_kwargs(media, kwargs));
     if (!decoded.empty()) out.additional_information[model::kMultiModalData] = std::move(decoded);
     if (Json stage = kwargs.stage_kwargs(); !stage.empty())
       out.additional_information[model::kMmProcessorKwargs] = std::move(stage);

@@ -248,8 +248,11 @@ void add_voice_cloning(const ServeFlags& flags, const config::EffectiveConfig& c
     }
     const auto cache = flags.values["speaker_embedding_cache_size"].get<int64_t>();
     if (cache < 0) throw_error(ErrorCode::kInvalidArgument, "--speaker-embedding-cache-size {} is negative", cache);
-    server::VoiceEncoder voice{encoder->sample_rate, encoder->embedding_size, std::move(encoder->embed),
-                               static_cast<size_t>(encoder->codes_per_frame), std::move(encoder->reference_codes),
+    server::VoiceEncoder voice{encoder->sample_rate,
+                               encoder->embedding_size,
+                               std::move(encoder->embed),
+                               static_cast<size_t>(encoder->codes_per_frame),
+                               std::move(encoder->reference_codes),
                                device.type == tensor::DeviceType::kCuda ? kVoiceEncoderThreadsOnGpu : 1};
     const bool in_context = static_cast<bool>(voice.reference_codes);
     speech.embedder = std::make_shared<server::SpeakerEmbedder>(std::move(voice), fetch, server::ReferenceAudioLimits{},

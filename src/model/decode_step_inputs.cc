@@ -64,9 +64,8 @@ void pack_decode_step_inputs(const ForwardBatch& batch, int64_t rows, int64_t ta
     const SequenceSlice& seq = batch.seqs[b];
     const int32_t pos = seq.context_len;
     ids[b] = batch.token_ids[seq.query_start];
-    positions[b] = batch.mrope_positions.empty()
-                       ? batch.positions[seq.query_start]
-                       : static_cast<int32_t>(batch.mrope_positions[seq.query_start]);
+    positions[b] = batch.mrope_positions.empty() ? batch.positions[seq.query_start]
+                                                 : static_cast<int32_t>(batch.mrope_positions[seq.query_start]);
     slots[b] = seq.block_table[pos / kKvBlockSize] * kKvBlockSize + pos % kKvBlockSize;
     context_lens[b] = pos;
     const size_t used = std::min(seq.block_table.size(), static_cast<size_t>(table_width));

@@ -766,7 +766,8 @@ void DecoderLm::wait_step(std::vector<int32_t>& token_ids) {
 }
 
 DecoderLm::DecodeStep* DecoderLm::decode_step_for(const ForwardBatch& batch) {
-  if (decode_steps_.empty() || !batch.input_rows.empty() || batch.capture != nullptr || !fits_decode_step(batch, decode_table_width_)) {
+  if (decode_steps_.empty() || !batch.input_rows.empty() || batch.capture != nullptr ||
+      !fits_decode_step(batch, decode_table_width_)) {
     return nullptr;
   }
   for (DecodeStep& step : decode_steps_) {

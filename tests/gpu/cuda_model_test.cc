@@ -523,8 +523,8 @@ TEST(CudaMoeDecodeTest, DecodeAfterMediaRunsAsGraphStepsAtThePositionPlusTheRope
     for (int i = 0; i < steps; ++i) {
       tokens.push_back(next);
       const int shifted = n + i + delta;
-      ForwardBatch step{{next}, {how == Positions::kShifted ? shifted : n + i}, {SequenceSlice{0, 1, n + i, table, true}},
-                        false};
+      ForwardBatch step{
+          {next}, {how == Positions::kShifted ? shifted : n + i}, {SequenceSlice{0, 1, n + i, table, true}}, false};
       if (how == Positions::kMropeStreams) step.mrope_positions.assign(3, static_cast<float>(shifted));
       std::vector<int32_t> picked;
       model->forward_greedy(step, picked);

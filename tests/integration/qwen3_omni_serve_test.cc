@@ -294,13 +294,32 @@ TEST_F(Qwen3OmniSpeechServeTest, BenchServeTimesTextAndAudioOfADummyWeightsServe
   ASSERT_GT(dummy.port(), 0) << read_file(dir_->path() / "dummy.log");
   constexpr int kRequests = 3, kFrames = 6;
   const fs::path result_file = dir_->path() / "bench_chat_audio.json";
-  ProcessResult run = run_process({OMNISTAGE_BINARY, "bench", "serve", "--base-url", dummy.url(""), "--api-key",
-                                   kApiKey, "--endpoint", "/v1/chat/completions", "--modalities", "text,audio",
-                                   "--voice", "ethan", "--num-prompts", std::to_string(kRequests),
-                                   "--max-concurrency", "2", "--random-input-len", "8", "--random-output-len", "4",
-                                   "--ignore-eos", "--extra-body",
+  ProcessResult run = run_process({OMNISTAGE_BINARY,
+                                   "bench",
+                                   "serve",
+                                   "--base-url",
+                                   dummy.url(""),
+                                   "--api-key",
+                                   kApiKey,
+                                   "--endpoint",
+                                   "/v1/chat/completions",
+                                   "--modalities",
+                                   "text,audio",
+                                   "--voice",
+                                   "ethan",
+                                   "--num-prompts",
+                                   std::to_string(kRequests),
+                                   "--max-concurrency",
+                                   "2",
+                                   "--random-input-len",
+                                   "8",
+                                   "--random-output-len",
+                                   "4",
+                                   "--ignore-eos",
+                                   "--extra-body",
                                    R"({"sampling_params_list": [{}, {"max_tokens": 6, "ignore_eos": true}, {}]})",
-                                   "--result-file", result_file.string()});
+                                   "--result-file",
+                                   result_file.string()});
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   const Json report = Json::parse(read_file(result_file));
   EXPECT_EQ(report["completed"], kRequests);

@@ -85,10 +85,10 @@ TEST(DecodeStepInputsTest, EqualWholeMropeStreamsRunAsTheirPlainPosition) {
   ASSERT_TRUE(fits_decode_step(batch, 2));
   std::vector<int32_t> out(decode_step_inputs_size(2, 2));
   pack_decode_step_inputs(batch, 2, 2, out);
-  EXPECT_EQ(std::vector<int32_t>(out.begin() + 2, out.begin() + 4), (std::vector<int32_t>{9, 30}));   // positions
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 2, out.begin() + 4), (std::vector<int32_t>{9, 30}));  // positions
   EXPECT_EQ(std::vector<int32_t>(out.begin() + 4, out.begin() + 6),
-            (std::vector<int32_t>{9 * kKvBlockSize + 1, 4 * kKvBlockSize + 3}));                        // slots
-  EXPECT_EQ(std::vector<int32_t>(out.begin() + 6, out.begin() + 8), (std::vector<int32_t>{17, 3}));   // lengths
+            (std::vector<int32_t>{9 * kKvBlockSize + 1, 4 * kKvBlockSize + 3}));                     // slots
+  EXPECT_EQ(std::vector<int32_t>(out.begin() + 6, out.begin() + 8), (std::vector<int32_t>{17, 3}));  // lengths
 
   // Streams that differ (a media token) or a fractional delta need the M-RoPE rotation.
   ForwardBatch media = batch;

@@ -67,7 +67,8 @@ void register_qwen3_omni_stage_models(StageModels& models) {
   models.generation.add(
       std::string(qwen3_omni::kCode2WavStageModel),
       [](const StageModelArgs& args) -> std::unique_ptr<StreamingDecoderStage> {
-        return std::make_unique<Code2WavStage>(qwen3_omni::load_code2wav(args.model_dir, args.device, args.random_weights));
+        return std::make_unique<Code2WavStage>(
+            qwen3_omni::load_code2wav(args.model_dir, args.device, args.random_weights));
       },
       [](const std::filesystem::path& dir) {
         ModelFacts facts;

@@ -1,9 +1,9 @@
 #include "model/qwen3_omni/talker_stage_model.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "base/error.h"
 #include "model/qwen3_omni/talker_prompt.h"
@@ -178,8 +178,8 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
       rows.special_embeddings = matrix(r.specials, 3, r.width);
       rows.complete = false;
       r.prompt = build_talker_prompt(*talker_, config_, rows, r.speaker);
-      TalkerPositions positions = talker_positions(
-          config_, std::span<const int32_t>(r.ids).first(r.prompt_length), r.thinker_positions);
+      TalkerPositions positions =
+          talker_positions(config_, std::span<const int32_t>(r.ids).first(r.prompt_length), r.thinker_positions);
       r.mrope_positions = std::move(positions.streams);
       r.rope_delta = positions.rope_delta;
       r.built = true;

@@ -100,8 +100,8 @@ class PositionErrors {
       if (tie || errors[t] > tolerance_) {
         std::printf("  %s: error %.4f", where.c_str(), errors[t]);
         if (bfloat16_) {
-          std::printf(", transformers' bf16 %.4f, routing gap %.4f%s", bf16.transformers_errors[t], bf16.routing_gaps[t],
-                      tie ? " (near tie)" : "");
+          std::printf(", transformers' bf16 %.4f, routing gap %.4f%s", bf16.transformers_errors[t],
+                      bf16.routing_gaps[t], tie ? " (near tie)" : "");
         }
         std::printf("\n");
       }
@@ -118,9 +118,10 @@ class PositionErrors {
       EXPECT_LE(error, bound) << where;
       worst = std::max(worst, error);
     }
-    std::printf("%zu positions, %zu near routing ties, worst error elsewhere %.4f (bound %.4f; transformers' bf16 "
-                "worst there %.4f)\n",
-                positions_, ties_, worst, bound, transformers_worst_);
+    std::printf(
+        "%zu positions, %zu near routing ties, worst error elsewhere %.4f (bound %.4f; transformers' bf16 "
+        "worst there %.4f)\n",
+        positions_, ties_, worst, bound, transformers_worst_);
     EXPECT_LE(4 * ties_, positions_) << "too many near routing ties to check";
   }
 

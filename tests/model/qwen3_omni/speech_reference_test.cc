@@ -27,7 +27,6 @@
 
 #include "base/json.h"
 #include "engine/ar_engine.h"
-#include "model/safetensors.h"
 #include "model/qwen3_omni/code2wav.h"
 #include "model/qwen3_omni/talker_config.h"
 #include "model/qwen3_omni/talker_prompt.h"
@@ -37,6 +36,7 @@
 #include "model/qwen3_omni/thinker_vision.h"
 #include "model/qwen3_tts/codec_frames.h"
 #include "model/qwen3_tts/talker.h"
+#include "model/safetensors.h"
 #include "support/waveform_error.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
@@ -96,8 +96,9 @@ Chat image_chat() {
   read_end_token_ids(kCheckpoint, ids);
   const std::vector<int64_t> g = c.json["grid"].get<std::vector<int64_t>>();
   const VisionRows rows =
-      ThinkerVision(kCheckpoint, config, Checkpoint::open(kCheckpoint), {}).encoder().encode(tensor::load_npy(c.dir / "pixel_values.npy"),
-                                                          std::vector<VisionGrid>{{g[0], g[1], g[2]}});
+      ThinkerVision(kCheckpoint, config, Checkpoint::open(kCheckpoint), {})
+          .encoder()
+          .encode(tensor::load_npy(c.dir / "pixel_values.npy"), std::vector<VisionGrid>{{g[0], g[1], g[2]}});
   MultimodalPrompt media;
   media.token_ids = c.prompt;
   media.rows = placeholder_rows(c.prompt, ids.image_token);
@@ -407,8 +408,8 @@ TEST(Qwen3OmniSpeechReferenceTest, TheTalkerInBfloat16OnCudaStaysNearTransformer
   EXPECT_LE(codes.size(), reference_codes(chat).size());
   for (size_t i = 0; i < codes.size(); ++i) {
     const int32_t limit = i % groups == 0 ? controls : codebook;
-    EXPECT_TRUE(codes[i] >= 0 && codes[i] < limit) << "frame " << i / groups << ", codebook " << i % groups << ": "
-                                                   << codes[i] << " outside [0, " << limit << ")";
+    EXPECT_TRUE(codes[i] >= 0 && codes[i] < limit)
+        << "frame " << i / groups << ", codebook " << i % groups << ": " << codes[i] << " outside [0, " << limit << ")";
   }
 }
 

@@ -16,12 +16,12 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "logit_checks.h"
 #include "model/model_registry.h"
-#include "model/safetensors.h"
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_omni/thinker_audio.h"
 #include "model/qwen3_omni/thinker_prompt.h"
-#include "logit_checks.h"
+#include "model/safetensors.h"
 #include "model/stage_model_registry.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
@@ -115,7 +115,9 @@ void expect_reference_rows(const ThinkerAudio& audio, double tolerance) {
   }
 }
 
-TEST_F(ThinkerAudioReferenceTest, AudioTowerRowsMatchTransformers) { expect_reference_rows(*audio_, kMaxRelativeError); }
+TEST_F(ThinkerAudioReferenceTest, AudioTowerRowsMatchTransformers) {
+  expect_reference_rows(*audio_, kMaxRelativeError);
+}
 
 // The tower on a CUDA device: in float32 as close as on the CPU, in bfloat16 within 2e-2.
 TEST_F(ThinkerAudioReferenceTest, AudioTowerOnCudaMatchesTransformers) {

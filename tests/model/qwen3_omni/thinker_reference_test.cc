@@ -14,9 +14,9 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "logit_checks.h"
 #include "model/model_registry.h"
 #include "model/qwen3_omni/thinker.h"
-#include "logit_checks.h"
 #include "tensor/backend.h"
 #include "tensor/npy.h"
 

@@ -22,9 +22,9 @@
 #include "base/base64.h"
 #include "base/error.h"
 #include "base/json.h"
+#include "logit_checks.h"
 #include "model/image_resample.h"
 #include "model/model_registry.h"
-#include "logit_checks.h"
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_omni/thinker_prompt.h"
 #include "model/qwen3_omni/thinker_vision.h"
@@ -181,8 +181,7 @@ void expect_vision_rows(Placement placement, double tolerance) {
     ASSERT_EQ(static_cast<int64_t>(got.deepstack.size()), deep.dim(0));
     const int64_t hidden = want.dim(1);
     for (int64_t r = 0; r < want.dim(0); ++r) {
-      EXPECT_LE(relative_error(got.rows.data<float>() + r * hidden, want.data<float>() + r * hidden, hidden),
-                tolerance)
+      EXPECT_LE(relative_error(got.rows.data<float>() + r * hidden, want.data<float>() + r * hidden, hidden), tolerance)
           << "row " << r;
       for (int64_t d = 0; d < deep.dim(0); ++d) {
         EXPECT_LE(relative_error(got.deepstack[d].data<float>() + r * hidden,
@@ -247,7 +246,7 @@ void expect_vision_prompts(const CausalLmLoadOptions& options, PositionErrors er
     for (size_t i = 0; i < media->mrope_positions.size(); ++i) {
       // int32 in the first references (whole positions), float32 since.
       const double want = want_positions.dtype() == tensor::DType::kI32 ? want_positions.data<int32_t>()[i]
-                                                                         : want_positions.data<float>()[i];
+                                                                        : want_positions.data<float>()[i];
       ASSERT_NEAR(media->mrope_positions[i], want, 1e-4 * std::max(1.0, std::abs(want))) << "stream entry " << i;
     }
     EXPECT_NEAR(media->rope_delta, k.ref.at("rope_delta").get<double>(), 1e-4);
@@ -432,10 +431,10 @@ TEST(ThinkerVisionPrompt, AVideoWithItsAudioInterleavesTheirRowsByTime) {
   const ThinkerPositions q = thinker_positions(e2, ids, {}, short_audio);
   const std::vector<float> t2 = stream_of(q, e2.size(), 0);
   ASSERT_EQ(e2.size(), 19u);  // 4 of the prompt, <as>, 3 + 10 rows, <ae>
-  EXPECT_EQ(t2[14], 16);  // second patch
-  EXPECT_EQ(t2[15], 29);  // third patch
-  EXPECT_EQ(t2[16], 30);  // <ae>
-  EXPECT_EQ(t2[17], 31);  // <ve>
+  EXPECT_EQ(t2[14], 16);      // second patch
+  EXPECT_EQ(t2[15], 29);      // third patch
+  EXPECT_EQ(t2[16], 30);      // <ae>
+  EXPECT_EQ(t2[17], 31);      // <ve>
 
   // Its placeholder must sit between <|vision_start|> and <|vision_end|>.
   const std::vector<int32_t> bare{1, 8, 2};
