@@ -78,9 +78,7 @@ class PositionErrors {
   // The bfloat16 check of the header comment.
   static PositionErrors bfloat16() { return PositionErrors(kBfloat16Tolerance, true); }
 
-  bool needs_bfloat16_reference() const { return bfloat16_; }
-
-  // `bf16`: what bfloat16 does to this prompt's reference (needed for bfloat16 only).
+  // `bf16`: what bfloat16 does to this prompt's reference (read for bfloat16 only).
   void add_prompt(const std::vector<double>& errors, const Bfloat16Reference& bf16, const std::string& prompt) {
     if (bfloat16_) {
       ASSERT_EQ(bf16.routing_gaps.size(), errors.size()) << prompt << ": a routing gap for each position";

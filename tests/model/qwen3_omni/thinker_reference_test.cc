@@ -70,10 +70,8 @@ class ThinkerReferenceTest : public ::testing::TestWithParam<std::string> {
   void add_reference_errors(size_t p, const std::vector<float>& logits, PositionErrors& errors) {
     const int n = static_cast<int>(prompts_[p].size());
     ASSERT_EQ(logits.size(), static_cast<size_t>(n) * vocab_);
-    const qwen3_omni::Bfloat16Reference bf16 =
-        errors.needs_bfloat16_reference() ? qwen3_omni::load_bfloat16_reference(kDataDir, "_" + std::to_string(p))
-                                          : qwen3_omni::Bfloat16Reference{};
-    errors.add_prompt(qwen3_omni::position_errors(logits.data(), logits_[p].data<float>(), n, vocab_), bf16,
+    errors.add_prompt(qwen3_omni::position_errors(logits.data(), logits_[p].data<float>(), n, vocab_),
+                      qwen3_omni::load_bfloat16_reference(kDataDir, "_" + std::to_string(p)),
                       "prompt " + std::to_string(p));
   }
 

@@ -267,8 +267,7 @@ void expect_vision_prompts(const CausalLmLoadOptions& options, PositionErrors er
     model.forward(batch, logits);
     const tensor::Tensor want = tensor::load_npy(k.dir / "logits.npy");
     ASSERT_EQ(logits.size(), static_cast<size_t>(want.numel()));
-    errors.add_prompt(position_errors(logits.data(), want.data<float>(), n, vocab),
-                      errors.needs_bfloat16_reference() ? load_bfloat16_reference(k.dir) : Bfloat16Reference{},
+    errors.add_prompt(position_errors(logits.data(), want.data<float>(), n, vocab), load_bfloat16_reference(k.dir),
                       "case " + std::to_string(c));
     if (!greedy) continue;
 
