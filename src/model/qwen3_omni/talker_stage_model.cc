@@ -54,6 +54,12 @@ struct TalkerStageModel::Request final : qwen3_tts::TalkerStream {
   qwen3_tts::TalkerPrompt prompt;
   std::vector<float> trailing;
   int64_t trailing_rows = 0;
+  // Text-track rows that came but are not projected yet (thinker width; tts_eos last once the
+  // reply is complete): forward_step projects those of its batch together, so that taking a
+  // payload does no device work (one per thinker token and request, while the thinker shares the
+  // device, would each wait for its turn there).
+  std::vector<float> unprojected;
+  int64_t unprojected_rows = 0;
 
   const Tensor& prompt_rows() const override { return prompt.rows; }
   const float* text_track(int64_t k) const override {
@@ -140,7 +146,6 @@ void TalkerStageModel::add_input(ArRequestState& state, std::span<const std::spa
 }
 
 void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>> payloads, bool last) const {
-  const int64_t h = talker_->hidden_size();
   for (std::span<const uint8_t> bytes : payloads) {
     ThinkerPayload p = decode_thinker_payload(bytes);
     if (p.first_position != r.rows() || (r.width != 0 && p.width != r.width) ||
@@ -166,8 +171,10 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
     const int64_t before = r.rows(), count = static_cast<int64_t>(p.ids.size());
     const int64_t keep = std::clamp<int64_t>(r.size.thinker_rows - before, 0, count);
     r.ids.insert(r.ids.end(), p.ids.begin(), p.ids.end());
-    r.embeddings.insert(r.embeddings.end(), p.embeddings.begin(), p.embeddings.begin() + keep * r.width);
-    r.hidden.insert(r.hidden.end(), p.hidden.begin(), p.hidden.end());
+    if (!r.built) {
+      r.embeddings.insert(r.embeddings.end(), p.embeddings.begin(), p.embeddings.begin() + keep * r.width);
+      r.hidden.insert(r.hidden.end(), p.hidden.begin(), p.hidden.end());
+    }
     if (!r.built && r.rows() >= r.size.thinker_rows) {
       const int64_t n = r.size.thinker_rows;
       ThinkerRows rows;
@@ -189,10 +196,8 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
       r.hidden = {};
     }
     if (r.built && keep < count) {
-      const std::span<const float> later = std::span<const float>(p.embeddings).subspan(keep * r.width);
-      const Tensor text = talker_->project_rows(matrix(later, count - keep, r.width), Projection::kText);
-      r.trailing.insert(r.trailing.end(), text.data<float>(), text.data<float>() + text.numel());
-      r.trailing_rows += text.dim(0);
+      r.unprojected.insert(r.unprojected.end(), p.embeddings.begin() + keep * r.width, p.embeddings.end());
+      r.unprojected_rows += count - keep;
     }
   }
   if (!last) return;
@@ -203,17 +208,40 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
                 "the talker's prompt is built from)",
                 r.id, r.rows(), r.size.thinker_rows);
   }
-  const Tensor specials = talker_->project_rows(matrix(r.specials, 3, r.width), Projection::kText);
-  const float* tts_eos = specials.data<float>() + h;
-  r.trailing.insert(r.trailing.end(), tts_eos, tts_eos + h);
-  ++r.trailing_rows;
+  // The specials are tts_bos, tts_eos, tts_pad.
+  const auto tts_eos = r.specials.begin() + r.width;
+  r.unprojected.insert(r.unprojected.end(), tts_eos, tts_eos + r.width);
+  ++r.unprojected_rows;
+}
+
+void TalkerStageModel::project_text_rows(std::span<Request* const> requests) const {
+  int64_t rows = 0, width = 0;
+  for (const Request* r : requests) {
+    rows += r->unprojected_rows;
+    if (r->unprojected_rows > 0) width = r->width;
+  }
+  if (rows == 0) return;
+  Tensor all = Tensor::empty({rows, width}, DType::kF32);
+  float* to = all.data<float>();
+  for (const Request* r : requests) to = std::copy(r->unprojected.begin(), r->unprojected.end(), to);
+  const Tensor text = talker_->project_rows(all, Projection::kText);
+  const int64_t h = text.dim(1);
+  const float* from = text.data<float>();
+  for (Request* r : requests) {
+    const int64_t n = r->unprojected_rows;
+    r->trailing.insert(r->trailing.end(), from, from + n * h);
+    r->trailing_rows += n;
+    from += n * h;
+    r->unprojected.clear();
+    r->unprojected_rows = 0;
+  }
 }
 
 bool TalkerStageModel::ready(const ArRequestState& state) const {
   const auto& r = static_cast<const Request&>(state);
   if (!r.built) return false;
   // Decode step k (frames = k + 1) adds text row k.
-  return !r.input_open || r.frames == 0 || r.frames - 1 < r.trailing_rows;
+  return !r.input_open || r.frames == 0 || r.frames - 1 < r.trailing_rows + r.unprojected_rows;
 }
 
 void TalkerStageModel::prepare_requests(int max_num_seqs, const std::vector<int>& batch_sizes, bool capture_graphs) {
@@ -226,8 +254,10 @@ void TalkerStageModel::release(ArRequestState& state) { steps_->release(static_c
 
 void TalkerStageModel::forward_step(const ForwardBatch& batch, std::span<ArRequestState* const> states,
                                     std::vector<float>& logits) {
-  std::vector<qwen3_tts::TalkerStream*> streams;
-  for (ArRequestState* state : states) streams.push_back(static_cast<Request*>(state));
+  std::vector<Request*> requests;
+  for (ArRequestState* state : states) requests.push_back(static_cast<Request*>(state));
+  project_text_rows(requests);
+  std::vector<qwen3_tts::TalkerStream*> streams(requests.begin(), requests.end());
   steps_->forward(batch, streams, logits);
 }
 

@@ -4,9 +4,10 @@
 // add_input, so the talker starts while the thinker still writes; without, all of them at the
 // start. Its prompt (talker_prompt.h, built from the thinker's rows through the reply's first
 // token; with images or videos at the 3-D positions talker_positions derives from the thinker's)
-// is ready once those rows came; each later reply row is projected into the text track
-// as it comes, tts_eos after the last, tts_pad from then on; a decode step whose text row has not
-// come yet waits (ready()). Sync and async runs therefore feed the talker the same rows.
+// is ready once those rows came; the later reply rows, tts_eos after the last, make the text track
+// (tts_pad from then on), projected at the step that first needs them, all of a batch's together;
+// a decode step whose text row has not come yet waits (ready()). Sync and async runs therefore feed the talker the same
+// rows.
 //
 // The frame loop is the Qwen3-TTS talker's (model/qwen3_tts/talker_steps.h): codebook 0 sampled by
 // the engine (the control ids suppressed except codec EOS; defaults temperature 0.9, top_k 50,
@@ -71,6 +72,8 @@ class TalkerStageModel final : public EmbeddingInputLm {
   // Takes the thinker's next payloads into `request`: its rows, then its prompt once they reach
   // the reply's first token, then its text track.
   void take(Request& request, std::span<const std::span<const uint8_t>> payloads, bool last) const;
+  // Projects the text-track rows the requests took since their last step, in one product.
+  void project_text_rows(std::span<Request* const> requests) const;
 
   TalkerConfig config_;
   std::unique_ptr<qwen3_tts::Talker> talker_;
