@@ -518,6 +518,9 @@ Command generate_command() {
             ->group(image_group);
         sub.add_option("--dump-latents", image.dump_latents, "Write the latents before the VAE decoder to this .npy")
             ->group(image_group);
+        sub.add_flag("--vae-use-tiling", image.vae_use_tiling,
+                     "Decode latents larger than one VAE tile tile by tile (diffusers' vae.enable_tiling())")
+            ->group(image_group);
         sub.add_option("--model-class-name", image.model_class_name,
                        "The diffusers pipeline class to run (default: model_index.json's _class_name)")
             ->group(image_group);

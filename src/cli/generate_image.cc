@@ -89,7 +89,9 @@ int run_generate_image(const ImageGenerateOptions& options) {
   args.model_dir = options.model;
   args.device = device;
   args.dtype = dtype;
-  std::unique_ptr<model::DiffusionModel> model = model::builtin_stage_models().create_diffusion(stage->stage_model, args);
+  args.engine_args["vae_use_tiling"] = options.vae_use_tiling;
+  std::unique_ptr<model::DiffusionModel> model =
+      model::builtin_stage_models().create_diffusion(stage->stage_model, args);
   const double load_s = seconds_since(load_start);
   spdlog::info("loaded {} ({}, {}) in {:.2f} s", options.model, resolution.pipeline->model_type, resolution.reason,
                load_s);
@@ -131,18 +133,18 @@ int run_generate_image(const ImageGenerateOptions& options) {
     std::unique_ptr<model::DenoiseJob> job = model->start(request);
     const double image_encode_s = seconds_since(t0);
     encode_s += image_encode_s;
-    t0 = std::chrono::steady_clock::now();
     model::DenoiseJob* jobs[] = {job.get()};
     while (!job->finished()) {
       model->step(jobs);
       spdlog::debug("image {}: step {}/{}", k, job->steps_done(), job->total_steps());
     }
-    const double image_denoise_s = seconds_since(t0);
-    denoise_s += image_denoise_s;
     if (!options.dump_latents.empty()) final_latents.push_back(model->latents(*job));
-    t0 = std::chrono::steady_clock::now();
     const model::RgbImage image = model->decode(*job);
-    const double image_decode_s = seconds_since(t0);
+    // The phases as the model timed them, the durations the serve command reports too.
+    const model::StageDurations& phases = job->durations();
+    const double image_denoise_s = phases.seconds(model::kDiffusePhase);
+    const double image_decode_s = phases.seconds(model::kVaeDecodePhase);
+    denoise_s += image_denoise_s;
     decode_s += image_decode_s;
     t0 = std::chrono::steady_clock::now();
     const std::string path = image_path(options.output_image, k, options.num_images);
@@ -159,7 +161,8 @@ int run_generate_image(const ImageGenerateOptions& options) {
         {"format", media::image_format_name(format)},
         {"bytes", bytes.size()},
         {"durations_s",
-         {{"text_encoder_and_latents", image_encode_s}, {"denoise", image_denoise_s}, {"vae_decode", image_decode_s}}}};
+         {{"text_encoder_and_latents", image_encode_s}, {"denoise", image_denoise_s}, {"vae_decode", image_decode_s}}},
+        {"stage_durations", phases.to_json(model->defaults().pipeline_class)}};
     if (given.defined()) {
       entry["latents"] = options.latents;
     } else {
@@ -172,7 +175,8 @@ int run_generate_image(const ImageGenerateOptions& options) {
     const tensor::Shape one = final_latents.front().shape();
     tensor::Tensor all = tensor::Tensor::empty({options.num_images, one[0], one[1], one[2]}, tensor::DType::kF32);
     for (int k = 0; k < options.num_images; ++k) {
-      std::copy_n(final_latents[k].data<float>(), final_latents[k].numel(), all.data<float>() + k * final_latents[k].numel());
+      std::copy_n(final_latents[k].data<float>(), final_latents[k].numel(),
+                  all.data<float>() + k * final_latents[k].numel());
     }
     tensor::save_npy(options.dump_latents, all);
   }
@@ -182,8 +186,11 @@ int run_generate_image(const ImageGenerateOptions& options) {
                          {"images", images},
                          {"dumped_latents", options.dump_latents.empty() ? Json() : Json(options.dump_latents)},
                          {"stage_durations_s",
-                          {{"load", load_s}, {"text_encoder_and_latents", encode_s}, {"denoise", denoise_s},
-                           {"vae_decode", decode_s}, {"image_encode", write_s}}}};
+                          {{"load", load_s},
+                           {"text_encoder_and_latents", encode_s},
+                           {"denoise", denoise_s},
+                           {"vae_decode", decode_s},
+                           {"image_encode", write_s}}}};
     std::printf("%s\n", report.dump(1).c_str());
   }
   return 0;

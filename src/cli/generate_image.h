@@ -23,8 +23,9 @@ struct ImageGenerateOptions {
   std::optional<uint64_t> seed;
   std::string latents;  // .npy path
   int num_images = 1;
-  std::string output_image;  // FILE.png | .jpg | .jpeg | .webp
-  std::string dump_latents;  // .npy path
+  std::string output_image;     // FILE.png | .jpg | .jpeg | .webp
+  std::string dump_latents;     // .npy path
+  bool vae_use_tiling = false;  // the stage engine argument vae_use_tiling
   std::string device = "cpu";
   std::string dtype = "auto";   // --dtype: auto (bfloat16 on CUDA, float32 on the CPU) or a dtype
   std::string output = "text";  // text | json

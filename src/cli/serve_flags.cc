@@ -20,8 +20,9 @@ namespace omni::cli {
 namespace {
 
 // The diffusion flags omnistage's diffusion stages do not implement (docs/diffusion.md lists each).
-constexpr const char* kDiffusion = "not implemented by omnistage's diffusion stages yet; docs/diffusion.md lists the "
-                                   "diffusion flags and their status";
+constexpr const char* kDiffusion =
+    "not implemented by omnistage's diffusion stages yet; docs/diffusion.md lists the "
+    "diffusion flags and their status";
 constexpr const char* kDiffusionParallel =
     "diffusion parallelism across GPUs is not implemented yet (one diffusion stage runs on one device); "
     "docs/diffusion.md lists the diffusion flags and their status";
@@ -271,10 +272,11 @@ std::vector<FlagSpec> make_specs() {
        .help = "Seconds an ERROR or DOWN replica stays listed before it is dropped from its pool (head only; "
                "omnistage)"},
       // ---- diffusion -------------------------------------------------------------------------
-      {.name = "--num-gpus", .kind = K::kInt, .help = "GPUs for diffusion model inference", .unsupported = kDiffusionParallel},
-      {.name = "--model-class-name",
-       .target = T::kStage,
-       .help = "Override the diffusion pipeline class name"},
+      {.name = "--num-gpus",
+       .kind = K::kInt,
+       .help = "GPUs for diffusion model inference",
+       .unsupported = kDiffusionParallel},
+      {.name = "--model-class-name", .target = T::kStage, .help = "Override the diffusion pipeline class name"},
       {.name = "--diffusion-load-format",
        .target = T::kStage,
        .choices = {"default", "custom_pipeline", "dummy", "diffusers"},
@@ -417,24 +419,17 @@ std::vector<FlagSpec> make_specs() {
        .target = T::kStage,
        .help = "Cache-dit summary logging",
        .unsupported = kDiffusion},
-      {.name = "--step-execution",
-       .kind = K::kSwitch,
-       .target = T::kStage,
-       .help = "Per-step diffusion execution"},
+      {.name = "--step-execution", .kind = K::kSwitch, .target = T::kStage, .help = "Per-step diffusion execution"},
       {.name = "--request-batch-max-wait-ms",
        .kind = K::kFloat,
        .target = T::kStage,
        .default_value = 0.0,
        .help = "Diffusion request batching wait, ms (0 = off)"},
-      {.name = "--vae-use-slicing",
-       .kind = K::kSwitch,
-       .target = T::kStage,
-       .help = "VAE slicing"},
+      {.name = "--vae-use-slicing", .kind = K::kSwitch, .target = T::kStage, .help = "VAE slicing"},
       {.name = "--vae-use-tiling",
        .kind = K::kSwitch,
        .target = T::kStage,
-       .help = "VAE tiling",
-       .unsupported = kDiffusion},
+       .help = "VAE tiling (diffusers' AutoencoderKL tiled decode)"},
       {.name = "--vae-fast-path",
        .target = T::kStage,
        .default_value = "lossless",
@@ -589,8 +584,7 @@ std::vector<FlagSpec> make_specs() {
       {.name = "--enable-diffusion-pipeline-profiler",
        .kind = K::kSwitch,
        .target = T::kStage,
-       .help = "Diffusion pipeline stage durations",
-       .unsupported = kDiffusion},
+       .help = "Diffusion pipeline stage durations in each image response"},
       {.name = "--enable-ar-profiler",
        .kind = K::kSwitch,
        .help = "AR stage timing in stage_durations",

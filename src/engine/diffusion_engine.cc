@@ -43,8 +43,7 @@ bool DiffusionEngine::has_ready_work() const {
   if (!running_.empty()) return true;
   if (waiting_.empty()) return false;
   if (static_cast<int>(waiting_.size()) >= config_.max_num_seqs) return true;
-  const double waited_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - waiting_.front().arrived).count();
+  const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - waiting_.front().arrived).count();
   return waited_ms >= config_.request_batch_max_wait_ms;
 }
 
@@ -58,10 +57,14 @@ void DiffusionEngine::admit() {
 void DiffusionEngine::denoise_once(std::vector<ImageOutput>& outputs) {
   std::vector<model::DenoiseJob*> jobs;
   for (Entry& e : running_) jobs.push_back(e.job.get());
+  const auto started = Clock::now();
   model_.step(jobs);
+  const double step_s = std::chrono::duration<double>(Clock::now() - started).count();
+  part_times_.push_back({"denoise_step", step_s});
   ++denoising_steps_;
   for (const Entry& e : running_) {
-    spdlog::debug("diffusion request {}: step {}/{}", e.id, e.job->steps_done(), e.job->total_steps());
+    spdlog::debug("diffusion request {}: step {}/{} ({:.3f} s, batch of {})", e.id, e.job->steps_done(),
+                  e.job->total_steps(), step_s, running_.size());
   }
   // Finished jobs are decoded and leave the batch.
   std::vector<Entry> still;
@@ -74,11 +77,14 @@ void DiffusionEngine::denoise_once(std::vector<ImageOutput>& outputs) {
     out.request_id = e.id;
     out.steps_done = e.job->steps_done();
     out.total_steps = e.job->total_steps();
+    const auto decoding = Clock::now();
     try {
       out.image = model_.decode(*e.job);
     } catch (const Error& err) {
       out.error = err;
     }
+    part_times_.push_back({"vae_decode", std::chrono::duration<double>(Clock::now() - decoding).count()});
+    out.durations = e.job->durations();
     outputs.push_back(std::move(out));
   }
   running_ = std::move(still);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -35,6 +36,15 @@ struct ImageOutput {
   std::optional<Error> error;
   int steps_done = 0;
   int total_steps = 0;
+  // The request's phases (model/stage_durations.h): text encoder, denoising loop, VAE decode.
+  model::StageDurations durations;
+};
+
+// One timed part of the engine's work since the last take_part_times(): "denoise_step" (one
+// denoising step of the running batch) or "vae_decode" (one image's decode).
+struct EnginePartTime {
+  std::string part;
+  double seconds = 0;
 };
 
 class DiffusionEngine {
@@ -57,6 +67,8 @@ class DiffusionEngine {
   const DiffusionEngineConfig& config() const { return config_; }
   // Steps run since construction, over all batches (for logs and tests).
   int64_t denoising_steps() const { return denoising_steps_; }
+  // The part times since the last call (for the stage's step metrics), oldest first.
+  std::vector<EnginePartTime> take_part_times() { return std::exchange(part_times_, {}); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -73,6 +85,7 @@ class DiffusionEngine {
   std::deque<Entry> waiting_;
   std::vector<Entry> running_;
   int64_t denoising_steps_ = 0;
+  std::vector<EnginePartTime> part_times_;
 };
 
 }  // namespace omni::engine

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "engine/diffusion_engine.h"
 #include "model/stage_model_registry.h"
 #include "runtime/engine_args.h"
@@ -24,6 +25,7 @@ class DiffusionStageRunner final : public StageRunner {
     config.max_num_seqs = args.value_or<int>("max_num_seqs", 1);
     config.request_batch_max_wait_ms = args.value_or<double>("request_batch_max_wait_ms", 0.0);
     config.step_execution = args.value_or<bool>("step_execution", false);
+    profile_ = args.value_or<bool>("enable_diffusion_pipeline_profiler", false);
     max_pixels_ = args.value_or<int64_t>("max_generated_image_size", kDefaultMaxImagePixels);
     if (config.max_num_seqs < 1 || max_pixels_ < 1) {
       throw_error(ErrorCode::kInvalidConfig, "stage {}: max_num_seqs and max_generated_image_size must be >= 1",
@@ -47,6 +49,14 @@ class DiffusionStageRunner final : public StageRunner {
   }
 
   size_t running_requests() const override { return engine_->num_requests(); }
+
+  // Each denoising step of the running batch ("denoise_step") and each image's decode ("vae_decode"),
+  // for omnistage:stage_step_seconds.
+  std::vector<StepTiming> take_step_timings() override {
+    std::vector<StepTiming> timings;
+    for (engine::EnginePartTime& t : engine_->take_part_times()) timings.push_back({std::move(t.part), t.seconds});
+    return timings;
+  }
   bool can_step() const override { return engine_->has_ready_work(); }
 
   std::vector<StageOutput> step() override {
@@ -64,6 +74,14 @@ class DiffusionStageRunner final : public StageRunner {
         image.steps = out.steps_done;
         if (auto it = started_.find(out.request_id); it != started_.end()) {
           image.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+        }
+        if (profile_) {
+          const std::string& prefix = model_->defaults().pipeline_class;
+          for (const auto& [phase, seconds] : out.durations.entries()) {
+            spdlog::info("[DiffusionPipelineProfiler] stage {} request {}: {}{}{} took {:.6f}s", stage_id_,
+                         out.request_id, prefix, prefix.empty() ? "" : ".", phase, seconds);
+          }
+          image.stage_durations = out.durations.to_json(prefix);
         }
         o.image = std::move(image);
       }
@@ -124,6 +142,7 @@ class DiffusionStageRunner final : public StageRunner {
 
   int stage_id_;
   int64_t max_pixels_ = kDefaultMaxImagePixels;
+  bool profile_ = false;  // enable_diffusion_pipeline_profiler
   std::unique_ptr<model::DiffusionModel> model_;
   std::unique_ptr<engine::DiffusionEngine> engine_;
   std::map<std::string, std::chrono::steady_clock::time_point> started_;

@@ -10,7 +10,11 @@
 //
 // engine_args read (runtime/engine_args.h): model, stage_model, device, max_num_seqs (default 1),
 // request_batch_max_wait_ms (default 0), step_execution (default false), max_generated_image_size
-// (pixels, default 33177600 = 7680x4320).
+// (pixels, default 33177600 = 7680x4320), enable_diffusion_pipeline_profiler (default false: with
+// it each image carries its stage durations, GeneratedImage::stage_durations, and the stage logs
+// them at info level); the stage model reads its own (z_image: vae_use_tiling).
+// Step timings (take_step_timings): "denoise_step" per denoising step of the batch, "vae_decode"
+// per image.
 #pragma once
 
 #include <memory>

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/json.h"
+
 namespace omni::runtime {
 
 struct GeneratedImage {
@@ -14,6 +16,9 @@ struct GeneratedImage {
   std::vector<uint8_t> rgb;  // height * width * 3
   int steps = 0;             // denoising steps it took
   double seconds = 0.0;      // from the request's start at the stage to its image
+  // With enable_diffusion_pipeline_profiler: {"<PipelineClass>.<phase>": seconds} as vLLM-Omni's
+  // DiffusionPipelineProfiler reports them (model/stage_durations.h); null without it.
+  Json stage_durations;
 };
 
 }  // namespace omni::runtime

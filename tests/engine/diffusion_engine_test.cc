@@ -24,15 +24,17 @@ class CountingModel : public model::DiffusionModel {
     if (r.num_inference_steps < 0) throw_error(ErrorCode::kInvalidArgument, "bad steps");
     return std::make_unique<Job>(r.num_inference_steps > 0 ? r.num_inference_steps : 3);
   }
-  void step(std::span<model::DenoiseJob* const> jobs) override {
+  tensor::Tensor latents(const model::DenoiseJob&) const override { return {}; }
+  std::vector<int> batches;
+
+ protected:
+  void step_jobs(std::span<model::DenoiseJob* const> jobs) override {
     batches.push_back(static_cast<int>(jobs.size()));
     for (model::DenoiseJob* j : jobs) static_cast<Job*>(j)->advance();
   }
-  tensor::Tensor latents(const model::DenoiseJob&) const override { return {}; }
-  model::RgbImage decode(const model::DenoiseJob& j) override {
+  model::RgbImage decode_job(const model::DenoiseJob& j) override {
     return model::RgbImage{1, 1, {static_cast<uint8_t>(j.total_steps()), 0, 0}};
   }
-  std::vector<int> batches;
 
  private:
   model::DiffusionDefaults defaults_;
@@ -53,7 +55,7 @@ TEST(DiffusionEngineTest, StepExecutionJoinsAndAbortsBetweenSteps) {
   EXPECT_TRUE(engine.step().empty());  // a: 1 of 3
   engine.add_request("b", steps(2));
   engine.add_request("c", steps(2));
-  EXPECT_TRUE(engine.step().empty());  // b joins (max 2); c waits
+  EXPECT_TRUE(engine.step().empty());                  // b joins (max 2); c waits
   const std::vector<ImageOutput> out = engine.step();  // a: 3 of 3, b: 2 of 2
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].request_id, "a");

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,10 +30,9 @@ class ImageServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = std::make_unique<TempDir>();
-    server_ = std::make_unique<ServeProcess>(
-        kCheckpoint, dir_->path() / "serve.log",
-        std::vector<std::string>{"--step-execution", "--request-batch-max-wait-ms", "5", "--max-generated-image-size",
-                                 "65536"});
+    server_ = std::make_unique<ServeProcess>(kCheckpoint, dir_->path() / "serve.log",
+                                             std::vector<std::string>{"--step-execution", "--request-batch-max-wait-ms",
+                                                                      "5", "--max-generated-image-size", "65536"});
   }
   static void TearDownTestSuite() {
     server_.reset();
@@ -64,8 +64,12 @@ TEST_F(ImageServeTest, ModelsListTheImagePipeline) {
 }
 
 TEST_F(ImageServeTest, TwoImagesDifferAndSeedsReproduceAloneOrBatched) {
-  const Json body = {{"prompt", "a red fox in the snow"}, {"n", 2}, {"size", "64x48"}, {"num_inference_steps", 2},
-                     {"guidance_scale", 0}, {"seed", 40}};
+  const Json body = {{"prompt", "a red fox in the snow"},
+                     {"n", 2},
+                     {"size", "64x48"},
+                     {"num_inference_steps", 2},
+                     {"guidance_scale", 0},
+                     {"seed", 40}};
   const HttpResult reply = generate(body);
   ASSERT_EQ(reply.status, 200) << reply.body;
   const Json json = Json::parse(reply.body);
@@ -90,14 +94,34 @@ TEST_F(ImageServeTest, TwoImagesDifferAndSeedsReproduceAloneOrBatched) {
 // The offline command and the API share defaults and seeded noise: the same request through
 // `omnistage generate` and through the server gives the same image (both PNG, so the same bytes).
 TEST_F(ImageServeTest, GenerateGivesTheApisImageForTheSameSeed) {
-  const HttpResult reply = generate({{"prompt", "a lighthouse at dusk"}, {"size", "48x32"}, {"seed", 7},
-                                     {"num_inference_steps", 2}, {"negative_prompt", "blurry"}, {"guidance_scale", 3}});
+  const HttpResult reply = generate({{"prompt", "a lighthouse at dusk"},
+                                     {"size", "48x32"},
+                                     {"seed", 7},
+                                     {"num_inference_steps", 2},
+                                     {"negative_prompt", "blurry"},
+                                     {"guidance_scale", 3}});
   ASSERT_EQ(reply.status, 200) << reply.body;
   const fs::path png = dir_->path() / "offline.png";
-  const ProcessResult offline =
-      run_process({OMNISTAGE_BINARY, "generate", "--model", kCheckpoint.string(), "--prompt", "a lighthouse at dusk",
-                   "--width", "48", "--height", "32", "--seed", "7", "--num-inference-steps", "2", "--negative-prompt",
-                   "blurry", "--guidance-scale", "3", "--output-image", png.string()});
+  const ProcessResult offline = run_process({OMNISTAGE_BINARY,
+                                             "generate",
+                                             "--model",
+                                             kCheckpoint.string(),
+                                             "--prompt",
+                                             "a lighthouse at dusk",
+                                             "--width",
+                                             "48",
+                                             "--height",
+                                             "32",
+                                             "--seed",
+                                             "7",
+                                             "--num-inference-steps",
+                                             "2",
+                                             "--negative-prompt",
+                                             "blurry",
+                                             "--guidance-scale",
+                                             "3",
+                                             "--output-image",
+                                             png.string()});
   ASSERT_EQ(offline.exit_code, 0) << offline.err;
   std::ifstream in(png, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -106,16 +130,24 @@ TEST_F(ImageServeTest, GenerateGivesTheApisImageForTheSameSeed) {
   EXPECT_EQ(cli.height, 32);
   EXPECT_EQ(cli.rgb, api.rgb) << "generate and /v1/images/generations differ for seed 7";
   // A different seed is a different image (the comparison above can fail).
-  const HttpResult other = generate({{"prompt", "a lighthouse at dusk"}, {"size", "48x32"}, {"seed", 8},
-                                     {"num_inference_steps", 2}, {"negative_prompt", "blurry"}, {"guidance_scale", 3}});
+  const HttpResult other = generate({{"prompt", "a lighthouse at dusk"},
+                                     {"size", "48x32"},
+                                     {"seed", 8},
+                                     {"num_inference_steps", 2},
+                                     {"negative_prompt", "blurry"},
+                                     {"guidance_scale", 3}});
   ASSERT_EQ(other.status, 200) << other.body;
   EXPECT_NE(decode_image(images_of(other)[0]).rgb, cli.rgb);
 }
 
 TEST_F(ImageServeTest, JpegAndWebpDecode) {
   for (const std::string format : {"jpeg", "webp"}) {
-    const HttpResult reply = generate({{"prompt", "a cat"}, {"size", "32x32"}, {"num_inference_steps", 1},
-                                       {"guidance_scale", 1.5}, {"negative_prompt", "a dog"}, {"seed", 1},
+    const HttpResult reply = generate({{"prompt", "a cat"},
+                                       {"size", "32x32"},
+                                       {"num_inference_steps", 1},
+                                       {"guidance_scale", 1.5},
+                                       {"negative_prompt", "a dog"},
+                                       {"seed", 1},
                                        {"output_format", format}});
     ASSERT_EQ(reply.status, 200) << reply.body;
     const DecodedImage image = decode_image(images_of(reply)[0]);
@@ -192,6 +224,97 @@ TEST(ImageServeAbort, AbortStopsBetweenSteps) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(log, m, aborted)) << log;
   EXPECT_LT(std::stoi(m[1]), 1000);
+}
+
+// Every denoising step reaches /metrics (omnistage:stage_step_seconds{part="denoise_step"}, one
+// observation per step of the batch) and every image's decode (part "vae_decode"); without the
+// profiler the reply's metrics carry no stage durations.
+TEST_F(ImageServeTest, StepsReachTheMetricsAndNoStageDurationsWithoutTheProfiler) {
+  const std::string steps = R"(omnistage:stage_step_seconds_count{stage="0",part="denoise_step"})";
+  const std::string steps_sum = R"(omnistage:stage_step_seconds_sum{stage="0",part="denoise_step"})";
+  const std::string decodes = R"(omnistage:stage_step_seconds_count{stage="0",part="vae_decode"})";
+  const auto metrics = [] { return curl(*server_, "/metrics", std::nullopt).body; };
+  const std::string before = metrics();
+  const double steps_before = std::max(0.0, metric_series(before, steps));
+  const double decodes_before = std::max(0.0, metric_series(before, decodes));
+  const HttpResult reply =
+      generate({{"prompt", "a red fox"}, {"size", "32x32"}, {"num_inference_steps", 3}, {"guidance_scale", 0}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json json = Json::parse(reply.body);
+  ASSERT_TRUE(json.contains("metrics")) << reply.body.substr(0, 200);
+  EXPECT_TRUE(json["metrics"]["stage_durations"].is_null());
+  EXPECT_TRUE(json["metrics"]["peak_memory_mb"].is_null());
+  // The step timings travel with the stage's heartbeat, which may follow the reply.
+  std::string after;
+  for (int i = 0; i < 100; ++i) {
+    after = metrics();
+    if (metric_series(after, decodes) >= decodes_before + 1 && metric_series(after, steps) >= steps_before + 3) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  // At least: an earlier test's last heartbeat may land in between.
+  EXPECT_GE(metric_series(after, steps), steps_before + 3) << after;
+  EXPECT_GE(metric_series(after, decodes), decodes_before + 1) << after;
+  EXPECT_GT(metric_series(after, steps_sum), 0.0) << after;
+}
+
+// --enable-diffusion-pipeline-profiler: the reply's metrics.stage_durations holds the phases under
+// vLLM-Omni's names, added up over the n images, and the stage logs them. The same server decodes
+// with --vae-use-tiling: an image larger than one tile of the tiny VAE (16 latents, 64 pixels) is
+// the one `omnistage generate --vae-use-tiling` draws, and not the untiled one.
+TEST(ImageServeProfiler, StageDurationsAndTiling) {
+  TempDir dir;
+  ServeProcess server(kCheckpoint, dir.path() / "serve.log",
+                      {"--enable-diffusion-pipeline-profiler", "--vae-use-tiling"});
+  Json body = {{"prompt", "a lighthouse"}, {"size", "96x80"},    {"n", 2}, {"seed", 5}, {"num_inference_steps", 2},
+               {"guidance_scale", 2},      {"model", kModelName}};
+  const HttpResult reply = curl(server, "/v1/images/generations", body.dump());
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json json = Json::parse(reply.body);
+  const Json& durations = json["metrics"]["stage_durations"];
+  ASSERT_TRUE(durations.is_object()) << json["metrics"].dump();
+  for (const char* phase :
+       {"ZImagePipeline.text_encoder.forward", "ZImagePipeline.diffuse", "ZImagePipeline.vae.decode"}) {
+    ASSERT_TRUE(durations.contains(phase)) << durations.dump();
+    EXPECT_GT(durations[phase].get<double>(), 0.0) << phase;
+  }
+  EXPECT_EQ(durations.size(), 3u) << durations.dump();
+  EXPECT_TRUE(json["metrics"]["peak_memory_mb"].is_null());
+
+  const auto offline = [&](bool tiled) {
+    const fs::path png = dir.path() / (tiled ? "tiled.png" : "whole.png");
+    std::vector<std::string> argv = {OMNISTAGE_BINARY,
+                                     "generate",
+                                     "--model",
+                                     kCheckpoint.string(),
+                                     "--prompt",
+                                     "a lighthouse",
+                                     "--width",
+                                     "96",
+                                     "--height",
+                                     "80",
+                                     "--seed",
+                                     "5",
+                                     "--num-inference-steps",
+                                     "2",
+                                     "--guidance-scale",
+                                     "2",
+                                     "--output-image",
+                                     png.string()};
+    if (tiled) argv.push_back("--vae-use-tiling");
+    const ProcessResult r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(png, std::ios::binary);
+    return decode_image(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())).rgb;
+  };
+  const Json& first = json["data"][0];
+  const auto api = decode_image(base64_decode(first["b64_json"].get<std::string>())).rgb;
+  EXPECT_EQ(api, offline(true)) << "serve --vae-use-tiling and generate --vae-use-tiling differ";
+  EXPECT_NE(api, offline(false)) << "the image should have been decoded in tiles";
+
+  ASSERT_EQ(server.terminate(20s), 0);
+  const std::string log = server.log();
+  EXPECT_NE(log.find("[DiffusionPipelineProfiler]"), std::string::npos) << log;
+  EXPECT_NE(log.find("ZImagePipeline.vae.decode took"), std::string::npos) << log;
 }
 
 }  // namespace

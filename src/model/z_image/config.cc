@@ -55,7 +55,8 @@ TransformerConfig read_transformer(const std::filesystem::path& dir) {
   c.t_scale = f.get<float>("t_scale", c.t_scale);
   const auto axes_dims = f.get<std::vector<int>>("axes_dims", {c.axes_dims.begin(), c.axes_dims.end()});
   const auto axes_lens = f.get<std::vector<int>>("axes_lens", {c.axes_lens.begin(), c.axes_lens.end()});
-  if (axes_dims.size() != 3 || axes_lens.size() != 3) f.fail(ErrorCode::kLoadFailed, "axes_dims and axes_lens need 3 axes");
+  if (axes_dims.size() != 3 || axes_lens.size() != 3)
+    f.fail(ErrorCode::kLoadFailed, "axes_dims and axes_lens need 3 axes");
   int sum = 0;
   for (int i = 0; i < 3; ++i) {
     if (axes_dims[i] <= 0 || axes_dims[i] % 2 != 0 || axes_lens[i] <= 0) {
@@ -66,7 +67,8 @@ TransformerConfig read_transformer(const std::filesystem::path& dir) {
     sum += axes_dims[i];
   }
   if (c.dim % c.n_heads != 0 || sum != c.head_dim()) {
-    f.fail(ErrorCode::kLoadFailed, fmt::format("dim {} / n_heads {} must be the sum of axes_dims ({})", c.dim, c.n_heads, sum));
+    f.fail(ErrorCode::kLoadFailed,
+           fmt::format("dim {} / n_heads {} must be the sum of axes_dims ({})", c.dim, c.n_heads, sum));
   }
   const auto patch = f.get<std::vector<int>>("all_patch_size", {2});
   const auto f_patch = f.get<std::vector<int>>("all_f_patch_size", {1});
@@ -92,11 +94,19 @@ VaeDecoderConfig read_vae(const std::filesystem::path& dir) {
   c.shift_factor = f.get<float>("shift_factor", 0.0f);
   c.use_post_quant_conv = f.get<bool>("use_post_quant_conv", true);
   c.mid_block_add_attention = f.get<bool>("mid_block_add_attention", true);
+  const Json sample_size = f.get<Json>("sample_size", Json(c.sample_size));
+  if (sample_size.is_number_integer() && sample_size.get<int>() > 0) {
+    c.sample_size = sample_size.get<int>();
+  } else if (sample_size.is_array()) {
+    c.sample_size = 0;
+  } else {
+    f.fail(ErrorCode::kLoadFailed, "field 'sample_size' must be a positive integer, got " + sample_size.dump());
+  }
   if (c.block_out_channels.empty()) f.fail(ErrorCode::kLoadFailed, "block_out_channels is empty");
   for (int ch : c.block_out_channels) {
     if (ch <= 0 || ch % c.norm_num_groups != 0) {
-      f.fail(ErrorCode::kLoadFailed, fmt::format("block_out_channels {} must be multiples of norm_num_groups {}", ch,
-                                                 c.norm_num_groups));
+      f.fail(ErrorCode::kLoadFailed,
+             fmt::format("block_out_channels {} must be multiples of norm_num_groups {}", ch, c.norm_num_groups));
     }
   }
   for (const auto& type : f.get<std::vector<std::string>>("up_block_types", {"UpDecoderBlock2D"})) {
@@ -111,14 +121,17 @@ SchedulerConfig read_scheduler(const std::filesystem::path& dir) {
   const ConfigFile f(dir / "scheduler" / "scheduler_config.json");
   SchedulerConfig c;
   const auto cls = f.get<std::string>("_class_name", "FlowMatchEulerDiscreteScheduler");
-  if (cls != "FlowMatchEulerDiscreteScheduler") f.fail(ErrorCode::kUnsupported, "scheduler " + cls + " is not supported");
+  if (cls != "FlowMatchEulerDiscreteScheduler")
+    f.fail(ErrorCode::kUnsupported, "scheduler " + cls + " is not supported");
   c.num_train_timesteps = f.positive("num_train_timesteps", 1000);
   c.shift = f.get<float>("shift", 1.0f);
-  for (const char* unsupported : {"use_dynamic_shifting", "invert_sigmas", "use_karras_sigmas", "use_exponential_sigmas",
-                                  "use_beta_sigmas", "stochastic_sampling"}) {
-    if (f.get<bool>(unsupported, false)) f.fail(ErrorCode::kUnsupported, std::string(unsupported) + " is not supported");
+  for (const char* unsupported : {"use_dynamic_shifting", "invert_sigmas", "use_karras_sigmas",
+                                  "use_exponential_sigmas", "use_beta_sigmas", "stochastic_sampling"}) {
+    if (f.get<bool>(unsupported, false))
+      f.fail(ErrorCode::kUnsupported, std::string(unsupported) + " is not supported");
   }
-  if (!f.get<Json>("shift_terminal", Json()).is_null()) f.fail(ErrorCode::kUnsupported, "shift_terminal is not supported");
+  if (!f.get<Json>("shift_terminal", Json()).is_null())
+    f.fail(ErrorCode::kUnsupported, "shift_terminal is not supported");
   if (c.shift <= 0.0f) f.fail(ErrorCode::kLoadFailed, "shift must be positive");
   return c;
 }

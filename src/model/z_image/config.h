@@ -42,6 +42,9 @@ struct VaeDecoderConfig {
   float shift_factor = 0.1159f;
   bool use_post_quant_conv = false;
   bool mid_block_add_attention = true;
+  // config.json's sample_size (diffusers' default 32): the image side of one tile in tiled decoding
+  // (vae_tiling.h). 0 when the config gives a list, which diffusers' tiled decode cannot take.
+  int sample_size = 32;
 
   // Each up block but the last doubles the size.
   int scale_factor() const { return 1 << (static_cast<int>(block_out_channels.size()) - 1); }

@@ -42,9 +42,9 @@ Tensor seeded_latents(const std::vector<int64_t>& shape, uint64_t seed) {
   float* data = out.data<float>();
   const int64_t n = out.numel();
   for (int64_t pair = 0; 2 * pair < n; ++pair) {
-    const tensor::Philox4x32 block = tensor::philox4x32_10(
-        {{static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32), 0x5A17u, 0u}}, static_cast<uint32_t>(seed),
-        static_cast<uint32_t>(seed >> 32));
+    const tensor::Philox4x32 block =
+        tensor::philox4x32_10({{static_cast<uint32_t>(pair), static_cast<uint32_t>(pair >> 32), 0x5A17u, 0u}},
+                              static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
     // Two uniforms in (0, 1] and [0, 1) from 32 bits each, then Box-Muller in double.
     const double u1 = (static_cast<double>(block.v[0]) + 1.0) / 4294967296.0;
     const double u2 = static_cast<double>(block.v[1]) / 4294967296.0;
@@ -55,15 +55,16 @@ Tensor seeded_latents(const std::vector<int64_t>& shape, uint64_t seed) {
   return out;
 }
 
-ImageModel::ImageModel(const std::filesystem::path& dir, const Placement& placement)
+ImageModel::ImageModel(const std::filesystem::path& dir, const Placement& placement, bool vae_use_tiling)
     : config_(read_config(dir)), placement_(placement) {
   text_encoder_ = std::make_unique<TextEncoder>(dir, placement);
   if (text_encoder_->hidden_size() != config_.transformer.cap_feat_dim) {
-    throw_error(ErrorCode::kLoadFailed, "{}: the text encoder's hidden size {} is not the transformer's cap_feat_dim {}",
-                dir.string(), text_encoder_->hidden_size(), config_.transformer.cap_feat_dim);
+    throw_error(ErrorCode::kLoadFailed,
+                "{}: the text encoder's hidden size {} is not the transformer's cap_feat_dim {}", dir.string(),
+                text_encoder_->hidden_size(), config_.transformer.cap_feat_dim);
   }
   transformer_ = std::make_unique<Transformer>(dir, config_.transformer, placement);
-  vae_ = std::make_unique<VaeDecoder>(dir, config_.vae, placement);
+  vae_ = std::make_unique<VaeDecoder>(dir, config_.vae, placement, vae_use_tiling);
   // ZImagePipeline.__call__'s defaults.
   defaults_.height = 1024;
   defaults_.width = 1024;
@@ -71,8 +72,9 @@ ImageModel::ImageModel(const std::filesystem::path& dir, const Placement& placem
   defaults_.guidance_scale = 5.0f;
   defaults_.max_sequence_length = 512;
   defaults_.size_multiple = config_.size_multiple();
-  defaults_.max_side = std::min(config_.transformer.axes_lens[1], config_.transformer.axes_lens[2]) *
-                       config_.size_multiple();
+  defaults_.pipeline_class = "ZImagePipeline";
+  defaults_.max_side =
+      std::min(config_.transformer.axes_lens[1], config_.transformer.axes_lens[2]) * config_.size_multiple();
 }
 
 std::vector<int64_t> ImageModel::latent_shape(int height, int width) const {
@@ -86,7 +88,8 @@ std::unique_ptr<DenoiseJob> ImageModel::start(const ImageRequest& request) {
   const int multiple = defaults_.size_multiple;
   for (const auto& [name, side] : {std::pair{"height", job->height}, std::pair{"width", job->width}}) {
     if (side % multiple != 0) {
-      throw_error(ErrorCode::kInvalidArgument, "{} must be a multiple of {} for this model, got {}", name, multiple, side);
+      throw_error(ErrorCode::kInvalidArgument, "{} must be a multiple of {} for this model, got {}", name, multiple,
+                  side);
     }
     if (defaults_.max_side > 0 && side > defaults_.max_side) {
       throw_error(ErrorCode::kInvalidArgument, "{} {} is larger than this model places (at most {})", name, side,
@@ -95,7 +98,8 @@ std::unique_ptr<DenoiseJob> ImageModel::start(const ImageRequest& request) {
   }
   const int steps = request.num_inference_steps > 0 ? request.num_inference_steps : defaults_.num_inference_steps;
   if (request.num_inference_steps < 0) {
-    throw_error(ErrorCode::kInvalidArgument, "num_inference_steps must be at least 1, got {}", request.num_inference_steps);
+    throw_error(ErrorCode::kInvalidArgument, "num_inference_steps must be at least 1, got {}",
+                request.num_inference_steps);
   }
   job->schedule = make_schedule(config_.scheduler, steps);
   job->set_total(steps);
@@ -125,12 +129,19 @@ std::unique_ptr<DenoiseJob> ImageModel::start(const ImageRequest& request) {
   } else {
     job->latents = seeded_latents(shape, request.seed);
   }
-  job->cond = text_encoder_->encode(text_encoder_->tokenize(request.prompt, max_len));
-  if (job->cfg) job->uncond = text_encoder_->encode(text_encoder_->tokenize(request.negative_prompt.value_or(""), max_len));
+  {
+    // vLLM-Omni times text_encoder.forward: the passes, not the tokenizer.
+    const std::vector<int32_t> cond_ids = text_encoder_->tokenize(request.prompt, max_len);
+    std::vector<int32_t> uncond_ids;
+    if (job->cfg) uncond_ids = text_encoder_->tokenize(request.negative_prompt.value_or(""), max_len);
+    const PhaseTimer timer(job->durations(), kTextEncoderPhase);
+    job->cond = text_encoder_->encode(cond_ids);
+    if (job->cfg) job->uncond = text_encoder_->encode(uncond_ids);
+  }
   return job;
 }
 
-void ImageModel::step(std::span<DenoiseJob* const> jobs) {
+void ImageModel::step_jobs(std::span<DenoiseJob* const> jobs) {
   for (DenoiseJob* j : jobs) {
     Job& job = job_of(j);
     if (job.finished()) continue;
@@ -172,7 +183,7 @@ RgbImage ImageModel::to_rgb(const Tensor& decoded) {
   return image;
 }
 
-RgbImage ImageModel::decode(const DenoiseJob& job) {
+RgbImage ImageModel::decode_job(const DenoiseJob& job) {
   if (!job.finished()) {
     throw_error(ErrorCode::kInvalidArgument, "decode: the job has done {} of its {} steps", job.steps_done(),
                 job.total_steps());

@@ -22,15 +22,14 @@ class ImageModel : public DiffusionModel {
  public:
   // Loads every component of the checkpoint in `dir` onto `placement` (the CPU in float32, or a
   // CUDA device in float32, bfloat16 or float16); the latents and the scheduler stay on the host in
-  // float32. Throws omni::Error as the component loaders do.
-  explicit ImageModel(const std::filesystem::path& dir, const Placement& placement = {});
+  // float32. With `vae_use_tiling` the VAE decodes large latents tile by tile (vae_tiling.h). Throws
+  // omni::Error as the component loaders do.
+  explicit ImageModel(const std::filesystem::path& dir, const Placement& placement = {}, bool vae_use_tiling = false);
 
   const DiffusionDefaults& defaults() const override { return defaults_; }
   std::vector<int64_t> latent_shape(int height, int width) const override;
   std::unique_ptr<DenoiseJob> start(const ImageRequest& request) override;
-  void step(std::span<DenoiseJob* const> jobs) override;
   tensor::Tensor latents(const DenoiseJob& job) const override;
-  RgbImage decode(const DenoiseJob& job) override;
 
   const ZImageConfig& config() const { return config_; }
   const Placement& placement() const { return placement_; }
@@ -39,6 +38,10 @@ class ImageModel : public DiffusionModel {
   const VaeDecoder& vae() const { return *vae_; }
   // The decoder's output as 8-bit RGB: clamp to [-1, 1], round(255 * (x + 1) / 2).
   static RgbImage to_rgb(const tensor::Tensor& decoded);
+
+ protected:
+  void step_jobs(std::span<DenoiseJob* const> jobs) override;
+  RgbImage decode_job(const DenoiseJob& job) override;
 
  private:
   ZImageConfig config_;

@@ -20,8 +20,10 @@ Tensor f32(tensor::Shape shape) { return Tensor::empty(std::move(shape), DType::
 
 }  // namespace
 
-VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config, const Placement& placement)
+VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig& config, const Placement& placement,
+                       bool use_tiling)
     : config_(config), placement_(placement) {
+  if (use_tiling) tiling_ = VaeTiling::of(config.sample_size, config.scale_factor());
   const Checkpoint ckpt = Checkpoint::open(dir / "vae", "diffusion_pytorch_model");
   auto load = [&](const std::string& name, const tensor::Shape& shape) {
     return ckpt.load(name, shape, placement_.dtype, placement_.device);
@@ -67,9 +69,11 @@ VaeDecoder::VaeDecoder(const std::filesystem::path& dir, const VaeDecoderConfig&
     const int64_t out = channels[blocks - 1 - i];
     UpBlock block;
     for (int j = 0; j <= config.layers_per_block; ++j) {
-      block.resnets.push_back(load_resnet(fmt::format("decoder.up_blocks.{}.resnets.{}", i, j), j == 0 ? prev : out, out));
+      block.resnets.push_back(
+          load_resnet(fmt::format("decoder.up_blocks.{}.resnets.{}", i, j), j == 0 ? prev : out, out));
     }
-    if (i + 1 < blocks) block.upsample = load_conv(fmt::format("decoder.up_blocks.{}.upsamplers.0.conv", i), out, out, 3);
+    if (i + 1 < blocks)
+      block.upsample = load_conv(fmt::format("decoder.up_blocks.{}.upsamplers.0.conv", i), out, out, 3);
     up_blocks_.push_back(std::move(block));
     prev = out;
   }
@@ -131,13 +135,20 @@ Tensor VaeDecoder::decode(const Tensor& latents) const {
                 tensor::shape_to_string(latents.shape()));
   }
   const int64_t c = latents.dim(0), h = latents.dim(1), w = latents.dim(2);
-  // Channels-last, unscaled: z / scaling_factor + shift_factor.
+  // Channels-last, unscaled: z / scaling_factor + shift_factor, before any tiling (as the pipeline).
   Tensor host = f32({h, w, c});
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t i = 0; i < h * w; ++i)
       host.data<float>()[i * c + ch] =
           latents.data<float>()[ch * h * w + i] / config_.scaling_factor + config_.shift_factor;
-  Tensor x = place(host, placement_.dtype, placement_.device);
+  if (tiling_ && tiling_->applies(h, w)) {
+    return tiled_decode(host, *tiling_, [this](const Tensor& tile) { return decode_scaled(tile); });
+  }
+  return decode_scaled(host);
+}
+
+Tensor VaeDecoder::decode_scaled(const Tensor& latents_hwc) const {
+  Tensor x = place(latents_hwc, placement_.dtype, placement_.device);
   if (post_quant_conv_.weight.defined()) x = conv(x, post_quant_conv_);
   x = conv(x, conv_in_);
   x = resnet(x, mid_resnet0_);
