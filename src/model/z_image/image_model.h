@@ -36,6 +36,9 @@ class ImageModel : public DiffusionModel {
   TextEncoder& text_encoder() { return *text_encoder_; }
   const Transformer& transformer() const { return *transformer_; }
   const VaeDecoder& vae() const { return *vae_; }
+  // Whether the transformer's steps on a CUDA placement replay CUDA graphs (the default; false is
+  // vLLM's enforce_eager). Transformer::set_cuda_graphs.
+  void set_cuda_graphs(bool on) { transformer_->set_cuda_graphs(on); }
   // The decoder's output as 8-bit RGB: clamp to [-1, 1], round(255 * (x + 1) / 2).
   static RgbImage to_rgb(const tensor::Tensor& decoded);
 

@@ -1,12 +1,15 @@
 #include "model/z_image/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/log.h"
 #include "model/safetensors.h"
 #include "tensor/dit_ops.h"
 #include "tensor/ops.h"
+#include "tensor/upload.h"
 
 namespace omni::model::z_image {
 
@@ -104,9 +107,8 @@ Transformer::Block Transformer::load_block(const Checkpoint& ckpt, const std::st
   return b;
 }
 
-Tensor Transformer::timestep_embedding(float t) const {
-  // The sinusoidal features of t * t_scale ([cos, sin] of t * exp(-ln(10000) k / 128)), float32 as
-  // diffusers computes them, then Linear -> SiLU -> Linear.
+Tensor Transformer::timestep_frequencies(float t) const {
+  // [cos, sin] of t * t_scale * exp(-ln(10000) k / 128), float32 as diffusers computes them.
   const float scaled = t * config_.t_scale;
   constexpr int half = kFrequencyEmbedding / 2;
   Tensor freq = f32({1, kFrequencyEmbedding});
@@ -117,8 +119,12 @@ Tensor Transformer::timestep_embedding(float t) const {
     freq.data<float>()[k] = std::cos(arg);
     freq.data<float>()[half + k] = std::sin(arg);
   }
+  return freq;
+}
+
+Tensor Transformer::timestep_embedding(const Tensor& frequencies) const {
   Tensor hidden = activation({1, kTimestepMlp});
-  ops::linear(place(freq, placement_.dtype, placement_.device), t_mlp0_w_, t_mlp0_b_, hidden);
+  ops::linear(frequencies, t_mlp0_w_, t_mlp0_b_, hidden);
   ops::silu(hidden, hidden);
   Tensor out = activation({1, config_.adaln_dim()});
   ops::linear(hidden, t_mlp2_w_, t_mlp2_b_, out);
@@ -215,70 +221,36 @@ void Transformer::run_block(const Block& b, Tensor& x, const Rotation& rot, cons
   ops::gated_rms_norm_add(x, proj, b.ffn_norm2, gate_mlp, eps);
 }
 
-Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& caption) const {
-  const int64_t c = config_.in_channels, p = config_.patch_size, dim = config_.dim;
-  if (latents.rank() != 3 || latents.dim(0) != c || latents.dim(1) % p != 0 || latents.dim(2) % p != 0 ||
-      latents.dim(1) == 0 || latents.dim(2) == 0) {
-    throw_error(ErrorCode::kInvalidArgument,
-                "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}", c, p,
-                tensor::shape_to_string(latents.shape()));
+void Transformer::embed_caption(const Tensor& caption, const Tensor& pad_ids, Tensor& cap) const {
+  const int64_t cap_len = caption.dim(0), cap_padded = cap.dim(0);
+  Tensor normed = activation({cap_len, config_.cap_feat_dim});
+  ops::rms_norm(caption, cap_norm_, config_.norm_eps, normed);
+  Tensor cap_real = rows(cap, 0, cap_len);
+  ops::linear(normed, cap_w_, cap_b_, cap_real);
+  if (cap_padded > cap_len) {
+    Tensor pads = rows(cap, cap_len, cap_padded);
+    ops::embedding(cap_pad_, pad_ids.slice_rows(0, cap_padded - cap_len), pads);
   }
-  if (caption.rank() != 2 || caption.dim(1) != config_.cap_feat_dim || caption.dim(0) == 0) {
-    throw_error(ErrorCode::kInvalidArgument, "z_image transformer: caption features must be [L >= 1, {}], got {}",
-                config_.cap_feat_dim, tensor::shape_to_string(caption.shape()));
-  }
-  const int64_t h_tokens = latents.dim(1) / p, w_tokens = latents.dim(2) / p;
-  const int64_t image_len = h_tokens * w_tokens, image_padded = padded(image_len);
-  const int64_t cap_len = caption.dim(0), cap_padded = padded(cap_len);
-  const Tensor adaln = timestep_embedding(t);
+}
 
-  // Patches: token (h, w), feature (ph, pw, c).
-  const int64_t features = config_.patch_features();
-  Tensor patches = f32({image_len, features});
-  const float* lat = latents.data<float>();
-  const int64_t width = latents.dim(2), plane = latents.dim(1) * width;
-  for (int64_t ht = 0; ht < h_tokens; ++ht)
-    for (int64_t wt = 0; wt < w_tokens; ++wt)
-      for (int64_t ph = 0; ph < p; ++ph)
-        for (int64_t pw = 0; pw < p; ++pw)
-          for (int64_t ch = 0; ch < c; ++ch)
-            patches.data<float>()[(ht * w_tokens + wt) * features + (ph * p + pw) * c + ch] =
-                lat[ch * plane + (ht * p + ph) * width + wt * p + pw];
-
-  // The single stream [image tokens + pads, caption tokens + pads], embedded into one buffer; the
-  // pads are row 0 of their one-row tables (ops::embedding of zeros).
-  Tensor stream = activation({image_padded + cap_padded, dim});
+void Transformer::run_stream(const Tensor& frequencies, const Tensor& patches, const Tensor& pad_ids,
+                             const Rotation& all, int64_t image_padded, Tensor& stream, Tensor& out) const {
+  const int64_t dim = config_.dim, image_len = patches.dim(0), total = stream.dim(0);
+  const Tensor adaln = timestep_embedding(frequencies);
+  // The single stream [image tokens + pads, caption tokens + pads]; the pads are row 0 of their
+  // one-row tables (ops::embedding of zeros).
   Tensor x = rows(stream, 0, image_padded);
-  Tensor cap = rows(stream, image_padded, image_padded + cap_padded);
+  Tensor cap = rows(stream, image_padded, total);
   {
     Tensor real = rows(x, 0, image_len);
-    ops::linear(place(patches, placement_.dtype, placement_.device), x_embed_w_, x_embed_b_, real);
+    ops::linear(patches, x_embed_w_, x_embed_b_, real);
     if (image_padded > image_len) {
       Tensor pads = rows(x, image_len, image_padded);
-      ops::embedding(x_pad_, Tensor::zeros({image_padded - image_len}, DType::kI32), pads);
-    }
-    Tensor normed = activation({cap_len, config_.cap_feat_dim});
-    ops::rms_norm(place(caption, placement_.dtype, placement_.device), cap_norm_, config_.norm_eps, normed);
-    Tensor cap_real = rows(cap, 0, cap_len);
-    ops::linear(normed, cap_w_, cap_b_, cap_real);
-    if (cap_padded > cap_len) {
-      Tensor pads = rows(cap, cap_len, cap_padded);
-      ops::embedding(cap_pad_, Tensor::zeros({cap_padded - cap_len}, DType::kI32), pads);
+      ops::embedding(x_pad_, pad_ids.slice_rows(0, image_padded - image_len), pads);
     }
   }
-  // Positions: caption token i (pads included) at (1 + i, 0, 0); image token (h, w) at
-  // (padded caption length + 1, h, w); image pads at (0, 0, 0).
-  std::vector<std::array<int32_t, 3>> positions;
-  positions.reserve(static_cast<size_t>(image_padded + cap_padded));
-  for (int64_t ht = 0; ht < h_tokens; ++ht)
-    for (int64_t wt = 0; wt < w_tokens; ++wt)
-      positions.push_back({static_cast<int32_t>(cap_padded + 1), static_cast<int32_t>(ht), static_cast<int32_t>(wt)});
-  for (int64_t i = image_len; i < image_padded; ++i) positions.push_back({0, 0, 0});
-  for (int64_t i = 0; i < cap_padded; ++i) positions.push_back({static_cast<int32_t>(1 + i), 0, 0});
-  const Rotation all = cached_rotation({h_tokens, w_tokens, cap_padded}, positions);
   const Rotation image_rot{rows(all.cos, 0, image_padded), rows(all.sin, 0, image_padded)};
-  const Rotation cap_rot{rows(all.cos, image_padded, image_padded + cap_padded),
-                         rows(all.sin, image_padded, image_padded + cap_padded)};
+  const Rotation cap_rot{rows(all.cos, image_padded, total), rows(all.sin, image_padded, total)};
 
   for (const Block& b : noise_refiner_) run_block(b, x, image_rot, adaln);
   for (const Block& b : context_refiner_) run_block(b, cap, cap_rot, adaln);
@@ -294,9 +266,145 @@ Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& captio
   Tensor image_tokens = activation({image_len, dim});
   ops::layer_norm(rows(stream, 0, image_len), ones_, zeros_, 1e-6f, image_tokens);
   ops::mul_columns(image_tokens, scale_flat, image_tokens);
-  Tensor device_patches = activation({image_len, features});
-  ops::linear(image_tokens, final_w_, final_b_, device_patches);
-  const Tensor out_patches = host_f32(device_patches);
+  ops::linear(image_tokens, final_w_, final_b_, out);
+}
+
+void Transformer::set_cuda_graphs(bool on) {
+  std::lock_guard lock(graph_mutex_);
+  cuda_graphs_ = on;
+  if (!on) graphs_.clear();
+}
+
+bool Transformer::uses_cuda_graphs() const {
+  std::lock_guard lock(graph_mutex_);
+  return cuda_graphs_ && placement_.device.type == tensor::DeviceType::kCuda;
+}
+
+Transformer::GraphCounts Transformer::graph_counts() const {
+  std::lock_guard lock(graph_mutex_);
+  GraphCounts counts = graph_counts_;
+  counts.cached = graphs_.size();
+  return counts;
+}
+
+Tensor Transformer::forward_graph(const std::array<int64_t, 3>& key, const Tensor& patches, const Tensor& frequencies,
+                                  const Tensor& caption, const Rotation& all, int64_t image_padded,
+                                  int64_t cap_padded) const {
+  std::lock_guard lock(graph_mutex_);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    if (graphs_.size() >= kCachedGraphs) {
+      auto oldest = graphs_.begin();
+      for (auto g = graphs_.begin(); g != graphs_.end(); ++g) {
+        if (g->second.last_use < oldest->second.last_use) oldest = g;
+      }
+      graphs_.erase(oldest);
+    }
+    // The recording's inputs and output are allocated here, outside the graph pool: they outlive
+    // the recording and no other recording may use them as temporaries.
+    const int64_t image_len = patches.dim(0);
+    StepGraph g;
+    g.patches = activation(patches.shape());
+    g.frequencies = activation(frequencies.shape());
+    g.stream = activation({image_padded + cap_padded, config_.dim});
+    g.pad_ids = Tensor::zeros({std::max<int64_t>(1, image_padded - image_len)}, DType::kI32, placement_.device);
+    g.out = activation(patches.shape());
+    g.rotation = all;
+    it = graphs_.emplace(key, std::move(g)).first;
+  }
+  StepGraph& g = it->second;
+  g.last_use = ++graph_uses_;
+  // The inputs, queued on the stream before the replay (the same conversions place() makes).
+  tensor::copy_from_host({.memory = patches.raw()}, DType::kF32, static_cast<size_t>(patches.numel()), g.patches, 0);
+  tensor::copy_from_host({.memory = frequencies.raw()}, DType::kF32, static_cast<size_t>(frequencies.numel()),
+                         g.frequencies, 0);
+  Tensor cap = rows(g.stream, image_padded, image_padded + cap_padded);
+  embed_caption(place(caption, placement_.dtype, placement_.device),
+                Tensor::zeros({std::max<int64_t>(1, cap_padded - caption.dim(0))}, DType::kI32), cap);
+  if (g.graph.defined()) {
+    g.graph.replay();
+    ++graph_counts_.replays;
+  } else {
+    // The recording's warm-up runs the step on these inputs, so out holds this step's output.
+    try {
+      g.graph = tensor::DeviceGraph::capture(placement_.device, [&] {
+        run_stream(g.frequencies, g.patches, g.pad_ids, g.rotation, image_padded, g.stream, g.out);
+      });
+    } catch (const Error& e) {
+      graphs_.erase(it);
+      // kInternal: a CUDA call of the recording failed (an op that cannot be recorded); other
+      // errors are the step's own and would fail eagerly too.
+      if (e.code() != ErrorCode::kInternal) throw;
+      spdlog::warn(
+          "z_image transformer: recording the step of {}x{} image tokens and {} caption tokens failed, "
+          "running eagerly from now on: {}",
+          key[0], key[1], key[2], e.what());
+      graphs_.clear();
+      cuda_graphs_ = false;
+      return Tensor();
+    }
+    ++graph_counts_.captures;
+  }
+  return host_f32(g.out);
+}
+
+Tensor Transformer::forward(const Tensor& latents, float t, const Tensor& caption) const {
+  const int64_t c = config_.in_channels, p = config_.patch_size, dim = config_.dim;
+  if (latents.rank() != 3 || latents.dim(0) != c || latents.dim(1) % p != 0 || latents.dim(2) % p != 0 ||
+      latents.dim(1) == 0 || latents.dim(2) == 0) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "z_image transformer: latents must be [{}, H, W] with H, W multiples of {}, got {}", c, p,
+                tensor::shape_to_string(latents.shape()));
+  }
+  if (caption.rank() != 2 || caption.dim(1) != config_.cap_feat_dim || caption.dim(0) == 0) {
+    throw_error(ErrorCode::kInvalidArgument, "z_image transformer: caption features must be [L >= 1, {}], got {}",
+                config_.cap_feat_dim, tensor::shape_to_string(caption.shape()));
+  }
+  const int64_t h_tokens = latents.dim(1) / p, w_tokens = latents.dim(2) / p;
+  const int64_t image_len = h_tokens * w_tokens, image_padded = padded(image_len);
+  const int64_t cap_len = caption.dim(0), cap_padded = padded(cap_len);
+  const Tensor frequencies = timestep_frequencies(t);
+
+  // Patches: token (h, w), feature (ph, pw, c).
+  const int64_t features = config_.patch_features();
+  Tensor patches = f32({image_len, features});
+  const float* lat = latents.data<float>();
+  const int64_t width = latents.dim(2), plane = latents.dim(1) * width;
+  for (int64_t ht = 0; ht < h_tokens; ++ht)
+    for (int64_t wt = 0; wt < w_tokens; ++wt)
+      for (int64_t ph = 0; ph < p; ++ph)
+        for (int64_t pw = 0; pw < p; ++pw)
+          for (int64_t ch = 0; ch < c; ++ch)
+            patches.data<float>()[(ht * w_tokens + wt) * features + (ph * p + pw) * c + ch] =
+                lat[ch * plane + (ht * p + ph) * width + wt * p + pw];
+
+  // Positions: caption token i (pads included) at (1 + i, 0, 0); image token (h, w) at
+  // (padded caption length + 1, h, w); image pads at (0, 0, 0).
+  std::vector<std::array<int32_t, 3>> positions;
+  positions.reserve(static_cast<size_t>(image_padded + cap_padded));
+  for (int64_t ht = 0; ht < h_tokens; ++ht)
+    for (int64_t wt = 0; wt < w_tokens; ++wt)
+      positions.push_back({static_cast<int32_t>(cap_padded + 1), static_cast<int32_t>(ht), static_cast<int32_t>(wt)});
+  for (int64_t i = image_len; i < image_padded; ++i) positions.push_back({0, 0, 0});
+  for (int64_t i = 0; i < cap_padded; ++i) positions.push_back({static_cast<int32_t>(1 + i), 0, 0});
+  const std::array<int64_t, 3> key{h_tokens, w_tokens, cap_padded};
+  const Rotation all = cached_rotation(key, positions);
+
+  Tensor out_patches;
+  if (uses_cuda_graphs())
+    out_patches = forward_graph(key, patches, frequencies, caption, all, image_padded, cap_padded);
+  if (!out_patches.defined()) {
+    // Eagerly: the inputs go up with the ops that read them; the pad ids are host zeros.
+    const Tensor pad_ids =
+        Tensor::zeros({std::max<int64_t>(1, std::max(image_padded - image_len, cap_padded - cap_len))}, DType::kI32);
+    Tensor stream = activation({image_padded + cap_padded, dim});
+    Tensor cap = rows(stream, image_padded, image_padded + cap_padded);
+    embed_caption(place(caption, placement_.dtype, placement_.device), pad_ids, cap);
+    Tensor device_patches = activation({image_len, features});
+    run_stream(place(frequencies, placement_.dtype, placement_.device),
+               place(patches, placement_.dtype, placement_.device), pad_ids, all, image_padded, stream, device_patches);
+    out_patches = host_f32(device_patches);
+  }
 
   Tensor out = f32(latents.shape());
   for (int64_t ht = 0; ht < h_tokens; ++ht)
