@@ -267,6 +267,7 @@ int run_generate(GenerateOptions options) {
     image.output = options.output;
     image.device = options.device == "auto" ? "cpu" : options.device;
     image.dtype = options.dtype;
+    image.enforce_eager = options.enforce_eager;
     return run_generate_image(image);
   }
   const tensor::Device device = tensor::resolve_device(options.device, "--device");
@@ -566,7 +567,7 @@ Command generate_command() {
                      "Split long prompts across steps, next to decodes (default: on)")
             ->group(engine_group);
         sub.add_flag("--enforce-eager", options->enforce_eager,
-                     "No CUDA graphs: launch the ops of each decode step one by one")
+                     "No CUDA graphs: launch the ops of each decode (or denoising) step one by one")
             ->group(engine_group);
         sub.add_flag("--async-scheduling", options->async_scheduling,
                      "Schedule the next step while the current one runs on the device (same output)")

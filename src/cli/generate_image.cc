@@ -90,6 +90,7 @@ int run_generate_image(const ImageGenerateOptions& options) {
   args.device = device;
   args.dtype = dtype;
   args.engine_args["vae_use_tiling"] = options.vae_use_tiling;
+  args.engine_args["enforce_eager"] = options.enforce_eager;
   std::unique_ptr<model::DiffusionModel> model =
       model::builtin_stage_models().create_diffusion(stage->stage_model, args);
   const double load_s = seconds_since(load_start);

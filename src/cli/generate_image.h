@@ -29,6 +29,7 @@ struct ImageGenerateOptions {
   std::string device = "cpu";
   std::string dtype = "auto";   // --dtype: auto (bfloat16 on CUDA, float32 on the CPU) or a dtype
   std::string output = "text";  // text | json
+  bool enforce_eager = false;   // --enforce-eager: no CUDA graphs for the denoising steps
 };
 
 // Whether `model_dir` is a diffusers checkpoint (has model_index.json).
