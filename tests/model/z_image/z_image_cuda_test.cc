@@ -10,10 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 #include "model/z_image/image_model.h"
@@ -139,6 +141,150 @@ INSTANTIATE_TEST_SUITE_P(Diffusers, ZImageCudaCase,
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param).name) + "_" + std::get<1>(info.param);
                          });
+
+// CUDA graphs per step shape (Transformer::set_cuda_graphs) against the eager path on the same
+// model: the same kernels on the same values, so every step's latents must be bitwise equal. The
+// requests cover two prompts of one caption length (one recording), a padded length of its own,
+// CFG whose two captions share a padded length (one recording, two real lengths) and CFG whose
+// captions do not, and two image sizes (one with image pads); a second test records more shapes
+// than Transformer::kCachedGraphs and checks the least recently used one is dropped and recorded
+// again.
+class ZImageCudaGraphs : public ::testing::TestWithParam<Bounds> {
+ protected:
+  void SetUp() override {
+    if (tensor::compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no CUDA backend";
+    if (tensor::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible to this process";
+  }
+  // Graphs back on for the other tests, whatever happened here.
+  void TearDown() override {
+    if (!IsSkipped()) model(GetParam()).set_cuda_graphs(true);
+  }
+};
+
+int64_t padded_length(int64_t n) { return (n + kSequenceMultiple - 1) / kSequenceMultiple * kSequenceMultiple; }
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// The latents after every step of `r`.
+std::vector<Tensor> denoise(ImageModel& m, const ImageRequest& r) {
+  std::vector<Tensor> out;
+  auto job = m.start(r);
+  DenoiseJob* jobs[] = {job.get()};
+  while (!job->finished()) {
+    m.step(jobs);
+    out.push_back(m.latents(*job));
+  }
+  return out;
+}
+
+TEST_P(ZImageCudaGraphs, StepsEqualTheEagerSteps) {
+  ImageModel& m = model(GetParam());
+  const std::string fox = "a red fox in the snow", cat = "a red cat in the snow";
+  const std::string lighthouse = "a lighthouse at dusk, oil painting", negative = "blurry, low quality";
+  auto length = [&](const std::string& p) { return static_cast<int64_t>(m.text_encoder().tokenize(p, 512).size()); };
+  // What the requests below rely on.
+  ASSERT_EQ(length(fox), length(cat));
+  ASSERT_NE(length(fox), length(negative));
+  ASSERT_EQ(padded_length(length(fox)), padded_length(length(negative)));
+  ASSERT_NE(padded_length(length(fox)), padded_length(length(lighthouse)));
+
+  auto request = [](const std::string& prompt, int height, int width, float guidance, uint64_t seed,
+                    const std::string& negative_prompt = "") {
+    ImageRequest r;
+    r.prompt = prompt;
+    if (guidance > 0.0f) r.negative_prompt = negative_prompt;
+    r.height = height;
+    r.width = width;
+    r.num_inference_steps = 3;
+    r.guidance_scale = guidance;
+    r.seed = seed;
+    return r;
+  };
+  const std::vector<ImageRequest> requests = {
+      request(fox, 64, 64, 0.0f, 1),                   // records (64x64, fox's padded length)
+      request(cat, 64, 64, 0.0f, 2),                   // replays it
+      request(lighthouse, 64, 64, 0.0f, 3),            // records (64x64, a longer padded length)
+      request(lighthouse, 48, 64, 4.0f, 4, negative),  // records both of 48x64 (image pads)
+      request(fox, 48, 64, 4.0f, 5, negative),         // CFG replaying one recording for both captions
+  };
+  constexpr int64_t kForwards = 3 + 3 + 3 + 6 + 6, kShapes = 4;
+
+  m.set_cuda_graphs(false);
+  EXPECT_FALSE(m.transformer().uses_cuda_graphs());
+  std::vector<std::vector<Tensor>> eager;
+  for (const ImageRequest& r : requests) eager.push_back(denoise(m, r));
+
+  m.set_cuda_graphs(true);
+  EXPECT_TRUE(m.transformer().uses_cuda_graphs());
+  const Transformer::GraphCounts before = m.transformer().graph_counts();
+  EXPECT_EQ(before.cached, 0u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::vector<Tensor> graphed = denoise(m, requests[i]);
+    ASSERT_EQ(graphed.size(), eager[i].size());
+    for (size_t step = 0; step < graphed.size(); ++step) {
+      EXPECT_TRUE(bitwise_equal(graphed[step], eager[i][step])) << "request " << i << " step " << step;
+    }
+  }
+  EXPECT_TRUE(m.transformer().uses_cuda_graphs()) << "a recording failed (see the warning) and the steps ran eagerly";
+  const Transformer::GraphCounts after = m.transformer().graph_counts();
+  EXPECT_EQ(after.captures - before.captures, kShapes);
+  EXPECT_EQ(after.replays - before.replays, kForwards - kShapes);
+  EXPECT_EQ(after.cached, static_cast<size_t>(kShapes));
+
+  m.set_cuda_graphs(false);
+  EXPECT_EQ(m.transformer().graph_counts().cached, 0u);
+}
+
+TEST_P(ZImageCudaGraphs, KeepsTheMostRecentShapesAndRecordsEvictedOnesAgain) {
+  ImageModel& m = model(GetParam());
+  const Transformer& dit = m.transformer();
+  const Tensor caption = m.text_encoder().encode(m.text_encoder().tokenize("a red fox in the snow", 512));
+  // kCachedGraphs + 2 latent shapes: [16, 2 (i + 1), 4], i + 1 rows of 2 image tokens each.
+  const int shapes = static_cast<int>(Transformer::kCachedGraphs) + 2;
+  std::vector<Tensor> latents;
+  for (int i = 0; i < shapes; ++i) latents.push_back(seeded_latents({16, 2 * (i + 1), 4}, 20 + i));
+  const float t0 = 0.25f, t1 = 0.75f;
+
+  m.set_cuda_graphs(false);
+  std::vector<Tensor> eager0, eager1;
+  for (const Tensor& x : latents) {
+    eager0.push_back(dit.forward(x, t0, caption));
+    eager1.push_back(dit.forward(x, t1, caption));
+  }
+
+  m.set_cuda_graphs(true);
+  const Transformer::GraphCounts start = dit.graph_counts();
+  for (int i = 0; i < shapes; ++i) {
+    EXPECT_TRUE(bitwise_equal(dit.forward(latents[i], t0, caption), eager0[i])) << "shape " << i << " recorded";
+    EXPECT_TRUE(bitwise_equal(dit.forward(latents[i], t1, caption), eager1[i])) << "shape " << i << " replayed";
+    EXPECT_LE(dit.graph_counts().cached, Transformer::kCachedGraphs);
+  }
+  Transformer::GraphCounts now = dit.graph_counts();
+  EXPECT_EQ(now.captures - start.captures, shapes);
+  EXPECT_EQ(now.replays - start.replays, shapes);
+  EXPECT_EQ(now.cached, Transformer::kCachedGraphs);
+
+  // The newest shape is still recorded: a replay.
+  EXPECT_TRUE(bitwise_equal(dit.forward(latents[shapes - 1], t0, caption), eager0[shapes - 1]));
+  EXPECT_EQ(dit.graph_counts().captures, now.captures);
+  EXPECT_EQ(dit.graph_counts().replays, now.replays + 1);
+  // The first two went when the last two came: shape 0 is recorded again (dropping shape 2, now
+  // the least recently used), shape 3 still replays.
+  EXPECT_TRUE(bitwise_equal(dit.forward(latents[0], t1, caption), eager1[0]));
+  EXPECT_EQ(dit.graph_counts().captures, now.captures + 1);
+  EXPECT_TRUE(bitwise_equal(dit.forward(latents[3], t1, caption), eager1[3]));
+  EXPECT_EQ(dit.graph_counts().captures, now.captures + 1);
+  EXPECT_EQ(dit.graph_counts().replays, now.replays + 2);
+  EXPECT_TRUE(bitwise_equal(dit.forward(latents[2], t0, caption), eager0[2]));
+  EXPECT_EQ(dit.graph_counts().captures, now.captures + 2);
+  EXPECT_EQ(dit.graph_counts().cached, Transformer::kCachedGraphs);
+  EXPECT_TRUE(dit.uses_cuda_graphs()) << "a recording failed (see the warning) and the steps ran eagerly";
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ZImageCudaGraphs, ::testing::Values(kF32, kBF16),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace omni::model::z_image

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "model/stage_model_registry.h"
 #include "model/z_image/image_model.h"
 #include "tensor/npy.h"
 
@@ -87,7 +88,8 @@ TEST_P(ZImageCase, TextEncoderFeatures) {
   const Json c = reference_case(GetParam());
   const std::string name = GetParam();
   std::vector<std::pair<std::string, std::string>> prompts = {{c["prompt"], ""}};
-  if (c["cfg"].get<bool>()) prompts.push_back({c["negative_prompt"].is_null() ? "" : c["negative_prompt"], "negative_"});
+  if (c["cfg"].get<bool>())
+    prompts.push_back({c["negative_prompt"].is_null() ? "" : c["negative_prompt"], "negative_"});
   for (const auto& [prompt, prefix] : prompts) {
     const std::vector<int32_t> ids = model().text_encoder().tokenize(prompt, c["max_sequence_length"]);
     const Tensor want_ids = load(name + "_" + prefix + "input_ids.npy");
@@ -130,7 +132,8 @@ TEST_P(ZImageCase, EveryStepAndTheImage) {
   const Tensor want = load(name + "_image.npy");
   ASSERT_EQ(want.shape(), (tensor::Shape{image.height, image.width, 3}));
   int worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(image.pixels[i] - want.data<int32_t>()[i]));
+  for (int64_t i = 0; i < want.numel(); ++i)
+    worst = std::max(worst, std::abs(image.pixels[i] - want.data<int32_t>()[i]));
   RecordProperty("image_max_abs_diff", worst);
   EXPECT_LE(worst, 1);
 }
@@ -142,7 +145,8 @@ TEST_P(ZImageCase, VaeDecodesTheReferenceLatents) {
   const RgbImage image = ImageModel::to_rgb(model().vae().decode(last));
   const Tensor want = load(name + "_image.npy");
   int worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::abs(image.pixels[i] - want.data<int32_t>()[i]));
+  for (int64_t i = 0; i < want.numel(); ++i)
+    worst = std::max(worst, std::abs(image.pixels[i] - want.data<int32_t>()[i]));
   EXPECT_LE(worst, 1);
 }
 
@@ -204,6 +208,32 @@ TEST(ZImage, RejectsBadRequests) {
   r.latents = Tensor();
   r.width = 1024;  // more than the tiny model's RoPE tables place
   EXPECT_THROW(model().start(r), Error);
+}
+
+TEST(ZImage, CpuStepsRecordNoGraphs) {
+  const Transformer& dit = model().transformer();
+  EXPECT_FALSE(dit.uses_cuda_graphs());
+  const Tensor caption = Tensor::zeros({3, dit.config().cap_feat_dim}, tensor::DType::kF32);
+  dit.forward(seeded_latents({16, 4, 4}, 1), 0.5f, caption);
+  const Transformer::GraphCounts counts = dit.graph_counts();
+  EXPECT_EQ(counts.captures, 0);
+  EXPECT_EQ(counts.replays, 0);
+  EXPECT_EQ(counts.cached, 0u);
+}
+
+TEST(ZImage, StageModelTakesEnforceEager) {
+  StageModelArgs args;
+  args.model_dir = kData / "checkpoint";
+  args.engine_args = Json{{"enforce_eager", true}};
+  EXPECT_NE(builtin_stage_models().create_diffusion("z_image", args), nullptr);
+  args.engine_args = Json{{"enforce_eager", "yes"}};
+  try {
+    builtin_stage_models().create_diffusion("z_image", args);
+    FAIL() << "accepted enforce_eager \"yes\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
+    EXPECT_NE(std::string(e.what()).find("enforce_eager must be true or false"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
