@@ -6,10 +6,13 @@
 // object: the load time and, per image, the text encoder, denoise and VAE decode seconds. With
 // --batches "4,8", then one round per size of that many requests batched as the diffusion engine
 // batches them (all started, stepped together one denoising step at a time, each decoded): the
-// round's seconds and images per second.
+// round's seconds and images per second. On CUDA the transformer's steps replay CUDA graphs
+// recorded once per step shape (the first image records them) unless --enforce-eager; the report's
+// "cuda_graphs" says which path ran (false also when a recording failed and the steps fell back) and
+// "graph_captures" / "graph_replays" count the recordings and their replays.
 //
 //   z_image_bench --model DIR --tokenizer-from QWEN3_TOKENIZER_DIR [--device cuda] [--dtype bfloat16]
-//       [--size 1024] [--steps 8] [--images 4] [--guidance 0] [--batches 4,8]
+//       [--size 1024] [--steps 8] [--images 4] [--guidance 0] [--batches 4,8] [--enforce-eager]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
   int size = 1024, steps = 8, images = 4;
   float guidance = 0.0f;
   std::vector<int> batches;
+  bool enforce_eager = false;
   app.add_option("--model", model_dir, "Checkpoint folder (written with the released shapes when empty)")->required();
   app.add_option("--tokenizer-from", tokenizer_dir, "Qwen3 tokenizer.json + tokenizer_config.json, for writing");
   app.add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_option("--images", images, "Images, the first a warm-up")->capture_default_str();
   app.add_option("--guidance", guidance, "guidance_scale (> 0 runs CFG)")->capture_default_str();
   app.add_option("--batches", batches, "Batched rounds after the images: requests per round")->delimiter(',');
+  app.add_flag("--enforce-eager", enforce_eager, "No CUDA graphs: launch the ops of each denoising step one by one");
   CLI11_PARSE(app, argc, argv);
   try {
     namespace fs = std::filesystem;
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
         omni::model::resolve_model_dtype(omni::model::parse_model_dtype(dtype_name, "--dtype"), "", device, model_dir);
     auto t0 = std::chrono::steady_clock::now();
     omni::model::z_image::ImageModel model(model_dir, {device, dtype});
+    model.set_cuda_graphs(!enforce_eager);
     report["load_s"] = seconds_since(t0);
     report["size"] = size;
     report["steps"] = steps;
@@ -114,6 +120,11 @@ int main(int argc, char** argv) {
       rounds.push_back({{"batch", n}, {"seconds", round_s}, {"images_per_s", n / round_s}});
     }
     if (!batches.empty()) report["batched"] = rounds;
+    const auto graphs = model.transformer().graph_counts();
+    report["enforce_eager"] = enforce_eager;
+    report["cuda_graphs"] = model.transformer().uses_cuda_graphs() && graphs.replays > 0;
+    report["graph_captures"] = graphs.captures;
+    report["graph_replays"] = graphs.replays;
     std::printf("%s\n", report.dump().c_str());
     return 0;
   } catch (const std::exception& e) {
