@@ -232,7 +232,8 @@ TEST(ZImage, StageModelTakesEnforceEager) {
     FAIL() << "accepted enforce_eager \"yes\"";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidConfig);
-    EXPECT_NE(std::string(e.what()).find("engine argument enforce_eager must be a boolean"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("engine argument enforce_eager must be a boolean"), std::string::npos)
+        << e.what();
   }
 }
 
