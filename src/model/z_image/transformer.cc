@@ -344,6 +344,8 @@ Tensor Transformer::forward_graph(const std::array<int64_t, 3>& key, const Tenso
       return Tensor();
     }
     ++graph_counts_.captures;
+    spdlog::debug("z_image transformer: recorded the step of {}x{} image tokens and {} caption tokens ({} kept)",
+                  key[0], key[1], key[2], graphs_.size());
   }
   return host_f32(g.out);
 }
