@@ -86,7 +86,7 @@ AliasFreeSnakeBeta::AliasFreeSnakeBeta(Tensor alpha, Tensor beta, tensor::Device
   for (int64_t ch = 0; ch < c; ++ch) {
     float* even = up.data<float>() + ch * kUpTaps;
     float* odd = up.data<float>() + (c + ch) * kUpTaps;
-    for (int i = 0; i < kAliasFreeTaps / 2; ++i) {
+    for (size_t i = 0; i < kAliasFreeTaps / 2; ++i) {
       even[5 - i] = 2.0f * f[2 * i + 1];
       odd[6 - i] = 2.0f * f[2 * i];
     }

@@ -89,7 +89,7 @@ BigVgan::BigVgan(const Checkpoint& checkpoint, BigVganConfig config, tensor::Dev
 
 Tensor BigVgan::conv(const Conv& c, const Tensor& x) const {
   const int64_t t = x.dim(0), in = x.dim(1);
-  const int64_t rows = t + 2 * c.padding - static_cast<int64_t>(c.dilation) * (c.kernel - 1);
+  const int64_t rows = t + int64_t{2} * c.padding - static_cast<int64_t>(c.dilation) * (c.kernel - 1);
   if (rows < 1) {
     throw_error(ErrorCode::kInvalidArgument, "BigVGAN: {} rows are too few for a kernel of {} with dilation {}", t,
                 c.kernel, c.dilation);
@@ -113,7 +113,7 @@ Tensor BigVgan::upsample(const Upsample& u, const Tensor& x) const {
   // transposed convolution; ops::conv_transpose1d produces [0, T' s), so x gets zero rows behind
   // until T' s reaches the last kept position.
   const int64_t t = x.dim(0), in = x.dim(1), s = u.stride;
-  const int64_t length = (t - 1) * s + u.kernel - 2 * u.padding;
+  const int64_t length = (t - 1) * s + u.kernel - int64_t{2} * u.padding;
   const int64_t extra = (std::max<int64_t>(0, u.kernel - s - u.padding) + s - 1) / s;
   Tensor padded = Tensor::zeros({t + extra, in}, DType::kF32, device_);
   Tensor front = padded.slice_rows(0, t);
@@ -125,7 +125,7 @@ Tensor BigVgan::upsample(const Upsample& u, const Tensor& x) const {
 
 Tensor BigVgan::amp_block(const AmpBlock& block, const Tensor& x) const {
   Tensor h = x;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < 3; ++i) {
     Tensor y = conv(block.convs1[i], block.activations[2 * i].apply(h));
     y = conv(block.convs2[i], block.activations[2 * i + 1].apply(y));
     Tensor next = Tensor::empty(h.shape(), DType::kF32, device_);
