@@ -7,8 +7,9 @@ structure: ECAPA conditioning, head-0 RoPE, look-ahead/look-backward block masks
 anti-aliased SnakeBeta) in float32 on the CPU, re-draws every weight so activations are O(1), and
 runs the sampler as Qwen2_5OmniToken2WavModel.forward does (10 points of the sway grid, guidance
 0.5), recording the noise it draws. Then it checks itself: the mel is recomputed from the recorded
-noise with the model's own RungeKutta4ODESolver, the resampling filters and the rotary layout are
-compared with their definitions, and the saved checkpoint is reloaded and rerun.
+noise with the model's own RungeKutta4ODESolver, the resampling filters are compared with their
+definition, one attention layer with head 0 rotated pair by pair, and the saved checkpoint is
+reloaded and rerun. Any failed check exits non-zero with SELF-CHECK FAILED and what differed.
 
     python3 scripts/reference/qwen2_5_omni_token2wav_reference.py --out tests/data/tiny_qwen2_5_omni/token2wav
 
@@ -94,7 +95,7 @@ def main():
                 std = 0.02
             p.copy_((torch.rand(p.shape, generator=gen) * 2 - 1) * std * math.sqrt(3.0))
 
-    # The resampling filters and the rotary layout, against their definitions.
+    # The resampling filters against their definition.
     want = m.kaiser_sinc_filter1d(0.25, 0.3, 12).reshape(-1)
     for name, buf in model.named_buffers():
         if name.endswith("filter"):
@@ -102,19 +103,35 @@ def main():
             if diff > 1e-7:
                 fail(f"{name} differs from kaiser_sinc_filter1d(0.25, 0.3, 12) by {diff}")
     np.save(os.path.join(out, "kaiser_filter.npy"), want.numpy().astype(np.float32))
-    probe = torch.zeros(1, 8, DIT["hidden_size"])
-    cos, sin = dit.rotary_embed(probe, torch.arange(8)[None])
-    inv = 1.0 / (10000.0 ** (torch.arange(0, DIT["head_dim"], 2).float() / DIT["head_dim"]))
-    interleaved = torch.repeat_interleave(torch.arange(8).float()[:, None] * inv[None], 2, dim=-1)
-    half_split = torch.cat([torch.arange(8).float()[:, None] * inv[None]] * 2, dim=-1)
-    layout = "interleaved" if torch.allclose(cos[0], interleaved.cos(), atol=1e-6) else (
-        "half-split" if torch.allclose(cos[0], half_split.cos(), atol=1e-6) else "unknown")
-    report["dit_rope_layout"] = layout
-    if layout != "interleaved":
-        # The C++ DiT rotates head 0's consecutive pairs by p * theta^(-2i/d) (the released weights'
-        # convention); a half-split cos/sin with the pairwise rotation is not a rotation (the bug of
-        # transformers' #47328, fixed by #47403). Refuse to write a reference of it.
-        fail(f"this transformers builds a {layout} DiT rotary layout; use one with the #47403 fix (5.17)")
+    # The DiT's head-0 rotation, judged by what it does: one attention layer of the model against
+    # the same layer written out with head 0 rotated pair by pair ((x[2i], x[2i+1]) turned by
+    # p * theta^(-2i/d), the released weights' convention and the C++ port's), all keys visible.
+    # transformers whose rotary layout mismatches its rotate function (#47328, fixed by #47403)
+    # give something else; refuse to write a reference of that.
+    layer = dit.transformer_blocks[0].attn
+    probe = torch.randn(1, 8, DIT["hidden_size"], generator=gen)
+    positions = torch.arange(8)[None]
+    with torch.no_grad():
+        cos, sin = dit.rotary_embed(probe, positions)
+        got = layer(probe, position_embeddings=(cos, sin), attention_mask=torch.ones(1, 1, 8, 8, dtype=torch.bool))
+        heads, hd = DIT["num_attention_heads"], DIT["head_dim"]
+        q, k, v = (proj(probe).view(1, 8, heads, hd).transpose(1, 2) for proj in (layer.to_q, layer.to_k, layer.to_v))
+        inv = 1.0 / (DIT["rope_parameters"]["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        angle = positions[0].float()[:, None] * inv[None]
+
+        def pairwise(x):
+            a, b = x[..., 0::2], x[..., 1::2]
+            return torch.stack((a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()), -1).flatten(-2)
+
+        q, k = q.clone(), k.clone()
+        q[:, :1], k[:, :1] = pairwise(q[:, :1]), pairwise(k[:, :1])
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd), -1)
+        want = layer.to_out[0]((weights @ v).transpose(1, 2).reshape(1, 8, heads * hd))
+    rope_diff = (got - want).abs().max().item()
+    report["checks"]["dit_head0_rope_is_pairwise"] = rope_diff
+    if rope_diff > 1e-5:
+        fail(f"this transformers' DiT attention is not head-0 pairwise RoPE (max diff {rope_diff}); use one with "
+             "the #47403 fix (5.17)")
 
     codes = torch.randint(0, DIT["num_embeds"] + 1, (1, N_CODES), generator=gen)
     codes[0, 0], codes[0, -1] = 0, DIT["num_embeds"]  # both ends of the code table
