@@ -1,8 +1,8 @@
 // Qwen2.5-Omni's token2wav against transformers (tests/data/tiny_qwen2_5_omni/token2wav, written by
 // scripts/reference/qwen2_5_omni_token2wav_reference.py on a machine with torch): one DiT evaluation
-// of both CFG branches, the guided ODE function, the sway grid, the whole sampled mel from the saved
-// noise, and BigVGAN's waveform, in float32 on the CPU. The checkpoint and spk_dict.pt are the ones
-// transformers and torch.save wrote. Skipped while the reference files are absent.
+// of both CFG branches, the guided ODE function, the sway grid, the Kaiser-sinc filter, the whole sampled mel from the
+// saved noise, and BigVGAN's waveform, in float32 on the CPU. The checkpoint and spk_dict.pt are the ones transformers
+// and torch.save wrote. Skipped while the reference files are absent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/qwen2_5_omni/alias_free_activation.h"
 #include "model/qwen2_5_omni/ode_solver.h"
 #include "model/qwen2_5_omni/speaker_dict.h"
 #include "model/qwen2_5_omni/token2wav.h"
@@ -87,6 +88,10 @@ TEST_F(Token2WavReferenceTest, SwayGridMatches) {
   const std::vector<float> want = npy("time_points");
   const std::vector<float> got = sway_time_points(static_cast<int>(want.size()), -1.0f);
   EXPECT_LE(max_abs_error(got, want), 1e-7);
+}
+
+TEST_F(Token2WavReferenceTest, KaiserFilterMatches) {
+  EXPECT_LE(max_abs_error(kaiser_sinc_filter(0.25, 0.3, kAliasFreeTaps), npy("kaiser_filter")), 1e-7);
 }
 
 TEST_F(Token2WavReferenceTest, OneDitEvaluationMatches) {
