@@ -104,9 +104,9 @@ void write_random_token2wav_checkpoint(const std::filesystem::path& dir, const T
     add(name + ".weight", {out, in}, fan(in));
     add(name + ".bias", {out}, 0.02f);
   };
-  auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k, bool bias = true) {
+  auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k) {
     add(name + ".weight", {out, in, k}, fan(in * k));
-    if (bias) add(name + ".bias", {out}, 0.02f);
+    add(name + ".bias", {out}, 0.02f);
   };
 
   const DitConfig& d = config.dit;
@@ -174,7 +174,8 @@ void write_random_token2wav_checkpoint(const std::filesystem::path& dir, const T
   const int64_t post = v.stage_channels(static_cast<int>(v.upsample_rates.size()) - 1);
   add(g + "activation_post.act.alpha", {post}, 0.1f);
   add(g + "activation_post.act.beta", {post}, 0.1f);
-  conv(g + "conv_post", 1, post, 7, false);
+  // A tenth of the usual scale: a waveform mostly inside the final clamp.
+  add(g + "conv_post.weight", {1, post, 7}, 0.1f * fan(post * 7));
   writer.write(dir / "model.safetensors");
 
   const OrderedJson json = {{"architectures", {"Qwen2_5OmniModel"}},
