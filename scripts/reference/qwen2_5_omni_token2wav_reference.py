@@ -28,6 +28,7 @@ reloaded and rerun. Any failed check exits non-zero with SELF-CHECK FAILED and w
   mel.npy              float32 [M, mel_dim]: the sampled mel, time-major (transformers' [1, mel_dim, M]
                        transposed)
   waveform.npy         float32 [M * hop]: BigVGAN of that mel (clamped)
+  kaiser_filter.npy    float32 [12]: the anti-aliasing filter transformers registers (kaiser_sinc_filter1d)
   reference.json       versions, shapes and the self-checks' differences
 """
 import argparse
