@@ -18,13 +18,14 @@ namespace ops = tensor::ops;
 
 SpeakerEncoder::Conv SpeakerEncoder::load_conv(const Checkpoint& checkpoint, const std::string& name, int out, int in,
                                                int k, int dilation) const {
-  const std::string prefix = "speaker_encoder." + name;
+  const std::string prefix = prefix_ + name;
   return Conv{tap_major_weight(checkpoint.load_f32(prefix + ".weight", {out, in, k})).to(device_),
               checkpoint.load_f32(prefix + ".bias", {out}).to(device_), k, dilation};
 }
 
-SpeakerEncoder::SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config, tensor::Device device)
-    : config_(std::move(config)), device_(device) {
+SpeakerEncoder::SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config, tensor::Device device,
+                               std::string prefix)
+    : config_(std::move(config)), device_(device), prefix_(std::move(prefix)) {
   const SpeakerEncoderConfig& c = config_;
   mel_filterbank_ = slaney_mel_filterbank(c.sample_rate, kSpeakerMelFft, c.mel_dim, 0.0,
                                           std::min(kSpeakerMelFmax, c.sample_rate / 2.0));

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/qwen3_tts/config.h"
@@ -29,9 +30,10 @@ inline constexpr int64_t kSpeakerMelMinSamples = kSpeakerMelFft;
 
 class SpeakerEncoder {
  public:
-  // Loads speaker_encoder.* from `checkpoint` in the shapes `config` gives.
+  // Loads `prefix`* from `checkpoint` in the shapes `config` gives: Qwen3-TTS's "speaker_encoder.";
+  // the same network conditions Qwen2.5-Omni's token2wav DiT under its own prefix.
   SpeakerEncoder(const Checkpoint& checkpoint, SpeakerEncoderConfig config,
-                 tensor::Device device = tensor::Device::cpu());
+                 tensor::Device device = tensor::Device::cpu(), std::string prefix = "speaker_encoder.");
 
   const SpeakerEncoderConfig& config() const { return config_; }
   // The log-mel [frames, mel_dim] (row-major) of `samples` at config().sample_rate.
@@ -59,6 +61,7 @@ class SpeakerEncoder {
 
   SpeakerEncoderConfig config_;
   tensor::Device device_;
+  std::string prefix_;
   std::vector<double> mel_filterbank_;
   Conv first_;
   std::vector<SeRes2NetBlock> blocks_;
