@@ -69,8 +69,10 @@ struct ForwardBatch {
   // through forward(), forward_greedy() and forward_sample() of a decoder (a batch with a capture
   // never runs as a fixed-size decode step, nor asynchronously): with `capture` set, capture->embeddings receives
   // every row's input embedding and capture->hidden the output of decoder layer capture->layer - 1
-  // (Hugging Face's hidden_states[layer]: the embeddings for layer 0, before any DeepStack add),
-  // host float32 [tokens, hidden_size] each. kInvalidArgument for a layer outside 0..num_layers.
+  // (Hugging Face's hidden_states[layer]: the embeddings for layer 0, before any DeepStack add), or
+  // for layer num_layers + 1 the final norm's output (what the Qwen2.5-Omni talker reads as
+  // hidden_states[-1]), host float32 [tokens, hidden_size] each. kInvalidArgument for a layer outside
+  // 0..num_layers + 1.
   struct HiddenCapture {
     int layer = 0;
     std::vector<float> embeddings;

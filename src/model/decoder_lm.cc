@@ -308,9 +308,9 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
     if (!batch.input_rows.empty()) substitute_input_rows(batch, h);
   }
   if (batch.capture != nullptr) {
-    if (batch.capture->layer < 0 || batch.capture->layer > static_cast<int>(layers_.size())) {
+    if (batch.capture->layer < 0 || batch.capture->layer > static_cast<int>(layers_.size()) + 1) {
       throw_error(ErrorCode::kInvalidArgument, "forward: capture layer {} is outside 0..{}", batch.capture->layer,
-                  layers_.size());
+                  layers_.size() + 1);
     }
     batch.capture->embeddings = host_floats(h);
     if (batch.capture->layer == 0) batch.capture->hidden = batch.capture->embeddings;
@@ -332,6 +332,11 @@ Tensor DecoderLm::run(const ForwardBatch& batch, const Tensor* inputs_embeds, Te
   if (last.defined()) ops::add(h, last, h);
   if (batch.capture != nullptr && batch.capture->layer == static_cast<int>(layers_.size()) && !layers_.empty()) {
     batch.capture->hidden = host_floats(h);
+  }
+  if (batch.capture != nullptr && batch.capture->layer == static_cast<int>(layers_.size()) + 1) {
+    Tensor normed = Tensor::empty({tokens, hidden}, dtype_, device_);
+    ops::rms_norm(h, final_norm_, config_.rms_norm_eps, normed);
+    batch.capture->hidden = host_floats(normed);
   }
 
   if (r == 0) return Tensor::empty({0, config_.vocab_size}, dtype_, device_);

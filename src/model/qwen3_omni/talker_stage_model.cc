@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "model/qwen3_omni/talker_prompt.h"
-#include "model/qwen3_omni/thinker_payload.h"
+#include "model/thinker_payload.h"
 
 namespace omni::model::qwen3_omni {
 
@@ -149,8 +149,8 @@ void TalkerStageModel::take(Request& r, std::span<const std::span<const uint8_t>
   for (std::span<const uint8_t> bytes : payloads) {
     ThinkerPayload p = decode_thinker_payload(bytes);
     if (p.first_position != r.rows() || (r.width != 0 && p.width != r.width) ||
-        (r.rows() == 0 &&
-         (p.specials.empty() || p.prompt_length == 0 || static_cast<size_t>(p.prompt_length) > p.ids.size()))) {
+        (r.rows() == 0 && (p.specials.size() != 3 * static_cast<size_t>(p.width) || p.prompt_length == 0 ||
+                           static_cast<size_t>(p.prompt_length) > p.ids.size()))) {
       throw_error(ErrorCode::kInvalidArgument,
                   "request {}: a thinker payload from position {} of width {} after {} rows of width {} (the first "
                   "must hold the whole prompt and the special embeddings)",

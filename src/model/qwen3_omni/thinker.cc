@@ -8,7 +8,7 @@
 #include "base/base64.h"
 #include "base/error.h"
 #include "model/qwen3_omni/talker_config.h"
-#include "model/qwen3_omni/thinker_payload.h"
+#include "model/thinker_payload.h"
 #include "model/safetensors.h"
 
 namespace omni::model::qwen3_omni {

@@ -1,11 +1,11 @@
-#include "model/qwen3_omni/thinker_payload.h"
+#include "model/thinker_payload.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "base/error.h"
 
-namespace omni::model::qwen3_omni {
+namespace omni::model {
 
 namespace {
 
@@ -21,10 +21,11 @@ void append(std::vector<uint8_t>& out, std::span<const T> values) {
 
 }  // namespace
 
-std::vector<uint8_t> encode_thinker_payload(const DownstreamRows& rows, std::span<const float> specials) {
+std::vector<uint8_t> encode_thinker_payload(const DownstreamRows& rows, std::span<const float> specials,
+                                            bool reply_hidden) {
   const auto count = static_cast<int32_t>(rows.token_ids.size());
   const int32_t width = rows.hidden_size;
-  const int32_t hidden_rows = std::clamp(rows.prompt_length - rows.first_position, 0, count);
+  const int32_t hidden_rows = reply_hidden ? count : std::clamp(rows.prompt_length - rows.first_position, 0, count);
   const int32_t special_rows =
       rows.first_position == 0 && width > 0 ? static_cast<int32_t>(specials.size()) / width : 0;
   const int32_t position_rows = rows.first_position == 0 && !rows.prompt_positions.empty() ? rows.prompt_length : 0;
@@ -59,7 +60,8 @@ ThinkerPayload decode_thinker_payload(std::span<const uint8_t> bytes) {
   const int32_t first = h[0], prompt = h[1], count = h[2], width = h[3], hidden_rows = h[4], special_rows = h[5],
                 position_rows = h[6];
   if (first < 0 || prompt < 0 || count < 0 || width <= 0 || hidden_rows < 0 || hidden_rows > count ||
-      (special_rows != 0 && special_rows != 3) || (position_rows != 0 && (position_rows != prompt || first != 0))) {
+      special_rows < 0 || (special_rows != 0 && first != 0) ||
+      (position_rows != 0 && (position_rows != prompt || first != 0))) {
     throw_error(ErrorCode::kInvalidArgument,
                 "thinker payload: bad header (first position {}, prompt {}, rows {}, width {}, hidden rows {}, "
                 "specials {}, position rows {})",
@@ -91,4 +93,4 @@ ThinkerPayload decode_thinker_payload(std::span<const uint8_t> bytes) {
   return p;
 }
 
-}  // namespace omni::model::qwen3_omni
+}  // namespace omni::model
