@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "model/qwen2/qwen2.h"
+#include "model/qwen2_5_omni/thinker.h"
 #include "model/qwen3/qwen3.h"
 #include "model/qwen3_omni/thinker.h"
 #include "model/qwen3_tts/talker_stage_model.h"
@@ -48,6 +49,7 @@ void register_model_families(ModelRegistry& registry) {
   qwen2::register_family(registry);
   qwen3::register_family(registry);
   qwen3_omni::register_family(registry);
+  qwen2_5_omni::register_family(registry);
   qwen3_tts::register_family(registry);
 }
 

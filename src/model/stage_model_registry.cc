@@ -99,6 +99,7 @@ void register_all_stage_models(StageModels& models) {
   register_causal_lm_stage_models(models);
   register_qwen3_tts_stage_models(models);
   register_qwen3_omni_stage_models(models);
+  register_qwen2_5_omni_stage_models(models);
   register_z_image_stage_models(models);
 }
 

@@ -163,6 +163,7 @@ void register_causal_lm_stage_models(StageModels& models);
 // One function per model family, defined in src/model/<family>/ (e.g. qwen3_tts/stage_models.cc).
 void register_qwen3_tts_stage_models(StageModels& models);
 void register_qwen3_omni_stage_models(StageModels& models);
+void register_qwen2_5_omni_stage_models(StageModels& models);
 void register_z_image_stage_models(StageModels& models);
 
 // Registers every family's stage models: the one list a new family adds its line to.
