@@ -16,7 +16,7 @@
 #include "base/json.h"
 #include "model/qwen3_omni/thinker_prompt.h"
 #include "model/qwen3_omni/vision_encoder.h"
-#include "model/qwen3_omni/vision_processor.h"
+#include "model/vision_processor.h"
 #include "tensor/tensor.h"
 
 namespace omni::model::qwen3_omni {
