@@ -148,12 +148,13 @@ VisionEncoder::VisionEncoder(const Checkpoint& ckpt, const VisionEncoderConfig& 
     block.proj_w = weight(ckpt, p + "attn.proj.weight", {h, h});
     block.proj_b = weight(ckpt, p + "attn.proj.bias", {h});
     block.norm2_w = weight(ckpt, p + "norm2.weight", {h});
-    block.gate_up_w = place(stack_rows(ckpt.load_f32(p + "mlp.gate_proj.weight", {inter, h}),
-                                       ckpt.load_f32(p + "mlp.up_proj.weight", {inter, h})),
-                            dtype, device);
-    block.gate_up_b = place(
-        stack_rows(ckpt.load_f32(p + "mlp.gate_proj.bias", {inter}), ckpt.load_f32(p + "mlp.up_proj.bias", {inter})),
-        dtype, device);
+    // gate then up (loaded in that order, so that an error names the first one at fault).
+    const Tensor gate_w = ckpt.load_f32(p + "mlp.gate_proj.weight", {inter, h});
+    const Tensor gate_b = ckpt.load_f32(p + "mlp.gate_proj.bias", {inter});
+    const Tensor up_w = ckpt.load_f32(p + "mlp.up_proj.weight", {inter, h});
+    const Tensor up_b = ckpt.load_f32(p + "mlp.up_proj.bias", {inter});
+    block.gate_up_w = place(stack_rows(gate_w, up_w), dtype, device);
+    block.gate_up_b = place(stack_rows(gate_b, up_b), dtype, device);
     block.down_w = weight(ckpt, p + "mlp.down_proj.weight", {h, inter});
     block.down_b = weight(ckpt, p + "mlp.down_proj.bias", {h});
     blocks_.push_back(std::move(block));
