@@ -69,6 +69,14 @@ AudioEncoderConfig parse_audio_encoder_config(const Json& c, const std::string& 
   return a;
 }
 
+AudioEncoderConfig thinker_audio_config(const Json& config, const std::string& source) {
+  auto thinker = config.find("thinker_config");
+  if (thinker == config.end() || !thinker->is_object() || !thinker->contains("audio_config")) {
+    throw_error(ErrorCode::kLoadFailed, "{}: missing field 'thinker_config.audio_config'", source);
+  }
+  return parse_audio_encoder_config((*thinker)["audio_config"], source + ": thinker_config.audio_config");
+}
+
 int64_t audio_conv_length(int64_t frames) { return halved(frames); }
 
 int64_t audio_output_length(int64_t frames) { return audio_conv_length(frames) / 2; }

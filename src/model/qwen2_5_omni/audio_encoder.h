@@ -55,6 +55,9 @@ struct AudioEncoderConfig {
 // GELU or scale_embedding true (which the reference's forward never applies, so no checkpoint
 // could rely on it either way).
 AudioEncoderConfig parse_audio_encoder_config(const Json& audio_config, const std::string& source);
+// The same from a whole Qwen2.5-Omni config.json (`source`: its path): kLoadFailed naming
+// 'thinker_config.audio_config' when it is missing.
+AudioEncoderConfig thinker_audio_config(const Json& config, const std::string& source);
 
 // Rows after conv2 of an audio of `frames` valid feature frames: (frames - 1) / 2 + 1, the sum over
 // its chunks (every chunk but the last has an even length, so chunking does not change it).

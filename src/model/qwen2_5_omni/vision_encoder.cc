@@ -94,6 +94,14 @@ VisionEncoderConfig parse_vision_encoder_config(const Json& c, const std::string
   return v;
 }
 
+VisionEncoderConfig thinker_vision_config(const Json& config, const std::string& source) {
+  auto thinker = config.find("thinker_config");
+  if (thinker == config.end() || !thinker->is_object() || !thinker->contains("vision_config")) {
+    throw_error(ErrorCode::kLoadFailed, "{}: missing field 'thinker_config.vision_config'", source);
+  }
+  return parse_vision_encoder_config((*thinker)["vision_config"], source + ": thinker_config.vision_config");
+}
+
 WindowLayout window_layout(std::span<const VisionGrid> grids, int spatial_merge_size, int window_blocks) {
   WindowLayout out;
   const int64_t m = spatial_merge_size, ws = window_blocks;

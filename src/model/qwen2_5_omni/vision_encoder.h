@@ -70,6 +70,9 @@ struct VisionEncoderConfig {
 // full-attention index past depth, a head size not divisible by 4); kUnsupported for a hidden_act
 // other than silu.
 VisionEncoderConfig parse_vision_encoder_config(const Json& vision_config, const std::string& source);
+// The same from a whole Qwen2.5-Omni config.json (`source`: its path): kLoadFailed naming
+// 'thinker_config.vision_config' when it is missing.
+VisionEncoderConfig thinker_vision_config(const Json& config, const std::string& source);
 
 // The window reordering of step 1 for media with `grids`.
 struct WindowLayout {

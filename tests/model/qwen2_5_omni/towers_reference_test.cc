@@ -19,6 +19,7 @@
 #include "model/qwen2_5_omni/vision_encoder.h"
 #include "model/safetensors.h"
 #include "model/vision_processor.h"
+#include "tensor/backend.h"
 #include "tensor/npy.h"
 
 namespace omni::model::qwen2_5_omni {
@@ -30,6 +31,11 @@ using tensor::Tensor;
 const fs::path kDir = fs::path(OMNI_SOURCE_DIR) / "tests/data/tiny_qwen2_5_omni/towers";
 const fs::path kCheckpoint = kDir / "checkpoint";
 constexpr double kMaxRelativeError = 1e-4;
+
+bool cuda_visible() {
+  return tensor::compiled_backends().find("cuda") != std::string::npos && tensor::cuda_device_count() > 0;
+}
+const Placement kCudaF32{tensor::Device::cuda(0), tensor::DType::kF32};
 
 // max |got - want| / max |want| over n values.
 double relative_error(const float* got, const float* want, int64_t n) {
@@ -63,13 +69,11 @@ class TowersReferenceTest : public ::testing::Test {
     ref_ = read_json_file(kDir / "reference.json");
     config_ = read_json_file(kCheckpoint / "config.json");
   }
-  AudioEncoder audio_encoder(const Checkpoint& ckpt) const {
-    return AudioEncoder(ckpt, parse_audio_encoder_config(config_["thinker_config"]["audio_config"], "config.json"),
-                        "thinker.audio_tower.");
+  AudioEncoder audio_encoder(const Checkpoint& ckpt, Placement placement = {}) const {
+    return AudioEncoder(ckpt, thinker_audio_config(config_, "config.json"), "thinker.audio_tower.", placement);
   }
-  VisionEncoder vision_encoder(const Checkpoint& ckpt) const {
-    return VisionEncoder(ckpt, parse_vision_encoder_config(config_["thinker_config"]["vision_config"], "config.json"),
-                         "thinker.visual.");
+  VisionEncoder vision_encoder(const Checkpoint& ckpt, Placement placement = {}) const {
+    return VisionEncoder(ckpt, thinker_vision_config(config_, "config.json"), "thinker.visual.", placement);
   }
   std::vector<Tensor> waveforms() const {
     std::vector<Tensor> out;
@@ -184,6 +188,31 @@ TEST_F(TowersReferenceTest, VideoPatchesAndRowsMatchTransformers) {
       expect_patches_match(processed, want_patches, Json::array({ref_.at("video_grid")}));
   const Checkpoint ckpt = Checkpoint::open(kCheckpoint);
   expect_rows_match(vision_encoder(ckpt).encode(want_patches, grids), tensor::load_npy(kDir / "video_rows.npy"));
+}
+
+// The same towers on a GPU in float32 (the ops' CUDA kernels), on the reference's inputs.
+TEST_F(TowersReferenceTest, TowersOnCudaMatchTransformers) {
+  if (!cuda_visible()) GTEST_SKIP() << "no CUDA device";
+  const Checkpoint ckpt = Checkpoint::open(kCheckpoint);
+  std::vector<Tensor> features;
+  std::vector<AudioFeatures> inputs;
+  for (size_t k = 0; k < ref_.at("audio_samples").size(); ++k) {
+    features.push_back(tensor::load_npy(kDir / ("input_features_" + std::to_string(k) + ".npy")));
+    inputs.push_back({features.back().data<float>(), features.back().dim(1), features.back().dim(1)});
+  }
+  expect_rows_match(audio_encoder(ckpt, kCudaF32).encode(inputs), tensor::load_npy(kDir / "audio_rows.npy"));
+  const VisionEncoder vision = vision_encoder(ckpt, kCudaF32);
+  for (const char* medium : {"image", "video"}) {
+    SCOPED_TRACE(medium);
+    std::vector<VisionGrid> grids;
+    if (std::string(medium) == "image") {
+      grids = ref_.at("image_grids").get<std::vector<VisionGrid>>();
+    } else {
+      grids.push_back(ref_.at("video_grid").get<VisionGrid>());
+    }
+    const Tensor patches = tensor::load_npy(kDir / (std::string(medium) + "_pixel_values.npy"));
+    expect_rows_match(vision.encode(patches, grids), tensor::load_npy(kDir / (std::string(medium) + "_rows.npy")));
+  }
 }
 
 }  // namespace

@@ -299,8 +299,15 @@ TEST_F(TowersTest, VisionErrorsNameTheTensorAndTheField) {
 
 TEST_F(TowersTest, TheCheckpointCarriesTheReleasedProcessorSettings) {
   const Json config = read_json_file(dir_->path() / "config.json");
-  const AudioEncoderConfig a = parse_audio_encoder_config(config["thinker_config"]["audio_config"], "config.json");
+  const AudioEncoderConfig a = thinker_audio_config(config, "config.json");
   EXPECT_EQ(a.n_window, tiny_tower_shapes().audio.n_window);
+  EXPECT_EQ(thinker_vision_config(config, "config.json").fullatt_block_indexes, std::vector<int>{1});
+  expect_error_naming([] { thinker_audio_config(Json::object(), "c.json"); }, "thinker_config.audio_config");
+  expect_error_naming(
+      [] {
+        thinker_vision_config({{"thinker_config", Json::object()}}, "c.json");
+      },
+      "thinker_config.vision_config");
   const AudioProcessor audio = AudioProcessor::load(dir_->path());
   EXPECT_EQ(audio.max_samples(), 4800000);
   EXPECT_EQ(audio.config().feature_size, 128);
