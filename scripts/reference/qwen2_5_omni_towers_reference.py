@@ -100,6 +100,8 @@ def run(out):
     import transformers
     from safetensors.torch import save_file
     from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as m
+    from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import (Qwen2_5OmniAudioEncoderConfig,
+                                                                              Qwen2_5OmniVisionEncoderConfig)
 
     import qwen3_omni_audio_reference as audio_ref
     import qwen3_omni_vision_reference as vision_ref
@@ -111,13 +113,11 @@ def run(out):
             failures.append(what)
             print("FAILED:", what)
 
-    audio_cfg = transformers.Qwen2_5OmniAudioEncoderConfig(**AUDIO)
-    vision_cfg = transformers.Qwen2_5OmniVisionEncoderConfig(**VISION)
-    for c in (audio_cfg, vision_cfg):
-        c._attn_implementation = "eager"
+    audio_cfg = Qwen2_5OmniAudioEncoderConfig(**AUDIO)
+    vision_cfg = Qwen2_5OmniVisionEncoderConfig(**VISION)
     torch.manual_seed(SEED)
-    audio_tower = m.Qwen2_5OmniAudioEncoder(audio_cfg).eval()
-    visual = m.Qwen2_5OmniVisionEncoder(vision_cfg).eval()
+    audio_tower = m.Qwen2_5OmniAudioEncoder._from_config(audio_cfg, attn_implementation="eager").float().eval()
+    visual = m.Qwen2_5OmniVisionEncoder._from_config(vision_cfg, attn_implementation="eager").float().eval()
     redraw(audio_tower, torch, SEED)
     redraw(visual, torch, SEED + 1)
 
@@ -133,7 +133,12 @@ def run(out):
     save = lambda name, value: np.save(os.path.join(out, name + ".npy"), np.ascontiguousarray(np.asarray(value)))
 
     # Audio: the processor's features, the tower over all audios together.
-    fe = transformers.WhisperFeatureExtractor.from_pretrained(ckpt)
+    pre = PREPROCESSOR
+    fe = transformers.WhisperFeatureExtractor(feature_size=pre["feature_size"], sampling_rate=pre["sampling_rate"],
+                                              hop_length=pre["hop_length"], chunk_length=pre["chunk_length"],
+                                              n_fft=pre["n_fft"], padding_value=pre["padding_value"],
+                                              dither=pre["dither"], return_attention_mask=True)
+    check(fe.n_samples == pre["n_samples"], f"n_samples {fe.n_samples}")
     waves = [audio_ref.waveform(n, SEED + k, np) for k, n in enumerate(AUDIO_SAMPLES)]
     feats = fe(waves, sampling_rate=SAMPLE_RATE, padding="max_length", return_attention_mask=True,
                return_tensors="pt")
