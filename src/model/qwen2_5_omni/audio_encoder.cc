@@ -90,6 +90,11 @@ AudioEncoder::AudioEncoder(const Checkpoint& ckpt, const AudioEncoderConfig& con
     : config_(config), placement_(placement) {
   const int64_t d = config_.d_model, ffn = config_.encoder_ffn_dim, mels = config_.num_mel_bins;
   const auto [device, dtype] = placement_;
+  if (config_.n_window > config_.max_source_positions || d % 2 != 0 || d < 4) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "audio tower: d_model {} must be even and at least 4, n_window {} at most max_source_positions {}", d,
+                config_.n_window, config_.max_source_positions);
+  }
   conv1_w_ = place(tap_major(ckpt.load_f32(prefix + "conv1.weight", {d, mels, kKernel})), dtype, device);
   conv1_b_ = weight(ckpt, prefix + "conv1.bias", {d});
   conv2_w_ = place(tap_major(ckpt.load_f32(prefix + "conv2.weight", {d, d, kKernel})), dtype, device);
