@@ -44,7 +44,7 @@ void register_qwen3_omni_stage_models(StageModels& models) {
           facts.audio_input_sample_rate = load_whisper_feature_config(dir).sampling_rate;
         // Images and video when it has a vision encoder; video frames sampled as its processor says.
         if (qwen3_omni::has_vision_input(dir)) {
-          const qwen3_omni::VisionProcessorConfig vision = qwen3_omni::load_vision_processor_config(dir);
+          const VisionProcessorConfig vision = load_vision_processor_config(dir);
           facts.image_input = facts.video_input = true;
           facts.video_fps = vision.fps;
           facts.video_min_frames = vision.min_frames;

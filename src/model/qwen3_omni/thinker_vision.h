@@ -1,6 +1,6 @@
 // The thinker's image and video input, from decoded RGB frames to the rows that replace a prompt's
 // `<|image_pad|>`/`<|video_pad|>` placeholders and their DeepStack rows: the checkpoint's image and
-// video processors (preprocessor_config.json, vision_processor.h) and its vision encoder
+// video processors (preprocessor_config.json, model/vision_processor.h) and its vision encoder
 // (thinker.visual.*, thinker_config.vision_config), as Qwen3OmniMoeProcessor and the thinker's
 // get_image_features / get_video_features compute them.
 //
@@ -16,7 +16,7 @@
 #include "base/json.h"
 #include "model/qwen3_omni/thinker_prompt.h"
 #include "model/qwen3_omni/vision_encoder.h"
-#include "model/qwen3_omni/vision_processor.h"
+#include "model/vision_processor.h"
 #include "tensor/tensor.h"
 
 namespace omni::model::qwen3_omni {

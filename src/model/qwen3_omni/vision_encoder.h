@@ -4,7 +4,7 @@
 // deepstack_visual_indexes (the text model adds them to its hidden states after its first layers).
 //
 // For the media of one request together (each with its grid t x h x w of patches, the patches of a
-// 2 x 2 block consecutive, as vision_processor.h lays them out):
+// 2 x 2 block consecutive, as model/vision_processor.h lays them out):
 //   1. patch_embed: the Conv3d of kernel = stride = (temporal_patch, patch, patch), i.e. one
 //      product of each flattened patch [channels * temporal_patch * patch * patch] with the kernel;
 //   2. plus the learned position embedding (a sqrt(num_position_embeddings)-sided square grid)

@@ -1,6 +1,7 @@
-// The image and video processors of Qwen3-Omni (transformers' Qwen2VLImageProcessor and
-// Qwen2VLVideoProcessor, as Qwen3OmniMoeProcessor calls them): decoded RGB pixels in, the vision
-// encoder's flattened patches and their grid out.
+// The Qwen2-VL image and video processors (transformers' Qwen2VLImageProcessor and
+// Qwen2VLVideoProcessor), which the Qwen omni models' processors call (Qwen2_5OmniProcessor,
+// Qwen3OmniMoeProcessor): decoded RGB pixels in, the vision encoder's flattened patches and their
+// grid out.
 //
 //   1. smart resize: each side rounded (half to even) to a multiple of patch_size * merge_size; if
 //      the area then exceeds max_pixels (or falls below min_pixels) both sides are scaled by
@@ -28,20 +29,26 @@
 #include <vector>
 
 #include "base/json.h"
-#include "model/qwen3_omni/vision_encoder.h"
 #include "tensor/tensor.h"
 
-namespace omni::model::qwen3_omni {
+namespace omni::model {
 
+// A medium's grid of patches: t temporal patches of h x w patches (h and w multiples of the merge).
+using VisionGrid = std::array<int64_t, 3>;
+
+// The image processor's class defaults (Qwen2VLImageProcessor).
 struct VisionProcessorConfig {
-  int patch_size = 16;
+  int patch_size = 14;
   int temporal_patch_size = 2;
   int merge_size = 2;
   int64_t min_pixels = 56 * 56;
   int64_t max_pixels = 28 * 28 * 1280;
-  // Qwen3OmniMoeProcessor passes its own size to the video processor unless a request sets one.
-  int64_t video_min_pixels = 128 * 32 * 32;
-  int64_t video_max_pixels = 768 * 32 * 32;
+  // The omni processors (Qwen2_5OmniProcessor, Qwen3OmniMoeProcessor) pass their own size to the
+  // video processor unless a request sets one: 128 to 768 merge blocks of (patch_size *
+  // merge_size)^2 pixels. 0 here means that (parse_vision_processor_config and
+  // load_vision_processor_config resolve it; video_pixel_range() reads it).
+  int64_t video_min_pixels = 0;
+  int64_t video_max_pixels = 0;
   double rescale_factor = 1.0 / 255.0;
   std::array<double, 3> image_mean{0.48145466, 0.4578275, 0.40821073};
   std::array<double, 3> image_std{0.26862954, 0.26130258, 0.27577711};
@@ -52,6 +59,10 @@ struct VisionProcessorConfig {
   double fps = 2.0;
   int min_frames = 4;
   int max_frames = 768;
+
+  // The video pixel budget: video_min_pixels/video_max_pixels, or the omni processors' 128 and 768
+  // merge blocks where they are 0.
+  std::array<int64_t, 2> video_pixel_range() const;
 };
 
 // The image processor's fields of a preprocessor_config.json object (`source` names it in errors):
@@ -96,4 +107,4 @@ class VisionProcessor {
   VisionProcessorConfig config_;
 };
 
-}  // namespace omni::model::qwen3_omni
+}  // namespace omni::model

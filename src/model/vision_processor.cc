@@ -1,4 +1,4 @@
-#include "model/qwen3_omni/vision_processor.h"
+#include "model/vision_processor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "model/image_resample.h"
 
-namespace omni::model::qwen3_omni {
+namespace omni::model {
 namespace {
 
 namespace fs = std::filesystem;
@@ -61,6 +61,12 @@ void read_video_fields(const Json& c, VisionProcessorConfig& v, const std::strin
 }
 
 }  // namespace
+
+std::array<int64_t, 2> VisionProcessorConfig::video_pixel_range() const {
+  const int64_t block = static_cast<int64_t>(patch_size) * merge_size;
+  return {video_min_pixels > 0 ? video_min_pixels : 128 * block * block,
+          video_max_pixels > 0 ? video_max_pixels : 768 * block * block};
+}
 
 VisionProcessorConfig parse_vision_processor_config(const Json& c, const std::string& source) {
   if (!c.is_object()) throw_error(ErrorCode::kLoadFailed, "{}: must be a JSON object", source);
@@ -138,7 +144,8 @@ ProcessedVision VisionProcessor::image(const RgbFrames& image) const {
 
 ProcessedVision VisionProcessor::video(const RgbFrames& frames) const {
   if (frames.frames.empty()) throw_error(ErrorCode::kInvalidArgument, "the video has no frames");
-  return process(frames, config_.video_min_pixels, config_.video_max_pixels);
+  const auto [min_pixels, max_pixels] = config_.video_pixel_range();
+  return process(frames, min_pixels, max_pixels);
 }
 
 ProcessedVision VisionProcessor::process(const RgbFrames& in, int64_t min_pixels, int64_t max_pixels) const {
@@ -213,4 +220,4 @@ ProcessedVision VisionProcessor::process(const RgbFrames& in, int64_t min_pixels
   return out;
 }
 
-}  // namespace omni::model::qwen3_omni
+}  // namespace omni::model
