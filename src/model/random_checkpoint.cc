@@ -14,17 +14,15 @@ namespace omni::model {
 namespace {
 
 // splitmix64: fast, and the same stream on every platform for a given seed.
-class Uniform {
- public:
-  explicit Uniform(uint64_t seed) : bits_(seed) {}
-  // In [-1, 1).
-  float next() { return static_cast<float>(bits_.next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }
-
- private:
-  SplitMix64 bits_;
-};
-
 }  // namespace
+
+void RandomTensors::add(const std::string& name, const tensor::Shape& shape, float stddev, float mean) {
+  values_.resize(static_cast<size_t>(tensor::shape_numel(shape)));
+  const float a = stddev * std::sqrt(3.0f);
+  // In [-1, 1) from the top 24 bits.
+  for (float& v : values_) v = mean + a * (static_cast<float>(bits_.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
+  writer_.add(name, shape, values_.data());
+}
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -68,15 +66,10 @@ TextModelConfig qwen3_8b_shapes() {
 void write_random_qwen3_checkpoint(const std::filesystem::path& dir, const TextModelConfig& s, uint64_t seed,
                                    tensor::DType dtype) {
   std::filesystem::create_directories(dir);
-  Uniform rng(seed);
   SafetensorsWriter writer(dtype);
-  std::vector<float> buf;
-  // Uniform in [-a, a) has standard deviation a / sqrt(3).
+  RandomTensors random(writer, seed);
   auto add = [&](const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f) {
-    buf.resize(static_cast<size_t>(tensor::shape_numel(shape)));
-    const float a = stddev * std::sqrt(3.0f);
-    for (float& v : buf) v = mean + a * rng.next();
-    writer.add(name, shape, buf.data());
+    random.add(name, shape, stddev, mean);
   };
   const int64_t h = s.hidden_size, hd = s.head_dim, inter = s.intermediate_size;
   const int64_t q = s.num_attention_heads * hd, kv = s.num_key_value_heads * hd;

@@ -7,10 +7,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
+#include "base/splitmix64.h"
 #include "model/hf_config.h"
+#include "model/safetensors_writer.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 namespace omni::model {
 
@@ -30,5 +34,19 @@ void write_random_qwen3_checkpoint(const std::filesystem::path& dir, const TextM
 // kInternal naming the file when it cannot be written.
 void write_text(const std::filesystem::path& path, const std::string& text);
 void write_json(const std::filesystem::path& path, const OrderedJson& json);
+
+// Adds tensors of random values to a checkpoint being written: uniform around `mean` with
+// standard deviation `stddev` (in [mean - a, mean + a), a = stddev * sqrt(3)), drawn from one
+// SplitMix64 stream in the order of the calls, so a seed always writes the same bits.
+class RandomTensors {
+ public:
+  RandomTensors(SafetensorsWriter& writer, uint64_t seed) : writer_(writer), bits_(seed) {}
+  void add(const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f);
+
+ private:
+  SafetensorsWriter& writer_;
+  SplitMix64 bits_;
+  std::vector<float> values_;
+};
 
 }  // namespace omni::model

@@ -66,14 +66,10 @@ OrderedJson tiny_thinker_talker_config() {
 void write_random_thinker_talker_checkpoint(const std::filesystem::path& dir, const OrderedJson& config,
                                             uint64_t seed) {
   std::filesystem::create_directories(dir);
-  SplitMix64 bits(seed);
   SafetensorsWriter writer(tensor::DType::kF32);
-  std::vector<float> buf;
+  RandomTensors random(writer, seed);
   auto add = [&](const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f) {
-    buf.resize(static_cast<size_t>(tensor::shape_numel(shape)));
-    const float a = stddev * std::sqrt(3.0f);
-    for (float& v : buf) v = mean + a * (static_cast<float>(bits.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
-    writer.add(name, shape, buf.data());
+    random.add(name, shape, stddev, mean);
   };
   auto fan = [](int64_t in) { return 1.0f / std::sqrt(static_cast<float>(in)); };
   auto decoder = [&](const std::string& prefix, const OrderedJson& c) {

@@ -91,15 +91,10 @@ void write_random_towers_checkpoint(const std::filesystem::path& dir, const Towe
                                                 {"do_rescale", true},
                                                 {"do_normalize", true}});
 
-  SplitMix64 bits(seed);
   SafetensorsWriter writer(tensor::DType::kF32);
-  std::vector<float> buf;
-  // Uniform in [-a, a) has standard deviation a / sqrt(3).
+  RandomTensors random(writer, seed);
   auto add = [&](const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f) {
-    buf.resize(static_cast<size_t>(tensor::shape_numel(shape)));
-    const float r = stddev * std::sqrt(3.0f);
-    for (float& x : buf) x = mean + r * (static_cast<float>(bits.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
-    writer.add(name, shape, buf.data());
+    random.add(name, shape, stddev, mean);
   };
   auto fan = [](int64_t in) { return 1.0f / std::sqrt(static_cast<float>(in)); };
   auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias = true) {

@@ -297,15 +297,10 @@ TextModelConfig demo_thinker_shapes() {
 void write_random_checkpoint(const fs::path& dir, const TextModelConfig& s, uint64_t seed, tensor::DType dtype,
                              const fs::path& qwen3_tokenizer_dir, bool audio_output) {
   fs::create_directories(dir);
-  SplitMix64 bits(seed);
   SafetensorsWriter writer(dtype);
-  std::vector<float> buf;
-  // Uniform in [-a, a) has standard deviation a / sqrt(3).
+  RandomTensors random(writer, seed);
   auto add = [&](const std::string& name, const tensor::Shape& shape, float stddev, float mean = 0.0f) {
-    buf.resize(static_cast<size_t>(tensor::shape_numel(shape)));
-    const float a = stddev * std::sqrt(3.0f);
-    for (float& v : buf) v = mean + a * (static_cast<float>(bits.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
-    writer.add(name, shape, buf.data());
+    random.add(name, shape, stddev, mean);
   };
   const int64_t h = s.hidden_size, hd = s.head_dim;
   const int64_t q = s.num_attention_heads * hd, kv = s.num_key_value_heads * hd;
