@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "model/hf_config.h"
 #include "model/safetensors.h"
+#include "model/whisper_layers.h"
 #include "tensor/ops.h"
 
 namespace omni::model::qwen2_5_omni {
@@ -99,26 +100,13 @@ AudioEncoder::AudioEncoder(const Checkpoint& ckpt, const AudioEncoderConfig& con
   conv1_b_ = weight(ckpt, prefix + "conv1.bias", {d});
   conv2_w_ = place(tap_major(ckpt.load_f32(prefix + "conv2.weight", {d, d, kKernel})), dtype, device);
   conv2_b_ = weight(ckpt, prefix + "conv2.bias", {d});
-  for (int l = 0; l < config_.encoder_layers; ++l) {
-    const std::string p = prefix + "layers." + std::to_string(l) + ".";
-    Layer layer;
-    layer.attn_norm_w = weight(ckpt, p + "self_attn_layer_norm.weight", {d});
-    layer.attn_norm_b = weight(ckpt, p + "self_attn_layer_norm.bias", {d});
-    layer.q_w = weight(ckpt, p + "self_attn.q_proj.weight", {d, d});
-    layer.q_b = weight(ckpt, p + "self_attn.q_proj.bias", {d});
-    layer.k_w = weight(ckpt, p + "self_attn.k_proj.weight", {d, d});
-    layer.v_w = weight(ckpt, p + "self_attn.v_proj.weight", {d, d});
-    layer.v_b = weight(ckpt, p + "self_attn.v_proj.bias", {d});
-    layer.out_w = weight(ckpt, p + "self_attn.out_proj.weight", {d, d});
-    layer.out_b = weight(ckpt, p + "self_attn.out_proj.bias", {d});
-    layer.mlp_norm_w = weight(ckpt, p + "final_layer_norm.weight", {d});
-    layer.mlp_norm_b = weight(ckpt, p + "final_layer_norm.bias", {d});
-    layer.fc1_w = weight(ckpt, p + "fc1.weight", {ffn, d});
-    layer.fc1_b = weight(ckpt, p + "fc1.bias", {ffn});
-    layer.fc2_w = weight(ckpt, p + "fc2.weight", {d, ffn});
-    layer.fc2_b = weight(ckpt, p + "fc2.bias", {d});
-    layers_.push_back(std::move(layer));
-  }
+  layers_.emplace(ckpt, prefix,
+                  WhisperLayers::Shape{.d_model = d,
+                                       .ffn_dim = ffn,
+                                       .heads = config_.encoder_attention_heads,
+                                       .num_layers = config_.encoder_layers,
+                                       .k_bias = false},
+                  placement_);
   ln_post_w_ = weight(ckpt, prefix + "ln_post.weight", {d});
   ln_post_b_ = weight(ckpt, prefix + "ln_post.bias", {d});
   proj_w_ = weight(ckpt, prefix + "proj.weight", {config_.output_dim, d});
@@ -213,32 +201,7 @@ Tensor AudioEncoder::encode(std::span<const AudioFeatures> audios) const {
   ops::add(h, place(positions, dtype, device), h);
 
   // 3: the layers, attention within each chunk.
-  const int64_t heads = config_.encoder_attention_heads, hd = d / heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  Tensor x = Tensor::empty({total, d}, dtype, device), attn = Tensor::empty({total, d}, dtype, device);
-  Tensor q = Tensor::empty({total, d}, dtype, device), k = Tensor::empty({total, d}, dtype, device);
-  Tensor v = Tensor::empty({total, d}, dtype, device), branch = Tensor::empty({total, d}, dtype, device);
-  Tensor up = Tensor::empty({total, config_.encoder_ffn_dim}, dtype, device);
-  for (const Layer& l : layers_) {
-    ops::layer_norm(h, l.attn_norm_w, l.attn_norm_b, kLayerNormEps, x);
-    ops::linear(x, l.q_w, l.q_b, q);
-    ops::linear(x, l.k_w, Tensor(), k);
-    ops::linear(x, l.v_w, l.v_b, v);
-    int64_t start = 0;
-    for (int64_t w : chunk_rows) {
-      const auto heads_of = [&](const Tensor& t) { return t.slice_rows(start, start + w).reshape({w, heads, hd}); };
-      Tensor out = heads_of(attn);
-      ops::attention(heads_of(q), heads_of(k), heads_of(v), scale, out);
-      start += w;
-    }
-    ops::linear(attn, l.out_w, l.out_b, branch);
-    ops::add(h, branch, h);
-    ops::layer_norm(h, l.mlp_norm_w, l.mlp_norm_b, kLayerNormEps, x);
-    ops::linear(x, l.fc1_w, l.fc1_b, up);
-    ops::gelu(up, ops::GeluApproximation::kNone, up);
-    ops::linear(up, l.fc2_w, l.fc2_b, branch);
-    ops::add(h, branch, h);
-  }
+  layers_->run(h, chunk_rows);
 
   // 4: per audio the average of each pair of rows (an odd last row dropped), then ln_post and proj.
   Tensor index = Tensor::empty({outputs, 2}, DType::kI32);

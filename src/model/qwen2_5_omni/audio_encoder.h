@@ -25,12 +25,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/json.h"
 #include "model/placement.h"
+#include "model/whisper_layers.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
@@ -90,10 +92,6 @@ class AudioEncoder {
   tensor::Tensor encode(std::span<const AudioFeatures> audios) const;
 
  private:
-  struct Layer {
-    tensor::Tensor attn_norm_w, attn_norm_b, q_w, q_b, k_w, v_w, v_b, out_w, out_b;
-    tensor::Tensor mlp_norm_w, mlp_norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
-  };
   tensor::Tensor weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
   // conv1 and conv2 of one chunk, time-major [frames, mel_bins] on the placement, into `out`
   // [(frames - 1) / 2 + 1, d_model].
@@ -103,7 +101,7 @@ class AudioEncoder {
   Placement placement_;
   tensor::Tensor conv1_w_, conv1_b_, conv2_w_, conv2_b_;  // tap-major [d_model, 3 * in]
   tensor::Tensor positions_;                              // host float32 [max_source_positions, d_model]
-  std::vector<Layer> layers_;
+  std::optional<WhisperLayers> layers_;
   tensor::Tensor ln_post_w_, ln_post_b_, proj_w_, proj_b_;
 };
 

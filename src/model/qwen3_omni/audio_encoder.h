@@ -28,12 +28,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/json.h"
 #include "model/placement.h"
+#include "model/whisper_layers.h"
 #include "tensor/tensor.h"
 
 namespace omni::model {
@@ -87,10 +89,6 @@ class AudioEncoder {
   tensor::Tensor encode(std::span<const AudioFeatures> audios) const;
 
  private:
-  struct Layer {
-    tensor::Tensor attn_norm_w, attn_norm_b, q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b;
-    tensor::Tensor mlp_norm_w, mlp_norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
-  };
   // A weight of the checkpoint on the placement.
   tensor::Tensor weight(const Checkpoint& ckpt, const std::string& name, const tensor::Shape& shape) const;
   // The convolution front end of one zero-padded chunk, a time-major image [width, mel_bins, 1] on
@@ -99,11 +97,11 @@ class AudioEncoder {
 
   AudioEncoderConfig config_;
   Placement placement_;
-  int64_t freq_rows_ = 0;  // mel rows after the three convolutions
+  int64_t freq_rows_ = 0;                 // mel rows after the three convolutions
   tensor::Tensor conv_w_[3], conv_b_[3];  // conv_w_ [out, in, time tap, mel tap]
   tensor::Tensor conv_out_;               // [d_model, freq_rows * channels]: mel row-major
   tensor::Tensor positions_;              // host float32 [max_source_positions, d_model]
-  std::vector<Layer> layers_;
+  std::optional<WhisperLayers> layers_;
   tensor::Tensor ln_post_w_, ln_post_b_, proj1_w_, proj1_b_, proj2_w_, proj2_b_;
 };
 
