@@ -49,7 +49,7 @@ void register_model_families(ModelRegistry& registry) {
   qwen2::register_family(registry);
   qwen3::register_family(registry);
   qwen3_omni::register_family(registry);
-  qwen2_5_omni::register_family(registry);
+  // qwen2_5_omni::register_family joins with its stage models (model/stage_model_registry.cc).
   qwen3_tts::register_family(registry);
 }
 

@@ -99,7 +99,8 @@ void register_all_stage_models(StageModels& models) {
   register_causal_lm_stage_models(models);
   register_qwen3_tts_stage_models(models);
   register_qwen3_omni_stage_models(models);
-  register_qwen2_5_omni_stage_models(models);
+  // Qwen2.5-Omni's thinker and talker stage models (register_qwen2_5_omni_stage_models) join once
+  // its code2wav stage and the thinker's towers are wired in: until then its pipeline cannot serve.
   register_z_image_stage_models(models);
 }
 

@@ -98,13 +98,13 @@ TEST(HiddenCaptureTest, AChunkedPrefillCapturesWhatAWholeOneDoes) {
       EXPECT_NE(whole.hidden, last.hidden);
     }
   }
-  ForwardBatch::HiddenCapture bad{kLayers + 1, {}, {}};
+  ForwardBatch::HiddenCapture bad{kLayers + 2, {}, {}};
   model->init_kv_cache(2);
   try {
     model->forward(slice(0, n, &bad), logits);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "forward: capture layer 3 is outside 0..2");
+    EXPECT_EQ(std::string(e.what()), "forward: capture layer 4 is outside 0..3");
   }
 }
 
